@@ -1,0 +1,144 @@
+/*
+ * cpprof.h -- the whole public API of cpprof.
+ *
+ * cpprof gives C and C++ programs what Go programs get from runtime/pprof
+ * labels and net/http/pprof: string key/value labels attached to a thread,
+ * copied onto every CPU sample and shown in the thread census, and an
+ * embedded HTTP server serving /debug/pprof/ to `go tool pprof`, curl and
+ * continuous profilers.
+ *
+ * Conventions (as in libuv and jansson): one prefix, opaque types, and every
+ * call that can fail returns 0 or a negative error code; cpprof_strerror()
+ * turns a code into a message.  Label sets are immutable values: build one,
+ * pass it around like Go's context, and apply it to a thread as a separate
+ * step (cpprof_do() scoped, cpprof_set_thread_labels() unscoped).
+ */
+#ifndef CPPROF_H
+#define CPPROF_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/* Errors are negative.  Plain errno values (-EINVAL, -ENOMEM, ...) are used
+ * where they say enough; the codes below say what errno cannot. */
+enum cpprof_error {
+    CPPROF_EUNEVEN = -10001,   /* odd number of strings for key/value pairs */
+    CPPROF_ENULLKEY = -10002,  /* a label key is NULL */
+    CPPROF_EEMPTYKEY = -10003, /* a label key is the empty string */
+    CPPROF_ENULLVALUE = -10004,/* a label value is NULL */
+    CPPROF_EBUSY = -10005,     /* CPU profiling already in use */
+    CPPROF_ESIGTAKEN = -10006, /* the profiling signal has another handler */
+    CPPROF_ESETTING = -10007,  /* no setting of that name */
+    CPPROF_EVALUE = -10008,    /* bad value for a setting */
+    CPPROF_ERUNNING = -10009,  /* the HTTP server is already running */
+    CPPROF_ENOTRUNNING = -10010/* the HTTP server or profile is not running */
+};
+
+/* A message for any code returned by cpprof (never NULL). */
+const char *cpprof_strerror(int code);
+
+/* ---- Label sets (Go: pprof.Labels, WithLabels, Label, ForLabels) -------- */
+
+/* An immutable, interned, reference-counted set of key/value strings,
+ * sorted by key.  NULL is a valid set: the empty one. */
+typedef struct cpprof_labelset cpprof_labelset;
+
+/* Builds a set from `n` strings: key, value, key, value...  A duplicate key
+ * keeps its later value.  On success *out holds a reference the caller
+ * releases with cpprof_labelset_release().  Errors: CPPROF_EUNEVEN,
+ * CPPROF_ENULLKEY, CPPROF_EEMPTYKEY, CPPROF_ENULLVALUE, -ENOMEM, -EINVAL. */
+int cpprof_labels(cpprof_labelset **out, size_t n, const char *const *kv);
+
+/* Like cpprof_labels() but starting from `parent` (may be NULL): a key in
+ * kv overrides the parent's value; the parent is unchanged. */
+int cpprof_labels_with(cpprof_labelset **out, const cpprof_labelset *parent,
+                       size_t n, const char *const *kv);
+
+/* Reference counting.  Both accept NULL. */
+cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set);
+void cpprof_labelset_release(const cpprof_labelset *set);
+
+/* Looks up one key.  *found says whether it was there; *value is set to the
+ * value (valid while the set is) or to NULL.  Error: -EINVAL. */
+int cpprof_label(const cpprof_labelset *set, const char *key,
+                 const char **value, bool *found);
+
+/* Number of pairs in the set (0 for NULL). */
+size_t cpprof_labelset_size(const cpprof_labelset *set);
+
+/* Calls fn for each pair in key order until fn returns false. */
+typedef bool (*cpprof_label_fn)(const char *key, const char *value, void *arg);
+int cpprof_labels_foreach(const cpprof_labelset *set, cpprof_label_fn fn,
+                          void *arg);
+
+/* Writes Go's printed form, {"k1":"v1", "k2":"v2"}, into buf (always NUL
+ * terminated when len > 0).  Returns the length the whole text needs, like
+ * snprintf, or a negative error. */
+int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len);
+
+/* ---- Applying labels to threads (Go: pprof.Do, SetGoroutineLabels) ------ */
+
+/* The calling thread's current set, with a reference for the caller
+ * (NULL when it has no labels). */
+cpprof_labelset *cpprof_thread_labels(void);
+
+/* Sets the calling thread's labels to `set` (NULL clears them), with no
+ * restore.  Takes its own reference. */
+int cpprof_set_thread_labels(const cpprof_labelset *set);
+
+/* The function cpprof_do() runs: `labels` is the derived set in force. */
+typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
+
+/* Go's pprof.Do: derives parent-plus-labels (parent NULL means the calling
+ * thread's current set), applies it to the calling thread, runs fn(arg,
+ * derived) and restores the thread's previous set on every exit path: a
+ * normal return, a C++ exception or a pthread_cancel unwinding through it.
+ * The caller keeps its references to parent and labels for the call. */
+int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
+              cpprof_do_fn fn, void *arg);
+
+/* pthread_create whose new thread starts with the creator's current labels,
+ * as a goroutine inherits its creator's.  Returns 0 or a negative errno. */
+int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+                         void *(*start)(void *), void *arg);
+
+/* Number of label sets folded into the overflow set by the cardinality cap
+ * (setting "label_cap"). */
+unsigned long cpprof_labelsets_folded(void);
+
+/* ---- Settings ------------------------------------------------------------ */
+
+/* Every setting has a name and an environment variable CPPROF_<NAME> read at
+ * load time (README lists them all).  cpprof_set() changes one at run time;
+ * errors: CPPROF_ESETTING, CPPROF_EVALUE (with the setting unchanged). */
+int cpprof_set(const char *name, const char *value);
+
+/* ---- CPU profiling and the HTTP server ---------------------------------- */
+
+/* Starts a CPU profile of every thread at the "cpu_hz" rate.
+ * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, -errno. */
+int cpprof_cpu_profile_start(void);
+
+/* Stops the running CPU profile and returns it as gzip-compressed
+ * profile.proto in *buf (free() it).  Error: CPPROF_ENOTRUNNING. */
+int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
+
+/* Serves /debug/pprof/ on addr, "HOST:PORT" (NULL: the "http_addr" setting,
+ * default 127.0.0.1:6060), on threads of its own. */
+int cpprof_http_start(const char *addr);
+
+/* Stops the server and frees everything it holds. */
+int cpprof_http_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CPPROF_H */

@@ -1,0 +1,57 @@
+/*
+ * builder.h -- the profile builder (builder.c): pprof's profile.proto,
+ * gzip-compressed, shared by every profile type.
+ *
+ * Like Go's runtime/pprof profileBuilder it is separate from the collectors
+ * that feed it: a collector declares sample types, hands over samples
+ * (stacks of PCs, values, labels) and asks for the encoding.  The builder
+ * owns the string table, functions, locations and mappings, and symbolizes
+ * every location itself (symbolize.h) so that pprof never has to.
+ * Never used from a signal handler.
+ */
+#ifndef CPPROF_BUILDER_H
+#define CPPROF_BUILDER_H
+
+#include "cpprof.h"
+#include "stacktab.h"
+#include <stdint.h>
+
+typedef struct builder builder;
+
+/* A numeric label (Go's heap profile: "bytes"); unit is never NULL. */
+typedef struct {
+    const char *key;
+    int64_t value;
+    const char *unit;
+} builder_numlabel;
+
+builder *builder_new(void);
+void builder_free(builder *b);
+
+/* Sample types, in order; every sample then has that many values. */
+int builder_add_sample_type(builder *b, const char *type, const char *unit);
+int builder_set_period(builder *b, const char *type, const char *unit,
+                       int64_t period);
+void builder_set_time(builder *b, int64_t time_nanos, int64_t duration_nanos);
+int builder_set_default_sample_type(builder *b, const char *type);
+
+/* One sample: pcs[0] is the leaf; flags as in stacktab.h.  String labels
+ * come from `labels` (may be NULL), numeric ones from num[0..nnum). */
+int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
+                       unsigned flags, const int64_t *values,
+                       const cpprof_labelset *labels,
+                       const builder_numlabel *num, size_t nnum);
+
+/* A sample whose whole stack is one pseudo-frame naming a cause, e.g.
+ * "cpprof.lostProfileEvent" for samples a full buffer dropped. */
+int builder_add_pseudo_sample(builder *b, const char *frame,
+                              const int64_t *values);
+
+/* Adds every entry of a stacktab as a sample. */
+int builder_add_stacktab(builder *b, const stacktab *t);
+
+/* Encodes the profile: gzip (best speed) of the serialized profile.proto,
+ * in a malloc'd buffer the caller frees. */
+int builder_encode(builder *b, unsigned char **out, size_t *len);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * config.c -- every cpprof setting in one table.
+ *
+ * A setting has a name ("cpu_hz"), an environment variable (CPPROF_CPU_HZ),
+ * a default and limits.  The environment is read once when the library is
+ * loaded, so the zero-code mode (LD_PRELOAD) needs nothing else; a bad value
+ * is reported once on stderr and the default stays, never a silent guess.
+ * cpprof_set() changes a setting at run time with the same parser.
+ * Integer values are atomics because collectors read them from any thread.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "cpprof.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*str_check_fn)(const char *value);
+
+struct setting {
+    const char *name;
+    const char *doc;     /* what it means, for messages */
+    long min, max, def;  /* integer settings */
+    const char *sdef;    /* string settings: non-NULL default */
+    str_check_fn check;  /* string settings: returns 0 when valid */
+    atomic_long ival;
+    char *sval;
+};
+
+static int check_host_port(const char *v);
+
+static struct setting settings[CFG__COUNT] = {
+    [CFG_LABEL_CAP] = {"label_cap", "distinct label sets before folding",
+                       1, 100000000, 10000, NULL, NULL, 0, NULL},
+    [CFG_CPU_HZ] = {"cpu_hz", "CPU samples per second", 1, 1000, 100, NULL,
+                    NULL, 0, NULL},
+    [CFG_CPU_SIGNAL] = {"cpu_signal", "signal number of the CPU sampler", 1,
+                        64, SIGPROF, NULL, NULL, 0, NULL},
+    [CFG_PROFILE_MAX_SECONDS] = {"profile_max_seconds",
+                                 "largest seconds= of a CPU profile", 1,
+                                 86400, 3600, NULL, NULL, 0, NULL},
+    [CFG_HTTP_ADDR] = {"http_addr", "HOST:PORT of the HTTP server", 0, 0, 0,
+                       "127.0.0.1:6060", check_host_port, 0, NULL},
+};
+
+static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* HOST:PORT with a port in 0..65535; the server parses the host. */
+static int check_host_port(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v || !colon[1])
+        return -1;
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    return (*end || errno || port < 0 || port > 65535) ? -1 : 0;
+}
+
+static int parse_long(const char *v, long min, long max, long *out)
+{
+    if (!v || !*v || isspace((unsigned char)*v))
+        return -1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*end || errno || n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+static int cpu_signal_usable(long sig)
+{
+    return sig != SIGKILL && sig != SIGSTOP && sig <= SIGRTMAX;
+}
+
+static int apply(struct setting *s, const char *value)
+{
+    if (s->sdef) {
+        if (!value || s->check(value) != 0)
+            return CPPROF_EVALUE;
+        char *copy = strdup(value);
+        if (!copy)
+            return -ENOMEM;
+        pthread_mutex_lock(&str_lock);
+        free(s->sval);
+        s->sval = copy;
+        pthread_mutex_unlock(&str_lock);
+        return 0;
+    }
+    long n;
+    if (parse_long(value, s->min, s->max, &n) != 0)
+        return CPPROF_EVALUE;
+    if (s == &settings[CFG_CPU_SIGNAL] && !cpu_signal_usable(n))
+        return CPPROF_EVALUE;
+    atomic_store(&s->ival, n);
+    return 0;
+}
+
+static struct setting *find(const char *name)
+{
+    for (int i = 0; i < CFG__COUNT; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+int cpprof_set(const char *name, const char *value)
+{
+    if (!name || !value)
+        return -EINVAL;
+    struct setting *s = find(name);
+    return s ? apply(s, value) : CPPROF_ESETTING;
+}
+
+long cfg_int(cfg_id id)
+{
+    return atomic_load(&settings[id].ival);
+}
+
+const char *cfg_str(cfg_id id)
+{
+    pthread_mutex_lock(&str_lock);
+    const char *v = settings[id].sval;
+    pthread_mutex_unlock(&str_lock);
+    return v;
+}
+
+static void env_var_name(const char *name, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "CPPROF_%s", name);
+    for (size_t i = 7; i < n && i < len; i++)
+        buf[i] = (char)toupper((unsigned char)buf[i]);
+}
+
+static void describe_limits(const struct setting *s, char *buf, size_t len)
+{
+    if (s->sdef)
+        snprintf(buf, len, "HOST:PORT, keeping %s", s->sdef);
+    else
+        snprintf(buf, len, "an integer in %ld..%ld, keeping %ld", s->min,
+                 s->max, s->def);
+}
+
+/* Runs when the library is loaded: defaults, then the environment. */
+__attribute__((constructor)) static void config_load(void)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        struct setting *s = &settings[i];
+        atomic_store(&s->ival, s->def);
+        s->sval = s->sdef ? strdup(s->sdef) : NULL;
+        char var[64];
+        env_var_name(s->name, var, sizeof var);
+        const char *v = getenv(var);
+        if (v && apply(s, v) != 0) {
+            char limits[96];
+            describe_limits(s, limits, sizeof limits);
+            fprintf(stderr, "cpprof: %s=\"%s\" is not valid for %s: expected "
+                    "%s\n", var, v, s->doc, limits);
+        }
+    }
+}

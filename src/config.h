@@ -1,0 +1,27 @@
+/*
+ * config.h -- settings (config.c).
+ *
+ * One table holds every setting: its name, its environment variable
+ * (CPPROF_ + the name in capitals), its default and its limits, so that the
+ * API (cpprof_set), the environment and README's table cannot drift apart.
+ * Values are read from the environment once, at load; a bad value is
+ * reported once on stderr and the default stays.
+ */
+#ifndef CPPROF_CONFIG_H
+#define CPPROF_CONFIG_H
+
+typedef enum {
+    CFG_LABEL_CAP,            /* distinct interned label sets before folding */
+    CFG_CPU_HZ,               /* CPU sampling rate, 1..1000 */
+    CFG_CPU_SIGNAL,           /* signal the CPU sampler uses (SIGPROF) */
+    CFG_PROFILE_MAX_SECONDS,  /* largest ?seconds= on /profile */
+    CFG_HTTP_ADDR,            /* HOST:PORT served by cpprof_http_start(NULL) */
+    CFG__COUNT
+} cfg_id;
+
+/* Integer settings. */
+long cfg_int(cfg_id id);
+/* String settings (valid until the setting changes). */
+const char *cfg_str(cfg_id id);
+
+#endif

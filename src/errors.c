@@ -1,0 +1,44 @@
+/*
+ * errors.c -- cpprof_strerror(): one message for every code the API returns.
+ *
+ * Codes are 0, a negative errno, or one of enum cpprof_error for the cases
+ * errno has no word for.  Messages of the cpprof codes match the wording
+ * users of Go's pprof see for the same situation where there is one.
+ */
+#define _GNU_SOURCE
+#include "cpprof.h"
+
+#include <string.h>
+
+static const char *cpprof_code_message(int code)
+{
+    switch (code) {
+    case CPPROF_EUNEVEN:
+        return "uneven number of arguments to cpprof_labels: keys and values "
+               "must come in pairs";
+    case CPPROF_ENULLKEY: return "label key is NULL";
+    case CPPROF_EEMPTYKEY: return "label key is empty";
+    case CPPROF_ENULLVALUE: return "label value is NULL";
+    case CPPROF_EBUSY: return "cpu profiling already in use";
+    case CPPROF_ESIGTAKEN:
+        return "the CPU profiling signal already has a handler in this "
+               "process (set cpu_signal to another signal)";
+    case CPPROF_ESETTING: return "no such setting";
+    case CPPROF_EVALUE: return "bad value for this setting";
+    case CPPROF_ERUNNING: return "the HTTP server is already running";
+    case CPPROF_ENOTRUNNING: return "not running";
+    default: return NULL;
+    }
+}
+
+const char *cpprof_strerror(int code)
+{
+    if (code == 0)
+        return "success";
+    const char *msg = cpprof_code_message(code);
+    if (msg)
+        return msg;
+    if (code < 0 && (msg = strerrordesc_np(-code)) != NULL)
+        return msg;
+    return "unknown cpprof error";
+}

@@ -1,0 +1,448 @@
+/*
+ * labels.c -- immutable, interned, reference-counted label sets.
+ *
+ * Go's LabelSet is an immutable value that travels with a context; here it is
+ * a pointer to one shared object per distinct content.  Interning gives three
+ * things at once: applying a prebuilt set to a thread is a pointer store and
+ * allocates nothing; collectors can key their tables by the pointer; and the
+ * cardinality guard can count distinct sets.  The empty set is NULL.
+ *
+ * Storage: each set is one allocation holding its 2n string pointers followed
+ * by the strings, sorted by key (Go prints and iterates in key order).  The
+ * intern table is a chained hash under one mutex; it is touched only when a
+ * set is built, never when one is applied.
+ *
+ * Lifetime: the count is atomic so the CPU sampler's signal handler can take
+ * a reference.  A set whose count reaches zero stays in the table, so that
+ * rebuilding the same labels (the common case: one set per tenant) finds it
+ * again; zero-count sets are freed only when the cap needs room, and then
+ * under the registry lock, which is what makes the census's cross-thread
+ * reads safe (see thread.h).
+ */
+#define _GNU_SOURCE
+#include "labels.h"
+#include "config.h"
+#include "thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cpprof_labelset {
+    atomic_long refs;
+    uint64_t hash;
+    struct cpprof_labelset *chain; /* next in the intern bucket */
+    size_t n;                      /* number of pairs */
+    const char *kv[];              /* key0, value0, key1, ... then strings */
+};
+
+/* A key/value pair while a set is being built. */
+struct pair {
+    const char *key, *value;
+    size_t order; /* argument position: the later duplicate wins */
+};
+
+/* Past the cap every new set folds into this one; its labels say why. */
+static struct {
+    struct cpprof_labelset set;
+    const char *kv[2];
+} overflow = {
+    .set = {.refs = 1, .n = 1},
+    .kv = {"cpprof_overflow", "label set cap reached"},
+};
+
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cpprof_labelset **buckets;
+static size_t nbuckets, ninterned;
+static atomic_ulong folded;
+static atomic_int overrelease_reported;
+
+/* ---- Building ----------------------------------------------------------- */
+
+static int validate_pairs(size_t n, const char *const *kv)
+{
+    if (n % 2)
+        return CPPROF_EUNEVEN;
+    if (n && !kv)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i += 2) {
+        if (!kv[i])
+            return CPPROF_ENULLKEY;
+        if (!kv[i][0])
+            return CPPROF_EEMPTYKEY;
+        if (!kv[i + 1])
+            return CPPROF_ENULLVALUE;
+    }
+    return 0;
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const struct pair *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    if (c)
+        return c;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Sorts by key and keeps, for each key, the pair given last. */
+static size_t sort_unique(struct pair *p, size_t n)
+{
+    qsort(p, n, sizeof *p, pair_cmp);
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (out && strcmp(p[out - 1].key, p[i].key) == 0)
+            p[out - 1] = p[i];
+        else
+            p[out++] = p[i];
+    }
+    return out;
+}
+
+static uint64_t hash_pairs(const struct pair *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a; NUL separates strings */
+    for (size_t i = 0; i < n; i++) {
+        for (const char *s = p[i].key;; s++) {
+            h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+            if (!*s)
+                break;
+        }
+        for (const char *s = p[i].value;; s++) {
+            h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+            if (!*s)
+                break;
+        }
+    }
+    return h;
+}
+
+static int same_content(const struct cpprof_labelset *s,
+                        const struct pair *p, size_t n)
+{
+    if (s->n != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s->kv[2 * i], p[i].key) ||
+            strcmp(s->kv[2 * i + 1], p[i].value))
+            return 0;
+    return 1;
+}
+
+static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
+                                       uint64_t hash)
+{
+    size_t bytes = sizeof(struct cpprof_labelset) + 2 * n * sizeof(char *);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(p[i].key) + strlen(p[i].value) + 2;
+    struct cpprof_labelset *s = malloc(bytes);
+    if (!s)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->hash = hash;
+    s->chain = NULL;
+    s->n = n;
+    char *text = (char *)&s->kv[2 * n];
+    for (size_t i = 0; i < 2 * n; i++) {
+        const char *src = (i % 2) ? p[i / 2].value : p[i / 2].key;
+        size_t len = strlen(src) + 1;
+        memcpy(text, src, len);
+        s->kv[i] = text;
+        text += len;
+    }
+    return s;
+}
+
+/* Frees every set nobody references.  Called with intern_lock held; takes
+ * the registry lock so no census is between reading a thread's pointer and
+ * taking its reference. */
+static void reclaim_unreferenced(void)
+{
+    registry_lock();
+    for (size_t b = 0; b < nbuckets; b++) {
+        struct cpprof_labelset **link = &buckets[b];
+        while (*link) {
+            struct cpprof_labelset *s = *link;
+            if (atomic_load(&s->refs) == 0) {
+                *link = s->chain;
+                free(s);
+                ninterned--;
+            } else {
+                link = &s->chain;
+            }
+        }
+    }
+    registry_unlock();
+}
+
+static int grow_table(void)
+{
+    size_t n = nbuckets ? nbuckets * 2 : 64;
+    struct cpprof_labelset **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return -ENOMEM;
+    for (size_t b = 0; b < nbuckets; b++) {
+        struct cpprof_labelset *s = buckets[b], *next;
+        for (; s; s = next) {
+            next = s->chain;
+            s->chain = nb[s->hash & (n - 1)];
+            nb[s->hash & (n - 1)] = s;
+        }
+    }
+    free(buckets);
+    buckets = nb;
+    nbuckets = n;
+    return 0;
+}
+
+/* The interned set for sorted, unique pairs, with a reference. */
+static int intern(cpprof_labelset **out, const struct pair *p, size_t n)
+{
+    if (n == 0) {
+        *out = NULL;
+        return 0;
+    }
+    uint64_t h = hash_pairs(p, n);
+    int rc = 0;
+    pthread_mutex_lock(&intern_lock);
+    struct cpprof_labelset *s = nbuckets ? buckets[h & (nbuckets - 1)] : NULL;
+    for (; s; s = s->chain)
+        if (s->hash == h && same_content(s, p, n))
+            break;
+    if (s) {
+        atomic_fetch_add(&s->refs, 1);
+    } else {
+        if (ninterned >= (size_t)cfg_int(CFG_LABEL_CAP))
+            reclaim_unreferenced();
+        if (ninterned >= (size_t)cfg_int(CFG_LABEL_CAP)) {
+            atomic_fetch_add(&folded, 1);
+            s = &overflow.set;
+        } else if ((ninterned + 1 > nbuckets && (rc = grow_table()) != 0) ||
+                   !(s = new_set(p, n, h))) {
+            rc = rc ? rc : -ENOMEM;
+        } else {
+            s->chain = buckets[h & (nbuckets - 1)];
+            buckets[h & (nbuckets - 1)] = s;
+            ninterned++;
+        }
+    }
+    pthread_mutex_unlock(&intern_lock);
+    *out = s;
+    return rc;
+}
+
+/* Collects a set's pairs followed by kv's, sorts and interns them. */
+static int build(cpprof_labelset **out, const cpprof_labelset *parent,
+                 size_t n, const char *const *kv)
+{
+    size_t np = cpprof_labelset_size(parent), total = np + n / 2;
+    struct pair stackbuf[16];
+    struct pair *p = total <= 16 ? stackbuf : malloc(total * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    for (size_t i = 0; i < np; i++)
+        p[i] = (struct pair){parent->kv[2 * i], parent->kv[2 * i + 1], i};
+    for (size_t i = 0; i < n / 2; i++)
+        p[np + i] = (struct pair){kv[2 * i], kv[2 * i + 1], np + i};
+    int rc = intern(out, p, sort_unique(p, total));
+    if (p != stackbuf)
+        free(p);
+    return rc;
+}
+
+int cpprof_labels(cpprof_labelset **out, size_t n, const char *const *kv)
+{
+    return cpprof_labels_with(out, NULL, n, kv);
+}
+
+int cpprof_labels_with(cpprof_labelset **out, const cpprof_labelset *parent,
+                       size_t n, const char *const *kv)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    int rc = validate_pairs(n, kv);
+    return rc ? rc : build(out, parent, n, kv);
+}
+
+int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
+                   const cpprof_labelset *labels)
+{
+    if (!parent || !labels || parent == labels) {
+        *out = cpprof_labelset_ref(labels ? labels : parent);
+        return 0;
+    }
+    return build(out, parent, 2 * labels->n, labels->kv);
+}
+
+/* ---- References ------------------------------------------------------------ */
+
+cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set)
+{
+    cpprof_labelset *s = (cpprof_labelset *)set;
+    if (s)
+        atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    return s;
+}
+
+/* SIGNAL-SAFE */
+void labelset_ref_signal_safe(const cpprof_labelset *set)
+{
+    cpprof_labelset_ref(set);
+}
+
+void cpprof_labelset_release(const cpprof_labelset *set)
+{
+    cpprof_labelset *s = (cpprof_labelset *)set;
+    if (!s || s == &overflow.set)
+        return;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) > 0)
+        return;
+    /* Released more often than referenced: undo, and say so once rather
+     * than let the set be freed under a holder. */
+    atomic_fetch_add(&s->refs, 1);
+    if (!atomic_exchange(&overrelease_reported, 1))
+        fprintf(stderr, "cpprof: cpprof_labelset_release called more often "
+                        "than the set was referenced\n");
+}
+
+/* ---- Reading ------------------------------------------------------------ */
+
+size_t cpprof_labelset_size(const cpprof_labelset *set)
+{
+    return set ? set->n : 0;
+}
+
+const char *labelset_key(const cpprof_labelset *set, size_t i)
+{
+    return set->kv[2 * i];
+}
+
+const char *labelset_value(const cpprof_labelset *set, size_t i)
+{
+    return set->kv[2 * i + 1];
+}
+
+int cpprof_label(const cpprof_labelset *set, const char *key,
+                 const char **value, bool *found)
+{
+    if (!key || !value || !found)
+        return -EINVAL;
+    *value = NULL;
+    *found = false;
+    size_t lo = 0, hi = cpprof_labelset_size(set);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(key, set->kv[2 * mid]);
+        if (c == 0) {
+            *value = set->kv[2 * mid + 1];
+            *found = true;
+            break;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return 0;
+}
+
+int cpprof_labels_foreach(const cpprof_labelset *set, cpprof_label_fn fn,
+                          void *arg)
+{
+    if (!fn)
+        return -EINVAL;
+    for (size_t i = 0; i < cpprof_labelset_size(set); i++)
+        if (!fn(set->kv[2 * i], set->kv[2 * i + 1], arg))
+            break;
+    return 0;
+}
+
+/* Appends s quoted as Go's %q would, counting what does not fit. */
+static size_t put_quoted(char *buf, size_t len, size_t at, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[5];
+#define PUT(c) (at + 1 < len ? (buf[at] = (c), at++) : at++)
+    PUT('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *esc = NULL;
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\t': esc = "\\t"; break;
+        case '\r': esc = "\\r"; break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                tmp[0] = '\\', tmp[1] = 'x', tmp[2] = hex[c >> 4];
+                tmp[3] = hex[c & 15], tmp[4] = 0;
+                esc = tmp;
+            }
+        }
+        if (!esc) {
+            PUT((char)c);
+            continue;
+        }
+        for (; *esc; esc++)
+            PUT(*esc);
+    }
+    PUT('"');
+#undef PUT
+    return at;
+}
+
+int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len)
+{
+    if (!buf && len)
+        return -EINVAL;
+    size_t at = 0;
+    const char *sep = "{";
+    for (size_t i = 0; i < cpprof_labelset_size(set); i++) {
+        for (const char *c = sep; *c; c++, at++)
+            if (at + 1 < len)
+                buf[at] = *c;
+        at = put_quoted(buf, len, at, set->kv[2 * i]);
+        if (at + 1 < len)
+            buf[at] = ':';
+        at++;
+        at = put_quoted(buf, len, at, set->kv[2 * i + 1]);
+        sep = ", ";
+    }
+    for (const char *c = at ? "}" : "{}"; *c; c++, at++)
+        if (at + 1 < len)
+            buf[at] = *c;
+    if (len)
+        buf[at < len ? at : len - 1] = '\0';
+    return at > INT32_MAX ? -EOVERFLOW : (int)at;
+}
+
+/* ---- Counters --------------------------------------------------------- */
+
+unsigned long cpprof_labelsets_folded(void)
+{
+    return atomic_load(&folded);
+}
+
+size_t labelset_interned_count(void)
+{
+    pthread_mutex_lock(&intern_lock);
+    size_t n = ninterned;
+    pthread_mutex_unlock(&intern_lock);
+    return n;
+}
+
+/* fork(): the child must not inherit a lock held by a thread that no longer
+ * exists, so the lock is held across fork (thread.c orders it before the
+ * registry lock). */
+void labels_atfork_prepare(void) { pthread_mutex_lock(&intern_lock); }
+void labels_atfork_parent(void) { pthread_mutex_unlock(&intern_lock); }
+void labels_atfork_child(void)
+{
+    pthread_mutex_init(&intern_lock, NULL);
+}

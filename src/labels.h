@@ -1,0 +1,38 @@
+/*
+ * labels.h -- internal view of label sets (labels.c).
+ *
+ * Sets are interned: one object per distinct content, so that a set can be
+ * compared by pointer, used as a hash key by the collectors and referenced
+ * from a signal handler with one atomic increment.  A set whose count drops
+ * to zero stays interned (a later cpprof_labels() of the same content
+ * revives it) until the cardinality cap needs room; it is then reclaimed
+ * under the registry lock, so a census thread that read the pointer of
+ * another thread's set under that lock can always take its reference.
+ */
+#ifndef CPPROF_LABELS_H
+#define CPPROF_LABELS_H
+
+#include "cpprof.h"
+#include <stdint.h>
+
+/* Accessors for the builder and the text formats; i < cpprof_labelset_size. */
+const char *labelset_key(const cpprof_labelset *set, size_t i);
+const char *labelset_value(const cpprof_labelset *set, size_t i);
+
+/* SIGNAL-SAFE: one atomic increment.  Only for a set known to hold a
+ * reference already (a thread's current set, seen from that thread). */
+void labelset_ref_signal_safe(const cpprof_labelset *set);
+
+/* Parent plus labels, interned, with a reference; used by cpprof_do(). */
+int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
+                   const cpprof_labelset *labels);
+
+/* Number of interned sets now (for tests and the index page). */
+size_t labelset_interned_count(void);
+
+/* fork() handlers, called by thread.c's in lock order. */
+void labels_atfork_prepare(void);
+void labels_atfork_parent(void);
+void labels_atfork_child(void);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * stacktab.h -- aggregation of samples by (stack, label set) (stacktab.c).
+ *
+ * Collectors (the CPU sampler's collector thread, the census, later the heap
+ * and contention collectors) add samples here; the profile builder and the
+ * text formats read them back.  Never used from a signal handler.
+ */
+#ifndef CPPROF_STACKTAB_H
+#define CPPROF_STACKTAB_H
+
+#include "cpprof.h"
+#include <stdint.h>
+
+#define STACK_MAX_FRAMES 64
+
+/* Flags of a stack. */
+enum {
+    STACK_LEAF_EXACT = 1, /* pcs[0] is an interrupted PC, the rest are return
+                             addresses; otherwise all are return addresses */
+    STACK_TRUNCATED = 2   /* the walk stopped at STACK_MAX_FRAMES */
+};
+
+typedef struct stacktab stacktab;
+
+/* A table whose entries carry `nvalues` int64 values each. */
+stacktab *stacktab_new(size_t nvalues);
+
+/* Adds `values` to the entry for (pcs[0..depth), flags, labels), creating it
+ * (and taking a reference to labels) when new.  pcs[0] is the leaf. */
+int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
+                 unsigned flags, const cpprof_labelset *labels,
+                 const int64_t *values);
+
+typedef void (*stacktab_visit_fn)(const uintptr_t *pcs, size_t depth,
+                                  unsigned flags,
+                                  const cpprof_labelset *labels,
+                                  const int64_t *values, void *arg);
+/* Visits every entry, in insertion order. */
+void stacktab_foreach(const stacktab *t, stacktab_visit_fn fn, void *arg);
+
+size_t stacktab_count(const stacktab *t);
+
+/* Frees the table and releases its label references. */
+void stacktab_free(stacktab *t);
+
+#endif

@@ -1,0 +1,266 @@
+/*
+ * thread.c -- the thread registry and applying label sets to threads.
+ *
+ * Go attaches labels to a goroutine; cpprof attaches them to a thread.  Each
+ * thread that uses the API has one registry entry, found through an
+ * initial-exec TLS pointer (so the CPU sampler's signal handler can read it
+ * without calling into the dynamic linker) and linked in a list under one
+ * mutex for the census.  The entry's `labels` pointer is the thread's current
+ * set and always holds a reference of its own; applying a set is an atomic
+ * exchange plus a reference count update, with no allocation and no lock.
+ *
+ * cpprof_do() restores through a cleanup attribute: with -fexceptions, gcc
+ * runs it while a C++ exception or pthread_cancel's forced unwind passes
+ * through, which is the C form of Go's "Do restores on panic".
+ */
+#define _GNU_SOURCE
+#include "thread.h"
+#include "labels.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+struct thread_entry {
+    pid_t tid;
+    char name[16];
+    _Atomic(const cpprof_labelset *) labels;
+    struct thread_entry *prev, *next;
+};
+
+static __thread struct thread_entry *self
+    __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_entry *registry_head;
+static size_t registry_len;
+static pthread_key_t exit_key;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+void registry_lock(void) { pthread_mutex_lock(&registry_mu); }
+void registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
+
+static void unlink_entry(struct thread_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        registry_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    registry_len--;
+}
+
+/* pthread key destructor: the thread is exiting; drop its entry and the
+ * reference its current set held. */
+static void thread_exited(void *arg)
+{
+    struct thread_entry *e = arg;
+    registry_lock();
+    unlink_entry(e);
+    registry_unlock();
+    self = NULL;
+    cpprof_labelset_release(atomic_load(&e->labels));
+    free(e);
+}
+
+static void atfork_prepare(void)
+{
+    labels_atfork_prepare();
+    registry_lock();
+}
+
+static void atfork_parent(void)
+{
+    registry_unlock();
+    labels_atfork_parent();
+}
+
+/* In the child only the forking thread exists: forget the others. */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&registry_mu, NULL);
+    struct thread_entry *e = registry_head, *next;
+    for (; e; e = next) {
+        next = e->next;
+        if (e != self)
+            free(e);
+    }
+    registry_head = self;
+    registry_len = self ? 1 : 0;
+    if (self) {
+        self->prev = self->next = NULL;
+        self->tid = gettid();
+    }
+    labels_atfork_child();
+}
+
+static void registry_init(void)
+{
+    pthread_key_create(&exit_key, thread_exited);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static struct thread_entry *register_self(void)
+{
+    pthread_once(&init_once, registry_init);
+    struct thread_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->tid = gettid();
+    prctl(PR_GET_NAME, e->name);
+    atomic_init(&e->labels, NULL);
+    if (pthread_setspecific(exit_key, e) != 0) {
+        free(e);
+        return NULL;
+    }
+    registry_lock();
+    e->next = registry_head;
+    if (registry_head)
+        registry_head->prev = e;
+    registry_head = e;
+    registry_len++;
+    registry_unlock();
+    self = e;
+    return e;
+}
+
+static inline struct thread_entry *self_entry(void)
+{
+    return __builtin_expect(self != NULL, 1) ? self : register_self();
+}
+
+/* Makes `set` current, passing the caller's reference to the thread, and
+ * releases the reference of the set it replaces. */
+static void install(struct thread_entry *e, const cpprof_labelset *set)
+{
+    const cpprof_labelset *old =
+        atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
+    cpprof_labelset_release(old);
+}
+
+/* SIGNAL-SAFE */
+const cpprof_labelset *thread_current_labels(void)
+{
+    struct thread_entry *e = self;
+    return e ? atomic_load_explicit(&e->labels, memory_order_relaxed) : NULL;
+}
+
+cpprof_labelset *cpprof_thread_labels(void)
+{
+    return cpprof_labelset_ref(thread_current_labels());
+}
+
+int cpprof_set_thread_labels(const cpprof_labelset *set)
+{
+    struct thread_entry *e = self_entry();
+    if (!e)
+        return -ENOMEM;
+    install(e, cpprof_labelset_ref(set));
+    return 0;
+}
+
+/* What cpprof_do() must put back when its scope ends, however it ends. */
+struct do_scope {
+    struct thread_entry *entry;
+    const cpprof_labelset *previous; /* carries the thread's old reference */
+};
+
+static void do_restore(struct do_scope *scope)
+{
+    install(scope->entry, scope->previous);
+}
+
+int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
+              cpprof_do_fn fn, void *arg)
+{
+    if (!fn)
+        return -EINVAL;
+    struct thread_entry *e = self_entry();
+    if (!e)
+        return -ENOMEM;
+    const cpprof_labelset *previous = atomic_load(&e->labels);
+    cpprof_labelset *derived;
+    int rc = labelset_merge(&derived, parent ? parent : previous, labels);
+    if (rc)
+        return rc;
+    /* The thread's reference to `previous` moves into the scope; the
+     * thread takes merge's reference to `derived`. */
+    atomic_store_explicit(&e->labels, derived, memory_order_release);
+    struct do_scope scope __attribute__((cleanup(do_restore))) = {e, previous};
+    fn(arg, derived);
+    return 0;
+}
+
+/* ---- Threads that inherit their creator's labels ----------------------- */
+
+struct start_args {
+    void *(*start)(void *);
+    void *arg;
+    cpprof_labelset *labels; /* reference handed to the new thread */
+};
+
+static void *start_with_labels(void *p)
+{
+    struct start_args a = *(struct start_args *)p;
+    free(p);
+    struct thread_entry *e = self_entry();
+    if (e)
+        install(e, a.labels);
+    else
+        cpprof_labelset_release(a.labels);
+    return a.start(a.arg);
+}
+
+int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+                         void *(*start)(void *), void *arg)
+{
+    if (!thread || !start)
+        return -EINVAL;
+    struct start_args *a = malloc(sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    *a = (struct start_args){start, arg, cpprof_thread_labels()};
+    int rc = pthread_create(thread, attr, start_with_labels, a);
+    if (rc) {
+        cpprof_labelset_release(a->labels);
+        free(a);
+        return -rc;
+    }
+    return 0;
+}
+
+/* ---- Registry readers --------------------------------------------------- */
+
+cpprof_labelset *registry_labels_of(pid_t tid)
+{
+    cpprof_labelset *set = NULL;
+    registry_lock();
+    for (struct thread_entry *e = registry_head; e; e = e->next)
+        if (e->tid == tid) {
+            set = cpprof_labelset_ref(atomic_load(&e->labels));
+            break;
+        }
+    registry_unlock();
+    return set;
+}
+
+void registry_foreach(registry_visit_fn fn, void *arg)
+{
+    registry_lock();
+    for (struct thread_entry *e = registry_head; e; e = e->next)
+        fn(e->tid, e->name, atomic_load(&e->labels), arg);
+    registry_unlock();
+}
+
+size_t registry_count(void)
+{
+    registry_lock();
+    size_t n = registry_len;
+    registry_unlock();
+    return n;
+}

@@ -1,0 +1,37 @@
+/*
+ * thread.h -- the thread registry and label application (thread.c).
+ *
+ * Every thread that touches the label API gets one entry: its tid, its name
+ * and an atomic pointer to its current label set.  The CPU sampler's signal
+ * handler reads the pointer of the thread it interrupted; the census reads
+ * any thread's pointer under the registry lock (see labels.h for why that
+ * is safe).  Entries leave the registry when their thread exits.
+ */
+#ifndef CPPROF_THREAD_H
+#define CPPROF_THREAD_H
+
+#include "cpprof.h"
+#include <sys/types.h>
+
+/* SIGNAL-SAFE: the calling thread's current set, without a reference (the
+ * thread holds one while the set is current).  NULL when it has none. */
+const cpprof_labelset *thread_current_labels(void);
+
+/* The current set of thread `tid`, with a reference, or NULL when the thread
+ * has none or never used the API.  Takes the registry lock. */
+cpprof_labelset *registry_labels_of(pid_t tid);
+
+/* Calls fn for every registered thread, under the registry lock: fn must not
+ * call back into the registry.  `labels` carries no reference of its own. */
+typedef void (*registry_visit_fn)(pid_t tid, const char *name,
+                                  const cpprof_labelset *labels, void *arg);
+void registry_foreach(registry_visit_fn fn, void *arg);
+
+/* Number of registered threads. */
+size_t registry_count(void);
+
+/* The lock that reclaiming label sets needs (labels.c). */
+void registry_lock(void);
+void registry_unlock(void);
+
+#endif
