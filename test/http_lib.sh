@@ -1,0 +1,82 @@
+# http_lib.sh -- sourced by the test/http_*.sh scripts and bench/attribution.sh.
+#
+# Starts the demo job runner serving /debug/pprof/ on a free loopback port
+# and makes sure it dies with the script, whatever way the script ends.  The
+# port is chosen at random and retried when taken, because the demo cannot
+# tell us a port the kernel picked.  Everything a run writes (profiles, go
+# tool pprof's cache and HOME) lives in one temp dir removed at exit.
+
+# Where the build tree is: make check runs tests from the top build dir.
+: "${top_builddir:=.}"
+JOBRUNNER=$top_builddir/examples/jobrunner
+GOCHECK=$top_builddir/test/gocheck/gocheck
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpprof-http.XXXXXX")
+demo_pid=
+
+cleanup() {
+    if [ -n "$demo_pid" ]; then
+        kill "$demo_pid" 2>/dev/null
+        wait "$demo_pid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# go tool pprof writes its cache and history under HOME.
+export HOME=$tmp GOCACHE=$tmp/gocache PPROF_TMPDIR=$tmp/pprof
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# start_demo ARGS...: runs the demo with --addr on a free port, waits (at
+# most 10 s) until it says it is serving, and sets $port, $base, $demo_pid.
+# The demo's stdout goes to $tmp/demo.out.
+start_demo() {
+    for attempt in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+        "$JOBRUNNER" --addr "127.0.0.1:$port" "$@" >"$tmp/demo.out" \
+            2>"$tmp/demo.err" &
+        demo_pid=$!
+        for tick in $(seq 100); do
+            if grep -q '^serving ' "$tmp/demo.out"; then
+                base=http://127.0.0.1:$port/debug/pprof
+                return 0
+            fi
+            kill -0 "$demo_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$demo_pid" 2>/dev/null
+        wait "$demo_pid" 2>/dev/null
+        demo_pid=
+    done
+    fail "demo never served: $(cat "$tmp/demo.err")"
+}
+
+# stop_demo: asks the demo to finish (it prints its true CPU shares on the
+# way out) and waits for it.
+stop_demo() {
+    kill -TERM "$demo_pid"
+    wait "$demo_pid" || fail "demo exited with status $?"
+    demo_pid=
+}
+
+# fetch NAME URL [CURL ARGS...]: GETs URL into $tmp/NAME.body, headers into
+# $tmp/NAME.hdr (lower-cased names, no CRs), and prints the status code.
+fetch() {
+    name=$1 url=$2
+    shift 2
+    curl -s --max-time 30 -D "$tmp/$name.rawhdr" -o "$tmp/$name.body" \
+        -w '%{http_code}\n' "$@" "$url"
+    tr -d '\r' <"$tmp/$name.rawhdr" |
+        awk -F': ' 'NR > 1 && NF { printf "%s: %s\n", tolower($1), $2 }' \
+            >"$tmp/$name.hdr"
+}
+
+# header NAME FIELD: the value of a response header (empty when absent).
+header() {
+    awk -F': ' -v f="$2" '$1 == f { print $2 }' "$tmp/$1.hdr"
+}
