@@ -1,0 +1,231 @@
+/*
+ * check_http.c -- unit tests of the HTTP server's lifecycle (http.c):
+ * strict HOST:PORT parsing, start/stop codes, IPv4 and IPv6 loopback, a
+ * taken port reported as such, stopping frees every socket and thread, and
+ * stopping does not wait out a running CPU profile.  The endpoints' HTTP
+ * contract is tested against the demo by test/http_profile.sh.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <check.h>
+#include <cpprof.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+
+/* Entries in a /proc/self directory (fds or threads). */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A connected socket to the running server (family AF_INET or AF_INET6). */
+static int connect_server(int family)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_loopback;
+        a->sin6_port = htons((in_port_t)http_port());
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a->sin_port = htons((in_port_t)http_port());
+        len = sizeof *a;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&ss, len), 0);
+    return fd;
+}
+
+static void send_get(int fd, const char *path)
+{
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     path);
+    ck_assert_int_eq(write(fd, req, (size_t)n), n);
+}
+
+/* GETs path and returns the status code; the response ends the test's
+ * interest in the connection. */
+static int get_status(int family, const char *path)
+{
+    char buf[4096];
+    size_t len = 0;
+    ssize_t n;
+    int fd = connect_server(family), status = -1;
+    send_get(fd, path);
+    while (len < sizeof buf - 1 &&
+           (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+    close(fd);
+    ck_assert_int_eq(sscanf(buf, "HTTP/1.1 %d", &status), 1);
+    return status;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+START_TEST(bad_addresses_are_einval)
+{
+    static const char *const bad[] = {
+        "", ":6060", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536",
+        "127.0.0.1:+80", "127.0.0.1:-1", "127.0.0.1:80x", "127.0.0.1: 80",
+        "1.2.3:80", "localhost:6060", "::1:6060", "[::1]", "[::1:6060",
+        "[]:6060", "[127.0.0.1]:6060", "127.0.0.1:0000080",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(cpprof_http_start(bad[i]) == -EINVAL,
+                      "\"%s\" was not rejected", bad[i]);
+    ck_assert_int_eq(http_port(), CPPROF_ENOTRUNNING);
+}
+END_TEST
+
+START_TEST(start_twice_and_stop_twice)
+{
+    ck_assert_int_eq(cpprof_http_stop(), CPPROF_ENOTRUNNING);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    ck_assert_int_gt(http_port(), 0);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), CPPROF_ERUNNING);
+    ck_assert_int_eq(get_status(AF_INET, "/debug/pprof/no-such"), 404);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+    ck_assert_int_eq(cpprof_http_stop(), CPPROF_ENOTRUNNING);
+    ck_assert_int_eq(http_port(), CPPROF_ENOTRUNNING);
+}
+END_TEST
+
+START_TEST(serves_ipv6_loopback)
+{
+    ck_assert_int_eq(cpprof_http_start("[::1]:0"), 0);
+    ck_assert_int_eq(get_status(AF_INET6, "/debug/pprof/no-such"), 404);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
+START_TEST(taken_port_is_eaddrinuse)
+{
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", http_port());
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+
+    /* Someone else takes the port: our start must say so, not "EIO". */
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    a.sin_port = htons((in_port_t)atoi(strchr(addr, ':') + 1));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(cpprof_http_start(addr), -EADDRINUSE);
+    close(fd);
+    ck_assert_int_eq(cpprof_http_start(addr), 0);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
+START_TEST(stop_frees_sockets_and_threads)
+{
+    int fds = count_entries("/proc/self/fd");
+    int threads = count_entries("/proc/self/task");
+    for (int round = 0; round < 3; round++) {
+        ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+        for (int i = 0; i < 5; i++)
+            ck_assert_int_eq(get_status(AF_INET, "/elsewhere"), 404);
+        /* An idle keep-alive connection must not outlive the server. */
+        int idle = connect_server(AF_INET);
+        ck_assert_int_eq(cpprof_http_stop(), 0);
+        close(idle);
+        ck_assert_int_eq(count_entries("/proc/self/fd"), fds);
+        ck_assert_int_eq(count_entries("/proc/self/task"), threads);
+    }
+}
+END_TEST
+
+/* Waits (at most 10 s) until the server's handler holds the CPU profiler:
+ * our own start then fails with EBUSY.  If ours wins the race instead, it is
+ * stopped at once and we look again. */
+static void wait_for_profile_in_handler(void)
+{
+    double give_up = now_s() + 10;
+    for (;;) {
+        int rc = cpprof_cpu_profile_start();
+        if (rc == CPPROF_EBUSY)
+            return;
+        ck_assert_int_eq(rc, 0);
+        unsigned char *buf;
+        size_t len;
+        ck_assert_int_eq(cpprof_cpu_profile_stop(&buf, &len), 0);
+        free(buf);
+        ck_assert_msg(now_s() < give_up, "handler never started a profile");
+        usleep(10000);
+    }
+}
+
+START_TEST(stop_does_not_wait_out_a_profile)
+{
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    int fd = connect_server(AF_INET);
+    send_get(fd, "/debug/pprof/profile?seconds=60");
+    wait_for_profile_in_handler();
+    double t0 = now_s();
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+    /* One 100 ms poll, plus the profile's own stop, not 60 s. */
+    ck_assert_double_lt(now_s() - t0, 5.0);
+    close(fd);
+    /* The abandoned profile released the profiler. */
+    unsigned char *buf;
+    size_t len;
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    ck_assert_int_eq(cpprof_cpu_profile_stop(&buf, &len), 0);
+    free(buf);
+}
+END_TEST
+
+static Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *life = tcase_create("lifecycle");
+    tcase_set_timeout(life, 30);
+    tcase_add_test(life, bad_addresses_are_einval);
+    tcase_add_test(life, start_twice_and_stop_twice);
+    tcase_add_test(life, serves_ipv6_loopback);
+    tcase_add_test(life, taken_port_is_eaddrinuse);
+    tcase_add_test(life, stop_frees_sockets_and_threads);
+    tcase_add_test(life, stop_does_not_wait_out_a_profile);
+    suite_add_tcase(s, life);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(http_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
