@@ -1,0 +1,859 @@
+/*
+ * builder.c -- the profile builder: samples in, gzip'd profile.proto out.
+ *
+ * Shape: everything the profile refers to by index or id (strings,
+ * functions, locations, samples, labels) is kept in growable arrays, each
+ * with a hash index where lookups are needed, so that building a profile of
+ * N distinct stacks costs O(N) and a few dozen allocations.  The protobuf-c
+ * messages are the array elements themselves; only the arrays of pointers
+ * protobuf-c wants are made at encode time, when nothing moves any more.
+ *
+ * Locations are made per address as samples come in and symbolized only at
+ * encode time, in one symbolizer session (symbolize.h): symbolization is
+ * the slow part and needs the symbolizer's lock.  Every rule pprof's strict
+ * parser has (see profile.proto) is enforced here rather than by callers:
+ * string 0 is "", ids are index + 1, every location has a line with a
+ * function, at least one mapping exists.
+ */
+#include "builder.h"
+
+#include "labels.h"
+#include "profile.pb-c.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+typedef Perftools__Profiles__Profile Profile;
+typedef Perftools__Profiles__ValueType ValueType;
+typedef Perftools__Profiles__Sample Sample;
+typedef Perftools__Profiles__Label Label;
+typedef Perftools__Profiles__Mapping Mapping;
+typedef Perftools__Profiles__Location Location;
+typedef Perftools__Profiles__Line Line;
+typedef Perftools__Profiles__Function Function;
+
+/* Root frame added to a stack the unwinder cut short. */
+#define TRUNCATED_FRAME "cpprof.truncated"
+
+/* ---- Growable arrays ---------------------------------------------------- */
+
+/* Makes room for `more` elements of `size` bytes in the array whose
+ * pointer is at arrp (n used, *cap allocated).  The pointer is copied with
+ * memcpy so that one function serves arrays of every type. */
+static int reserve(void *arrp, size_t *cap, size_t n, size_t more,
+                   size_t size)
+{
+    if (n + more <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < n + more)
+        ncap *= 2;
+    void *items;
+    memcpy(&items, arrp, sizeof items);
+    void *grown = realloc(items, ncap * size);
+    if (!grown)
+        return -ENOMEM;
+    memcpy(arrp, &grown, sizeof grown);
+    *cap = ncap;
+    return 0;
+}
+
+#define RESERVE(arr, n, cap, more)                                            \
+    reserve(&(arr), &(cap), (n), (more), sizeof *(arr))
+
+/* ---- Hash index --------------------------------------------------------- */
+
+/* Open addressing over item numbers; the caller's `same` compares an item
+ * with the key looked up. */
+struct index {
+    struct slot {
+        uint64_t hash;
+        size_t item; /* item number + 1; 0 is empty */
+    } *slots;
+    size_t nslots, n;
+};
+
+typedef bool (*same_fn)(const builder *b, size_t item, const void *key);
+
+static int index_grow(struct index *ix)
+{
+    size_t nslots = ix->nslots ? ix->nslots * 2 : 256;
+    struct slot *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < ix->nslots; i++) {
+        if (!ix->slots[i].item)
+            continue;
+        size_t j = ix->slots[i].hash & (nslots - 1);
+        while (slots[j].item)
+            j = (j + 1) & (nslots - 1);
+        slots[j] = ix->slots[i];
+    }
+    free(ix->slots);
+    ix->slots = slots;
+    ix->nslots = nslots;
+    return 0;
+}
+
+/* The slot of the item matching key, or the empty slot for it (after making
+ * room for one more); NULL when out of memory. */
+static struct slot *index_find(struct index *ix, uint64_t hash, same_fn same,
+                               const builder *b, const void *key)
+{
+    if (2 * (ix->n + 1) > ix->nslots && index_grow(ix) != 0)
+        return NULL;
+    for (size_t i = hash & (ix->nslots - 1);;
+         i = (i + 1) & (ix->nslots - 1)) {
+        struct slot *s = &ix->slots[i];
+        if (!s->item || (s->hash == hash && same(b, s->item - 1, key)))
+            return s;
+    }
+}
+
+static void index_set(struct index *ix, struct slot *s, uint64_t hash,
+                      size_t item)
+{
+    s->hash = hash;
+    s->item = item + 1;
+    ix->n++;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return (h * 0xFF51AFD7ED558CCDull) ^ (h >> 31);
+}
+
+static uint64_t string_hash(const char *s)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return h;
+}
+
+/* ---- The builder -------------------------------------------------------- */
+
+/* A location before encoding: its lines are made when it is symbolized. */
+struct loc {
+    uintptr_t address; /* 0 for a pseudo-frame */
+    uint64_t pseudo_function; /* function id of a pseudo-frame, else 0 */
+    size_t lines_at, nlines; /* in b->lines */
+    int mapping; /* symbolizer's index, -1 for none */
+};
+
+struct sample {
+    size_t locs_at, nlocs;     /* in b->location_ids */
+    size_t values_at;          /* in b->values */
+    size_t labels_at, nlabels; /* in b->labels */
+};
+
+/* The labels of a label set, made once and shared by its samples. */
+struct set_labels {
+    const cpprof_labelset *set; /* a reference of the builder's */
+    size_t labels_at, nlabels;
+};
+
+struct builder {
+    char **strings;
+    size_t nstrings, capstrings;
+    struct index string_index;
+
+    ValueType *sample_types;
+    size_t nsample_types, capsample_types;
+    ValueType period_type;
+    bool has_period;
+    int64_t period, time_nanos, duration_nanos, default_sample_type;
+
+    Function *functions;
+    size_t nfunctions, capfunctions;
+    struct index function_index;
+
+    struct loc *locs;
+    size_t nlocs, caplocs;
+    struct index loc_index;
+    Line *lines;
+    size_t nlines, caplines;
+
+    struct sample *samples;
+    size_t nsamples, capsamples;
+    uint64_t *location_ids;
+    size_t nlocation_ids, caplocation_ids;
+    int64_t *values;
+    size_t nvalues, capvalues;
+    Label *labels;
+    size_t nlabels, caplabels;
+    struct set_labels *sets;
+    size_t nsets, capsets;
+    struct index set_index;
+};
+
+/* ---- Strings ------------------------------------------------------------ */
+
+static bool same_string(const builder *b, size_t item, const void *key)
+{
+    return strcmp(b->strings[item], key) == 0;
+}
+
+/* Index of s in the string table, added when new; negative on error. */
+static int64_t string_id(builder *b, const char *s)
+{
+    uint64_t hash = string_hash(s);
+    struct slot *slot = index_find(&b->string_index, hash, same_string, b, s);
+    if (!slot)
+        return -ENOMEM;
+    if (slot->item)
+        return (int64_t)slot->item - 1;
+    char *copy = strdup(s);
+    if (!copy || RESERVE(b->strings, b->nstrings, b->capstrings, 1) != 0) {
+        free(copy);
+        return -ENOMEM;
+    }
+    b->strings[b->nstrings] = copy;
+    index_set(&b->string_index, slot, hash, b->nstrings);
+    return (int64_t)b->nstrings++;
+}
+
+builder *builder_new(void)
+{
+    builder *b = calloc(1, sizeof *b);
+    if (!b || string_id(b, "") != 0) { /* pprof wants string 0 empty */
+        builder_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void builder_free(builder *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->nstrings; i++)
+        free(b->strings[i]);
+    for (size_t i = 0; i < b->nsets; i++)
+        cpprof_labelset_release(b->sets[i].set);
+    free(b->strings);
+    free(b->string_index.slots);
+    free(b->sample_types);
+    free(b->functions);
+    free(b->function_index.slots);
+    free(b->locs);
+    free(b->loc_index.slots);
+    free(b->lines);
+    free(b->samples);
+    free(b->location_ids);
+    free(b->values);
+    free(b->labels);
+    free(b->sets);
+    free(b->set_index.slots);
+    free(b);
+}
+
+/* ---- Profile header ----------------------------------------------------- */
+
+static int value_type(builder *b, const char *type, const char *unit,
+                      ValueType *out)
+{
+    if (!type || !unit)
+        return -EINVAL;
+    int64_t t = string_id(b, type), u = string_id(b, unit);
+    if (t < 0 || u < 0)
+        return -ENOMEM;
+    *out = (ValueType)PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+    out->type = t;
+    out->unit = u;
+    return 0;
+}
+
+int builder_add_sample_type(builder *b, const char *type, const char *unit)
+{
+    if (b->nsamples) /* every sample must have a value per type */
+        return -EINVAL;
+    ValueType vt;
+    int rc = value_type(b, type, unit, &vt);
+    if (rc == 0)
+        rc = RESERVE(b->sample_types, b->nsample_types, b->capsample_types, 1);
+    if (rc == 0)
+        b->sample_types[b->nsample_types++] = vt;
+    return rc;
+}
+
+int builder_set_period(builder *b, const char *type, const char *unit,
+                       int64_t period)
+{
+    int rc = value_type(b, type, unit, &b->period_type);
+    if (rc == 0) {
+        b->has_period = true;
+        b->period = period;
+    }
+    return rc;
+}
+
+void builder_set_time(builder *b, int64_t time_nanos, int64_t duration_nanos)
+{
+    b->time_nanos = time_nanos;
+    b->duration_nanos = duration_nanos;
+}
+
+int builder_set_default_sample_type(builder *b, const char *type)
+{
+    if (!type)
+        return -EINVAL;
+    int64_t t = string_id(b, type);
+    if (t < 0)
+        return (int)t;
+    b->default_sample_type = t;
+    return 0;
+}
+
+/* ---- Functions and locations -------------------------------------------- */
+
+static uint64_t function_hash(const Function *f)
+{
+    return mix(mix(mix(mix(0, (uint64_t)f->name), (uint64_t)f->system_name),
+                   (uint64_t)f->filename),
+               (uint64_t)f->start_line);
+}
+
+static bool same_function(const builder *b, size_t item, const void *key)
+{
+    const Function *f = &b->functions[item], *k = key;
+    return f->name == k->name && f->system_name == k->system_name &&
+           f->filename == k->filename && f->start_line == k->start_line;
+}
+
+/* Id of the function so named, added when new; 0 when out of memory. */
+static uint64_t function_id(builder *b, const char *name,
+                            const char *system_name, const char *file,
+                            int64_t start_line)
+{
+    Function key = PERFTOOLS__PROFILES__FUNCTION__INIT;
+    key.name = string_id(b, name);
+    key.system_name = string_id(b, system_name);
+    key.filename = string_id(b, file);
+    key.start_line = start_line;
+    if (key.name < 0 || key.system_name < 0 || key.filename < 0)
+        return 0;
+    uint64_t hash = function_hash(&key);
+    struct slot *slot =
+        index_find(&b->function_index, hash, same_function, b, &key);
+    if (!slot)
+        return 0;
+    if (slot->item)
+        return slot->item;
+    if (RESERVE(b->functions, b->nfunctions, b->capfunctions, 1) != 0)
+        return 0;
+    key.id = b->nfunctions + 1;
+    b->functions[b->nfunctions] = key;
+    index_set(&b->function_index, slot, hash, b->nfunctions++);
+    return key.id;
+}
+
+/* Locations are keyed by address, or for pseudo-frames (address 0) by
+ * their function. */
+struct loc_key {
+    uintptr_t address;
+    uint64_t pseudo_function;
+};
+
+static bool same_loc(const builder *b, size_t item, const void *key)
+{
+    const struct loc *l = &b->locs[item];
+    const struct loc_key *k = key;
+    return l->address == k->address && l->pseudo_function == k->pseudo_function;
+}
+
+/* Id of the location for key, added (unsymbolized) when new; 0 when out
+ * of memory. */
+static uint64_t location_id(builder *b, struct loc_key key)
+{
+    uint64_t hash = mix(key.address, key.pseudo_function);
+    struct slot *slot = index_find(&b->loc_index, hash, same_loc, b, &key);
+    if (!slot)
+        return 0;
+    if (slot->item)
+        return slot->item;
+    if (RESERVE(b->locs, b->nlocs, b->caplocs, 1) != 0)
+        return 0;
+    b->locs[b->nlocs] = (struct loc){.address = key.address,
+                                     .pseudo_function = key.pseudo_function,
+                                     .mapping = -1};
+    index_set(&b->loc_index, slot, hash, b->nlocs++);
+    return b->nlocs;
+}
+
+static int add_line(builder *b, uint64_t function, int64_t line)
+{
+    if (!function || RESERVE(b->lines, b->nlines, b->caplines, 1) != 0)
+        return -ENOMEM;
+    Line *l = &b->lines[b->nlines++];
+    *l = (Line)PERFTOOLS__PROFILES__LINE__INIT;
+    l->function_id = function;
+    l->line = line;
+    return 0;
+}
+
+static uint64_t pseudo_location_id(builder *b, const char *frame)
+{
+    uint64_t fn = function_id(b, frame, frame, "", 0);
+    if (!fn)
+        return 0;
+    uint64_t id = location_id(b, (struct loc_key){0, fn});
+    struct loc *l = id ? &b->locs[id - 1] : NULL;
+    if (l && !l->nlines) {
+        l->lines_at = b->nlines;
+        if (add_line(b, fn, 0) != 0)
+            return 0;
+        l->nlines = 1;
+    }
+    return id;
+}
+
+/* ---- Samples ------------------------------------------------------------ */
+
+/* Appends the location ids of a stack to b->location_ids.  A return address
+ * is looked up one byte back so that its line is the call's, not the
+ * next statement's. */
+static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
+                     unsigned flags)
+{
+    bool truncated = flags & STACK_TRUNCATED;
+    if (RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
+                depth + truncated) != 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < depth; i++) {
+        bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
+        uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
+        uint64_t id = location_id(b, (struct loc_key){pc, 0});
+        if (!id)
+            return -ENOMEM;
+        b->location_ids[b->nlocation_ids++] = id;
+    }
+    if (truncated) {
+        uint64_t id = pseudo_location_id(b, TRUNCATED_FRAME);
+        if (!id)
+            return -ENOMEM;
+        b->location_ids[b->nlocation_ids++] = id;
+    }
+    return 0;
+}
+
+static int add_label(builder *b, const char *key, const char *str,
+                     int64_t num, const char *unit)
+{
+    if (RESERVE(b->labels, b->nlabels, b->caplabels, 1) != 0)
+        return -ENOMEM;
+    Label l = PERFTOOLS__PROFILES__LABEL__INIT;
+    l.key = string_id(b, key);
+    if (str)
+        l.str = string_id(b, str);
+    l.num = num;
+    if (unit)
+        l.num_unit = string_id(b, unit);
+    if (l.key < 0 || l.str < 0 || l.num_unit < 0)
+        return -ENOMEM;
+    b->labels[b->nlabels++] = l;
+    return 0;
+}
+
+/* Appends one string label per pair of the set. */
+static int add_set_labels(builder *b, const cpprof_labelset *set)
+{
+    size_t n = cpprof_labelset_size(set);
+    for (size_t i = 0; i < n; i++) {
+        int rc = add_label(b, labelset_key(set, i), labelset_value(set, i), 0,
+                           NULL);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static bool same_set(const builder *b, size_t item, const void *key)
+{
+    return b->sets[item].set == key;
+}
+
+/* The labels of a set, made on its first sample and shared afterwards (the
+ * builder holds a reference so the pointer cannot be reused meanwhile). */
+static const struct set_labels *set_labels(builder *b,
+                                           const cpprof_labelset *set)
+{
+    uint64_t hash = mix(0, (uintptr_t)set);
+    struct slot *slot = index_find(&b->set_index, hash, same_set, b, set);
+    if (!slot)
+        return NULL;
+    if (slot->item)
+        return &b->sets[slot->item - 1];
+    size_t at = b->nlabels;
+    if (RESERVE(b->sets, b->nsets, b->capsets, 1) != 0 ||
+        add_set_labels(b, set) != 0)
+        return NULL;
+    struct set_labels *s = &b->sets[b->nsets];
+    *s = (struct set_labels){cpprof_labelset_ref(set), at, b->nlabels - at};
+    index_set(&b->set_index, slot, hash, b->nsets++);
+    return s;
+}
+
+/* Sets the labels of sample s: the set's shared run when there are no
+ * numeric labels, else a run of its own. */
+static int add_sample_labels(builder *b, struct sample *s,
+                             const cpprof_labelset *labels,
+                             const builder_numlabel *num, size_t nnum)
+{
+    for (size_t i = 0; i < nnum; i++)
+        if (!num[i].key || !num[i].unit) /* pprof needs the unit */
+            return -EINVAL;
+    if (!nnum) {
+        const struct set_labels *sl = set_labels(b, labels);
+        if (!sl)
+            return -ENOMEM;
+        s->labels_at = sl->labels_at;
+        s->nlabels = sl->nlabels;
+        return 0;
+    }
+    s->labels_at = b->nlabels;
+    int rc = add_set_labels(b, labels);
+    for (size_t i = 0; rc == 0 && i < nnum; i++)
+        rc = add_label(b, num[i].key, NULL, num[i].value, num[i].unit);
+    s->nlabels = b->nlabels - s->labels_at;
+    return rc;
+}
+
+/* Adds a sample whose locations are b->location_ids[locs_at ...]. */
+static int finish_sample(builder *b, size_t locs_at, const int64_t *values,
+                         const cpprof_labelset *labels,
+                         const builder_numlabel *num, size_t nnum)
+{
+    if (RESERVE(b->samples, b->nsamples, b->capsamples, 1) != 0 ||
+        RESERVE(b->values, b->nvalues, b->capvalues, b->nsample_types) != 0)
+        return -ENOMEM;
+    struct sample s = {.locs_at = locs_at,
+                       .nlocs = b->nlocation_ids - locs_at,
+                       .values_at = b->nvalues};
+    int rc = add_sample_labels(b, &s, labels, num, nnum);
+    if (rc)
+        return rc;
+    if (b->nsample_types)
+        memcpy(&b->values[b->nvalues], values,
+               b->nsample_types * sizeof *values);
+    b->nvalues += b->nsample_types;
+    b->samples[b->nsamples++] = s;
+    return 0;
+}
+
+int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
+                       unsigned flags, const int64_t *values,
+                       const cpprof_labelset *labels,
+                       const builder_numlabel *num, size_t nnum)
+{
+    if ((depth && !pcs) || (b->nsample_types && !values) || (nnum && !num))
+        return -EINVAL;
+    size_t locs_at = b->nlocation_ids;
+    int rc = add_stack(b, pcs, depth, flags);
+    if (rc == 0)
+        rc = finish_sample(b, locs_at, values, labels, num, nnum);
+    if (rc)
+        b->nlocation_ids = locs_at;
+    return rc;
+}
+
+int builder_add_pseudo_sample(builder *b, const char *frame,
+                              const int64_t *values)
+{
+    if (!frame || !frame[0] || (b->nsample_types && !values))
+        return -EINVAL;
+    size_t locs_at = b->nlocation_ids;
+    uint64_t id = pseudo_location_id(b, frame);
+    if (!id || RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
+                       1) != 0)
+        return -ENOMEM;
+    b->location_ids[b->nlocation_ids++] = id;
+    int rc = finish_sample(b, locs_at, values, NULL, NULL, 0);
+    if (rc)
+        b->nlocation_ids = locs_at;
+    return rc;
+}
+
+struct add_stacktab_ctx {
+    builder *b;
+    int rc;
+};
+
+static void add_stacktab_entry(const uintptr_t *pcs, size_t depth,
+                               unsigned flags, const cpprof_labelset *labels,
+                               const int64_t *values, void *arg)
+{
+    struct add_stacktab_ctx *ctx = arg;
+    if (ctx->rc == 0)
+        ctx->rc = builder_add_sample(ctx->b, pcs, depth, flags, values,
+                                     labels, NULL, 0);
+}
+
+int builder_add_stacktab(builder *b, const stacktab *t)
+{
+    struct add_stacktab_ctx ctx = {b, 0};
+    stacktab_foreach(t, add_stacktab_entry, &ctx);
+    return ctx.rc;
+}
+
+/* ---- Symbolization ------------------------------------------------------ */
+
+/* What every location of a mapping has, for its has_* flags; a mapping
+ * without locations vacuously has everything. */
+struct mapping_flags {
+    bool functions, filenames, line_numbers, inline_frames;
+};
+
+/* Gives location l its lines (once) and mapping from the symbolizer, and
+ * lowers the flags of that mapping to what l has. */
+static int symbolize_loc(builder *b, struct loc *l,
+                         struct mapping_flags *flags)
+{
+    const symbolize_result *r = symbolize_pc(l->address);
+    l->mapping = r->mapping;
+    if (r->mapping >= 0) {
+        struct mapping_flags *f = &flags[r->mapping];
+        f->functions &= r->has_function;
+        f->filenames &= r->has_file;
+        f->line_numbers &= r->has_line;
+        f->inline_frames &= r->has_inline_frames;
+    }
+    if (l->nlines)
+        return 0;
+    size_t at = b->nlines;
+    for (size_t i = 0; i < r->nframes; i++) {
+        const symbolize_frame *f = &r->frames[i];
+        int rc = add_line(b, function_id(b, f->name, f->system_name, f->file,
+                                         f->start_line),
+                          f->line);
+        if (rc)
+            return rc;
+    }
+    l->lines_at = at;
+    l->nlines = r->nframes;
+    return 0;
+}
+
+/* Makes the mapping messages, ids being the symbolizer's index + 1. */
+static int make_mappings(builder *b, const struct mapping_flags *flags,
+                         size_t n, Mapping *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        const symbolize_mapping *sm = symbolize_mapping_at(i);
+        Mapping *m = &out[i];
+        *m = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
+        m->id = i + 1;
+        m->memory_start = sm->start;
+        m->memory_limit = sm->limit;
+        m->file_offset = sm->offset;
+        m->filename = string_id(b, sm->file);
+        m->build_id = string_id(b, sm->build_id);
+        if (m->filename < 0 || m->build_id < 0)
+            return -ENOMEM;
+        m->has_functions = flags[i].functions;
+        m->has_filenames = flags[i].filenames;
+        m->has_line_numbers = flags[i].line_numbers;
+        m->has_inline_frames = flags[i].inline_frames;
+    }
+    return 0;
+}
+
+/* Symbolizes every location and makes the mappings, in one session.  A
+ * process whose mappings cannot be read still gets the one mapping pprof
+ * insists on, empty. */
+static int symbolize_all(builder *b, Mapping **maps, size_t *nmaps)
+{
+    symbolize_begin();
+    size_t n = symbolize_mapping_count();
+    struct mapping_flags *flags = malloc((n ? n : 1) * sizeof *flags);
+    Mapping *out = malloc((n ? n : 1) * sizeof *out);
+    int rc = flags && out ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        flags[i] = (struct mapping_flags){true, true, true, true};
+    for (size_t i = 0; rc == 0 && i < b->nlocs; i++)
+        if (!b->locs[i].pseudo_function)
+            rc = symbolize_loc(b, &b->locs[i], flags);
+    if (rc == 0)
+        rc = make_mappings(b, flags, n, out);
+    symbolize_end();
+    free(flags);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    if (n == 0) {
+        out[0] = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
+        out[0].id = 1;
+        n = 1;
+    }
+    *maps = out;
+    *nmaps = n;
+    return 0;
+}
+
+/* ---- Encoding ----------------------------------------------------------- */
+
+/* The pointer arrays protobuf-c wants, pointing into the builder's arrays. */
+struct message_arrays {
+    Mapping *maps;
+    size_t nmaps;
+    ValueType **sample_types;
+    Sample *samples;
+    Sample **sample_ptrs;
+    Label **label_ptrs;
+    Mapping **map_ptrs;
+    Location *locations;
+    Location **location_ptrs;
+    Line **line_ptrs;
+    Function **function_ptrs;
+};
+
+static void free_arrays(struct message_arrays *a)
+{
+    free(a->maps);
+    free(a->sample_types);
+    free(a->samples);
+    free(a->sample_ptrs);
+    free(a->label_ptrs);
+    free(a->map_ptrs);
+    free(a->locations);
+    free(a->location_ptrs);
+    free(a->line_ptrs);
+    free(a->function_ptrs);
+}
+
+/* malloc that never returns NULL for a zero size, so NULL means failure. */
+static void *alloc_array(size_t n, size_t size)
+{
+    return malloc(n ? n * size : 1);
+}
+
+static int make_arrays(builder *b, struct message_arrays *a)
+{
+    a->sample_types = alloc_array(b->nsample_types, sizeof(void *));
+    a->samples = alloc_array(b->nsamples, sizeof(Sample));
+    a->sample_ptrs = alloc_array(b->nsamples, sizeof(void *));
+    a->label_ptrs = alloc_array(b->nlabels, sizeof(void *));
+    a->map_ptrs = alloc_array(a->nmaps, sizeof(void *));
+    a->locations = alloc_array(b->nlocs, sizeof(Location));
+    a->location_ptrs = alloc_array(b->nlocs, sizeof(void *));
+    a->line_ptrs = alloc_array(b->nlines, sizeof(void *));
+    a->function_ptrs = alloc_array(b->nfunctions, sizeof(void *));
+    if (!a->sample_types || !a->samples || !a->sample_ptrs || !a->label_ptrs ||
+        !a->map_ptrs || !a->locations || !a->location_ptrs || !a->line_ptrs ||
+        !a->function_ptrs)
+        return -ENOMEM;
+    for (size_t i = 0; i < b->nsample_types; i++)
+        a->sample_types[i] = &b->sample_types[i];
+    for (size_t i = 0; i < b->nlabels; i++)
+        a->label_ptrs[i] = &b->labels[i];
+    for (size_t i = 0; i < b->nsamples; i++) {
+        const struct sample *s = &b->samples[i];
+        Sample *m = &a->samples[i];
+        *m = (Sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
+        m->n_location_id = s->nlocs;
+        m->location_id = &b->location_ids[s->locs_at];
+        m->n_value = b->nsample_types;
+        m->value = &b->values[s->values_at];
+        m->n_label = s->nlabels;
+        m->label = &a->label_ptrs[s->labels_at];
+        a->sample_ptrs[i] = m;
+    }
+    for (size_t i = 0; i < a->nmaps; i++)
+        a->map_ptrs[i] = &a->maps[i];
+    for (size_t i = 0; i < b->nlines; i++)
+        a->line_ptrs[i] = &b->lines[i];
+    for (size_t i = 0; i < b->nlocs; i++) {
+        const struct loc *l = &b->locs[i];
+        Location *m = &a->locations[i];
+        *m = (Location)PERFTOOLS__PROFILES__LOCATION__INIT;
+        m->id = i + 1;
+        m->mapping_id = (uint64_t)(l->mapping + 1);
+        m->address = l->address;
+        m->n_line = l->nlines;
+        m->line = &a->line_ptrs[l->lines_at];
+        a->location_ptrs[i] = m;
+    }
+    for (size_t i = 0; i < b->nfunctions; i++)
+        a->function_ptrs[i] = &b->functions[i];
+    return 0;
+}
+
+static void fill_profile(builder *b, struct message_arrays *a, Profile *p)
+{
+    *p = (Profile)PERFTOOLS__PROFILES__PROFILE__INIT;
+    p->n_sample_type = b->nsample_types;
+    p->sample_type = a->sample_types;
+    p->n_sample = b->nsamples;
+    p->sample = a->sample_ptrs;
+    p->n_mapping = a->nmaps;
+    p->mapping = a->map_ptrs;
+    p->n_location = b->nlocs;
+    p->location = a->location_ptrs;
+    p->n_function = b->nfunctions;
+    p->function = a->function_ptrs;
+    p->n_string_table = b->nstrings;
+    p->string_table = b->strings;
+    p->time_nanos = b->time_nanos;
+    p->duration_nanos = b->duration_nanos;
+    p->period_type = b->has_period ? &b->period_type : NULL;
+    p->period = b->period;
+    p->default_sample_type = b->default_sample_type;
+}
+
+/* gzip at best speed, as Go writes profiles. */
+static int gzip_buffer(const unsigned char *in, size_t len,
+                       unsigned char **out, size_t *outlen)
+{
+    z_stream z = {0};
+    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
+        return -ENOMEM;
+    size_t cap = deflateBound(&z, len);
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        deflateEnd(&z);
+        return -ENOMEM;
+    }
+    z.next_in = (unsigned char *)in;
+    z.avail_in = len;
+    z.next_out = buf;
+    z.avail_out = cap;
+    int zrc = deflate(&z, Z_FINISH);
+    deflateEnd(&z);
+    if (zrc != Z_STREAM_END) {
+        free(buf);
+        return -EIO;
+    }
+    *out = buf;
+    *outlen = cap - z.avail_out;
+    return 0;
+}
+
+int builder_encode(builder *b, unsigned char **out, size_t *len)
+{
+    struct message_arrays a = {0};
+    int rc = symbolize_all(b, &a.maps, &a.nmaps);
+    if (rc == 0)
+        rc = make_arrays(b, &a);
+    if (rc == 0) {
+        Profile p;
+        fill_profile(b, &a, &p);
+        size_t size = perftools__profiles__profile__get_packed_size(&p);
+        unsigned char *packed = alloc_array(size, 1);
+        if (packed) {
+            perftools__profiles__profile__pack(&p, packed);
+            rc = gzip_buffer(packed, size, out, len);
+            free(packed);
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    free_arrays(&a);
+    return rc;
+}

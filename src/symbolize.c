@@ -1,0 +1,539 @@
+/*
+ * symbolize.c -- program counters to function, file, line and inline
+ * frames, with elfutils' libdwfl on our own process.
+ *
+ * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
+ * profiles because loading a module's symbols and DWARF is what costs; a
+ * cache from pc to result on top of it, since profiles see the same
+ * addresses again and again.  Both are refreshed only when the set of
+ * executable mappings changes (dlopen, dlclose): symbolize_begin() compares
+ * the mappings with those of the last session.  Checking at the start of a
+ * session is enough: every pc a session looks up was collected before it
+ * began, so its module was mapped by then (or is gone for good).
+ *
+ * Strings in results point into libdw's own data (symbol tables, DWARF
+ * string sections), valid while the module stays reported; only names we
+ * make up (demangled, or "module+0xoffset" when there is no symbol) are
+ * allocated here.  A flush therefore frees the cache before the modules go.
+ *
+ * C++ names are demangled with __cxa_demangle when the process has it (any
+ * C++ program links libstdc++); we do not link libstdc++ for it.
+ */
+#define _GNU_SOURCE
+#include "symbolize.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Deeper inline chains than this are cut at the innermost frames. */
+#define MAX_INLINE_FRAMES 32
+
+struct mapping {
+    symbolize_mapping pub; /* file and build_id point at the owned copies */
+    unsigned long inode;
+    char *file, *build_id;
+};
+
+struct entry {
+    uintptr_t pc;
+    symbolize_result r;
+    symbolize_frame frames[];
+};
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static struct {
+    pthread_mutex_t lock;
+    Dwfl *dwfl; /* NULL when libdw could not report the process */
+    struct mapping *maps;
+    size_t nmaps;
+    struct entry **slots; /* open addressing on pc; NULL is empty */
+    size_t nslots, nentries;
+    char **owned; /* names made up here, freed with the cache */
+    size_t nowned, capowned;
+    demangle_fn demangle;
+    bool demangle_looked_up;
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
+static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
+                                                false, false, false, false};
+
+/* ---- Mappings ----------------------------------------------------------- */
+
+static void free_mappings(struct mapping *maps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(maps[i].file);
+        free(maps[i].build_id);
+    }
+    free(maps);
+}
+
+/* Parses one line of /proc/self/maps into *m when it is executable. */
+static bool parse_exec_mapping(const char *line, struct mapping *m)
+{
+    unsigned long start, limit, offset, inode;
+    char perms[8];
+    int path_at = 0;
+    if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &limit, perms,
+               &offset, &inode, &path_at) < 5 || strlen(perms) < 3 ||
+        perms[2] != 'x')
+        return false;
+    const char *path = path_at > 0 ? line + path_at : "";
+    size_t len = strcspn(path, "\n");
+    *m = (struct mapping){.inode = inode, .file = strndup(path, len)};
+    m->pub.start = start;
+    m->pub.limit = limit;
+    m->pub.offset = offset;
+    return m->file != NULL;
+}
+
+/* The executable mappings of the process now, in address order. */
+static int read_exec_mappings(struct mapping **out, size_t *count)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    struct mapping *maps = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t linecap = 0;
+    int err = 0;
+    while (getline(&line, &linecap, f) > 0) {
+        struct mapping m;
+        if (!parse_exec_mapping(line, &m))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 32;
+            struct mapping *grown = realloc(maps, ncap * sizeof *maps);
+            if (!grown) {
+                free(m.file);
+                err = -1;
+                break;
+            }
+            maps = grown;
+            cap = ncap;
+        }
+        maps[n++] = m;
+    }
+    free(line);
+    fclose(f);
+    if (err) {
+        free_mappings(maps, n);
+        return err;
+    }
+    *out = maps;
+    *count = n;
+    return 0;
+}
+
+static bool same_mappings(const struct mapping *a, size_t na,
+                          const struct mapping *b, size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (a[i].pub.start != b[i].pub.start ||
+            a[i].pub.limit != b[i].pub.limit ||
+            a[i].pub.offset != b[i].pub.offset ||
+            a[i].inode != b[i].inode || strcmp(a[i].file, b[i].file) != 0)
+            return false;
+    return true;
+}
+
+/* The module holding pc, or NULL.  dwfl_addrmodule() alone answers some
+ * module for an address past every one (as [vsyscall] is). */
+static Dwfl_Module *module_at(uintptr_t pc)
+{
+    Dwfl_Module *mod = S.dwfl ? dwfl_addrmodule(S.dwfl, pc) : NULL;
+    Dwarf_Addr low, high;
+    if (mod && dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL,
+                                NULL) &&
+        (pc < low || pc >= high))
+        return NULL;
+    return mod;
+}
+
+/* The GNU build id of the module at m's start, in hex, or "".  libdw
+ * knows it once the module's ELF file is open, which it does lazily. */
+static char *build_id_of(const struct mapping *m)
+{
+    Dwfl_Module *mod = module_at(m->pub.start);
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    Dwarf_Addr bias;
+    int n = mod && dwfl_module_getelf(mod, &bias)
+                ? dwfl_module_build_id(mod, &bits, &vaddr)
+                : 0;
+    char *hex = malloc(n > 0 ? 2 * (size_t)n + 1 : 1);
+    if (!hex)
+        return NULL;
+    hex[0] = '\0';
+    for (int i = 0; i < n; i++)
+        sprintf(hex + 2 * i, "%02x", bits[i]);
+    return hex;
+}
+
+static void publish_mappings(void)
+{
+    for (size_t i = 0; i < S.nmaps; i++) {
+        struct mapping *m = &S.maps[i];
+        m->build_id = build_id_of(m);
+        m->pub.file = m->file;
+        m->pub.build_id = m->build_id ? m->build_id : "";
+    }
+}
+
+/* Index of the mapping holding pc, or -1. */
+static int mapping_index(uintptr_t pc)
+{
+    size_t lo = 0, hi = S.nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pc < S.maps[mid].pub.start)
+            hi = mid;
+        else if (pc >= S.maps[mid].pub.limit)
+            lo = mid + 1;
+        else
+            return (int)mid;
+    }
+    return -1;
+}
+
+/* ---- Modules ------------------------------------------------------------ */
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* Reports the process's modules again; unchanged ones keep what libdw has
+ * loaded for them. */
+static void report_modules(void)
+{
+    if (!S.dwfl)
+        S.dwfl = dwfl_begin(&callbacks);
+    if (!S.dwfl)
+        return;
+    dwfl_report_begin(S.dwfl);
+    int rc = dwfl_linux_proc_report(S.dwfl, getpid());
+    if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
+        dwfl_end(S.dwfl);
+        S.dwfl = NULL;
+    }
+}
+
+/* ---- Cache -------------------------------------------------------------- */
+
+static size_t slot_of(uintptr_t pc, size_t nslots)
+{
+    return (size_t)(((uint64_t)pc * 0x9E3779B97F4A7C15ull) >> 17) &
+           (nslots - 1);
+}
+
+static void flush_cache(void)
+{
+    for (size_t i = 0; i < S.nslots; i++)
+        free(S.slots[i]);
+    free(S.slots);
+    S.slots = NULL;
+    S.nslots = S.nentries = 0;
+    for (size_t i = 0; i < S.nowned; i++)
+        free(S.owned[i]);
+    free(S.owned);
+    S.owned = NULL;
+    S.nowned = S.capowned = 0;
+}
+
+static struct entry *cache_find(uintptr_t pc)
+{
+    if (!S.nslots)
+        return NULL;
+    for (size_t i = slot_of(pc, S.nslots);; i = (i + 1) & (S.nslots - 1)) {
+        if (!S.slots[i] || S.slots[i]->pc == pc)
+            return S.slots[i];
+    }
+}
+
+static int cache_grow(void)
+{
+    size_t nslots = S.nslots ? S.nslots * 2 : 1024;
+    struct entry **slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < S.nslots; i++) {
+        struct entry *e = S.slots[i];
+        if (!e)
+            continue;
+        size_t j = slot_of(e->pc, nslots);
+        while (slots[j])
+            j = (j + 1) & (nslots - 1);
+        slots[j] = e;
+    }
+    free(S.slots);
+    S.slots = slots;
+    S.nslots = nslots;
+    return 0;
+}
+
+static int cache_insert(struct entry *e)
+{
+    if (2 * (S.nentries + 1) > S.nslots && cache_grow() != 0)
+        return -1;
+    size_t i = slot_of(e->pc, S.nslots);
+    while (S.slots[i])
+        i = (i + 1) & (S.nslots - 1);
+    S.slots[i] = e;
+    S.nentries++;
+    return 0;
+}
+
+/* Keeps a string made up here until the cache is flushed. */
+static const char *own(char *s)
+{
+    if (!s)
+        return NULL;
+    if (S.nowned == S.capowned) {
+        size_t ncap = S.capowned ? S.capowned * 2 : 64;
+        char **grown = realloc(S.owned, ncap * sizeof *grown);
+        if (!grown) {
+            free(s);
+            return NULL;
+        }
+        S.owned = grown;
+        S.capowned = ncap;
+    }
+    S.owned[S.nowned++] = s;
+    return s;
+}
+
+/* ---- Symbolizing one pc ------------------------------------------------- */
+
+/* Readable name for a symbol-table name: demangled C++ when possible. */
+static const char *readable_name(const char *system_name)
+{
+    if (strncmp(system_name, "_Z", 2) != 0)
+        return system_name;
+    if (!S.demangle_looked_up) {
+        S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        S.demangle_looked_up = true;
+    }
+    int status = -1;
+    const char *name = S.demangle
+                           ? own(S.demangle(system_name, NULL, NULL, &status))
+                           : NULL;
+    return status == 0 && name ? name : system_name;
+}
+
+/* "libfoo.so+0x1234" (offset from the module's load address), or the bare
+ * address outside every module. */
+static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
+{
+    char *s = NULL;
+    Dwarf_Addr low = 0;
+    const char *modname =
+        mod ? dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL)
+            : NULL;
+    if (modname) {
+        const char *slash = strrchr(modname, '/');
+        if (asprintf(&s, "%s+0x%" PRIxPTR, slash ? slash + 1 : modname,
+                     pc - (uintptr_t)low) < 0)
+            s = NULL;
+    } else if (asprintf(&s, "0x%" PRIxPTR, pc) < 0) {
+        s = NULL;
+    }
+    const char *name = own(s);
+    return name ? name : "unknown";
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(
+        dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(
+            dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+    return name;
+}
+
+/* Where an inlined subroutine was called from: a file and line of the
+ * function around it. */
+static void call_site(Dwarf_Die *cudie, Dwarf_Die *inlined, const char **file,
+                      int64_t *line)
+{
+    Dwarf_Attribute attr;
+    Dwarf_Word idx, l;
+    Dwarf_Files *files;
+    size_t nfiles;
+    const char *name = NULL;
+    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &idx) ==
+            0 &&
+        dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 && idx < nfiles)
+        name = dwarf_filesrc(files, idx, NULL, NULL);
+    *file = name ? name : "";
+    *line = dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr),
+                            &l) == 0
+                ? (int64_t)l
+                : 0;
+}
+
+static bool is_function(Dwarf_Die *die)
+{
+    int tag = dwarf_tag(die);
+    return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram;
+}
+
+/* The chain of functions at pc from DWARF: frames[0] the innermost inlined
+ * one, the last the subprogram holding pc.  Files and lines other than the
+ * innermost's are call sites; the innermost's are left for the line table.
+ * A function without a name in DWARF gets a NULL name.  Returns the number
+ * of frames (0: no DWARF scope for pc).
+ *
+ * dwarf_getscopes() follows an inlined subroutine into its abstract
+ * definition, so it finds only the innermost function; the callers are the
+ * scopes around that function's DIE, from dwarf_getscopes_die(). */
+static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
+                           symbolize_frame *frames, bool *has_dwarf)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+    *has_dwarf = cudie != NULL;
+    Dwarf_Die *scopes = NULL, *chain = NULL;
+    int nscopes = cudie ? dwarf_getscopes(cudie, pc - bias, &scopes) : 0;
+    int innermost = 0;
+    while (innermost < nscopes && !is_function(&scopes[innermost]))
+        innermost++;
+    int nchain = innermost < nscopes
+                     ? dwarf_getscopes_die(&scopes[innermost], &chain)
+                     : 0;
+    size_t n = 0;
+    int inner = -1; /* the previous function's scope */
+    for (int i = 0; i < nchain && n < MAX_INLINE_FRAMES; i++) {
+        if (!is_function(&chain[i]))
+            continue;
+        symbolize_frame *f = &frames[n++];
+        *f = (symbolize_frame){.system_name = die_name(&chain[i]), .file = ""};
+        int decl_line;
+        if (dwarf_decl_line(&chain[i], &decl_line) == 0)
+            f->start_line = decl_line;
+        if (inner >= 0)
+            call_site(cudie, &chain[inner], &f->file, &f->line);
+        inner = i;
+        if (dwarf_tag(&chain[i]) == DW_TAG_subprogram)
+            break;
+    }
+    free(scopes);
+    free(chain);
+    return n;
+}
+
+/* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
+static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
+                               symbolize_frame *frames)
+{
+    Dwfl_Module *mod = module_at(pc);
+    *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    const char *symbol =
+        mod ? dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL)
+            : NULL;
+    r->sym_offset = symbol ? offset : 0;
+    r->nframes = mod ? dwarf_frames(mod, pc, frames, &r->has_inline_frames)
+                     : 0;
+    if (r->nframes == 0) {
+        frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
+        r->nframes = 1;
+    }
+    /* A function DWARF leaves unnamed is the symbol when outermost. */
+    symbolize_frame *outer = &frames[r->nframes - 1];
+    if (!outer->system_name)
+        outer->system_name = symbol;
+    r->has_function = true;
+    for (size_t i = 0; i < r->nframes; i++) {
+        if (!frames[i].system_name) {
+            frames[i].system_name = made_up_name(mod, pc);
+            r->has_function = false;
+        }
+        frames[i].name = readable_name(frames[i].system_name);
+    }
+    Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, pc) : NULL;
+    int lineno = 0;
+    const char *file =
+        line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    frames[0].file = file ? file : "";
+    frames[0].line = file ? lineno : 0;
+    r->has_file = frames[0].file[0] != '\0';
+    r->has_line = frames[0].line > 0;
+}
+
+const symbolize_result *symbolize_pc(uintptr_t pc)
+{
+    struct entry *e = cache_find(pc);
+    if (e)
+        return &e->r;
+    symbolize_frame frames[MAX_INLINE_FRAMES];
+    symbolize_result r;
+    symbolize_uncached(pc, &r, frames);
+    e = malloc(sizeof *e + r.nframes * sizeof *frames);
+    if (!e)
+        return &unknown_result;
+    e->pc = pc;
+    e->r = r;
+    e->r.frames = e->frames;
+    memcpy(e->frames, frames, r.nframes * sizeof *frames);
+    if (cache_insert(e) != 0) {
+        free(e);
+        return &unknown_result;
+    }
+    return &e->r;
+}
+
+/* ---- Sessions ----------------------------------------------------------- */
+
+void symbolize_begin(void)
+{
+    pthread_mutex_lock(&S.lock);
+    struct mapping *maps;
+    size_t n;
+    if (read_exec_mappings(&maps, &n) != 0)
+        return; /* keep the last view; lookups still work from it */
+    if (S.dwfl && same_mappings(maps, n, S.maps, S.nmaps)) {
+        free_mappings(maps, n);
+        return;
+    }
+    flush_cache(); /* before the modules its strings point into go */
+    free_mappings(S.maps, S.nmaps);
+    S.maps = maps;
+    S.nmaps = n;
+    report_modules();
+    publish_mappings();
+}
+
+void symbolize_end(void)
+{
+    pthread_mutex_unlock(&S.lock);
+}
+
+size_t symbolize_mapping_count(void)
+{
+    return S.nmaps;
+}
+
+const symbolize_mapping *symbolize_mapping_at(size_t i)
+{
+    return i < S.nmaps ? &S.maps[i].pub : NULL;
+}

@@ -1,0 +1,235 @@
+// gocheck: checks a profile with google/pprof's own profile package, the
+// parser `go tool pprof` uses, and prints what tests need to assert about
+// it.  The oracle for every profile cpprof writes.
+//
+// Usage: gocheck [-frames] [-locations] [-mappings] FILE
+//
+// FILE is a profile.proto, gzip-compressed or not.  If the protobuf parser
+// or CheckValid rejects it, gocheck prints the parser's message on stderr
+// and exits with status 1 (2 for a usage or I/O error).  Otherwise it
+// prints these lines on stdout, in this order, one item per line, fields
+// separated by single spaces:
+//
+//	valid
+//	sample_types TYPE/UNIT ...          every sample type, in order
+//	period_type TYPE/UNIT PERIOD        only when the profile has one
+//	default_sample_type TYPE            only when set
+//	duration_nanos N
+//	samples N                           number of samples
+//	total IDX SUM                       per value index: sum over samples
+//	tag KEY VALUE IDX SUM               per string label key/value and value
+//	                                    index: sum of that value over the
+//	                                    samples carrying the label
+//	numtag KEY UNIT                     per numeric label key and unit
+//
+// and with options:
+//
+//	-frames:    frame FUNCTION FILE:LINE     per distinct line of a location
+//	-locations: location FUNC@FILE:LINE ...  per location, its lines
+//	            innermost (inlined) first, as pprof stores them
+//	-mappings:  mapping FILE BUILDID functions=B filenames=B lines=B inline=B
+//	            per mapping, in profile order (B is true or false; an empty
+//	            FILE or BUILDID is printed as "-")
+//
+// Lines of each kind after "total" are sorted.  A field that is empty or
+// holds a space, a quote or an unprintable character is printed Go-quoted
+// (strconv.Quote), so simple names can be grepped as they are.
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"flag"
+	"fmt"
+	"io/ioutil"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+func field(s string) string {
+	for _, r := range s {
+		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return field(s)
+}
+
+func fail(code int, format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "gocheck: "+format+"\n", args...)
+	os.Exit(code)
+}
+
+// parse reports the protobuf parser's own message: profile.Parse would
+// hide it behind its fallback to legacy formats ("unrecognized profile
+// format").  It then also goes through profile.ParseData, the path
+// `go tool pprof` takes, so that anything accepted here is accepted there.
+func parse(data []byte) *profile.Profile {
+	raw := data
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		gz, err := gzip.NewReader(bytes.NewReader(data))
+		if err == nil {
+			raw, err = ioutil.ReadAll(gz)
+		}
+		if err != nil {
+			fail(1, "decompressing profile: %v", err)
+		}
+	}
+	p, err := profile.ParseUncompressed(raw)
+	if err != nil {
+		fail(1, "parsing profile: %v", err)
+	}
+	if err := p.CheckValid(); err != nil {
+		fail(1, "malformed profile: %v", err)
+	}
+	if _, err := profile.ParseData(data); err != nil {
+		fail(1, "%v", err)
+	}
+	return p
+}
+
+func printSorted(lines map[string]bool) {
+	var sorted []string
+	for l := range lines {
+		sorted = append(sorted, l)
+	}
+	sort.Strings(sorted)
+	for _, l := range sorted {
+		fmt.Println(l)
+	}
+}
+
+func printSummary(p *profile.Profile) {
+	fmt.Println("valid")
+	types := []string{"sample_types"}
+	for _, st := range p.SampleType {
+		types = append(types, field(st.Type+"/"+st.Unit))
+	}
+	fmt.Println(strings.Join(types, " "))
+	if pt := p.PeriodType; pt != nil {
+		fmt.Printf("period_type %s %d\n", field(pt.Type+"/"+pt.Unit), p.Period)
+	}
+	if p.DefaultSampleType != "" {
+		fmt.Printf("default_sample_type %s\n", field(p.DefaultSampleType))
+	}
+	fmt.Printf("duration_nanos %d\n", p.DurationNanos)
+	fmt.Printf("samples %d\n", len(p.Sample))
+	totals := make([]int64, len(p.SampleType))
+	type tagKey struct {
+		key, value string
+		idx        int
+	}
+	tags := map[tagKey]int64{}
+	numtags := map[string]bool{}
+	for _, s := range p.Sample {
+		for i, v := range s.Value {
+			totals[i] += v
+			for key, values := range s.Label {
+				for _, value := range values {
+					tags[tagKey{key, value, i}] += v
+				}
+			}
+		}
+		for key := range s.NumLabel {
+			for _, unit := range s.NumUnit[key] {
+				numtags[fmt.Sprintf("numtag %s %s", field(key), field(unit))] = true
+			}
+		}
+	}
+	for i, t := range totals {
+		fmt.Printf("total %d %d\n", i, t)
+	}
+	var keys []tagKey
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.key != b.key {
+			return a.key < b.key
+		}
+		if a.value != b.value {
+			return a.value < b.value
+		}
+		return a.idx < b.idx
+	})
+	for _, k := range keys {
+		fmt.Printf("tag %s %s %d %d\n", field(k.key), field(k.value), k.idx, tags[k])
+	}
+	printSorted(numtags)
+}
+
+func lineText(l profile.Line) (name, place string) {
+	return field(l.Function.Name), field(fmt.Sprintf("%s:%d", l.Function.Filename, l.Line))
+}
+
+func printFrames(p *profile.Profile) {
+	frames := map[string]bool{}
+	for _, loc := range p.Location {
+		for _, l := range loc.Line {
+			name, place := lineText(l)
+			frames["frame "+name+" "+place] = true
+		}
+	}
+	printSorted(frames)
+}
+
+func printLocations(p *profile.Profile) {
+	locations := map[string]bool{}
+	for _, loc := range p.Location {
+		parts := []string{"location"}
+		for _, l := range loc.Line {
+			name, place := lineText(l)
+			parts = append(parts, name+"@"+place)
+		}
+		locations[strings.Join(parts, " ")] = true
+	}
+	printSorted(locations)
+}
+
+func printMappings(p *profile.Profile) {
+	for _, m := range p.Mapping {
+		fmt.Printf("mapping %s %s functions=%t filenames=%t lines=%t inline=%t\n",
+			orDash(m.File), orDash(m.BuildID), m.HasFunctions,
+			m.HasFilenames, m.HasLineNumbers, m.HasInlineFrames)
+	}
+}
+
+func main() {
+	frames := flag.Bool("frames", false, "print a frame line per distinct location line")
+	locations := flag.Bool("locations", false, "print each location's lines")
+	mappings := flag.Bool("mappings", false, "print each mapping")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fail(2, "usage: gocheck [-frames] [-locations] [-mappings] FILE")
+	}
+	data, err := ioutil.ReadFile(flag.Arg(0))
+	if err != nil {
+		fail(2, "%v", err)
+	}
+	p := parse(data)
+	printSummary(p)
+	if *frames {
+		printFrames(p)
+	}
+	if *locations {
+		printLocations(p)
+	}
+	if *mappings {
+		printMappings(p)
+	}
+}
