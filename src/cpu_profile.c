@@ -1,0 +1,91 @@
+/*
+ * cpu_profile.c -- cpprof_cpu_profile_start/stop: the CPU profile as Go's
+ * runtime/pprof writes it, from what the sampler collected.
+ *
+ * The profile has the sample types samples/count and cpu/nanoseconds, the
+ * period cpu/nanoseconds at the sampler's true period, the window's start
+ * (wall clock) and length, one sample per (stack, label set), and, when the
+ * sampler's buffer overflowed, one "cpprof.lostProfileEvent" sample holding
+ * what was dropped (Go's runtime/pprof.lostProfileEvent): never silent.
+ * Building happens after the sampler has stopped, so a new profile can start
+ * while this one is symbolized and encoded.
+ */
+#include "builder.h"
+#include "config.h"
+#include "cpprof.h"
+#include "sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+static pthread_mutex_t window_mu = PTHREAD_MUTEX_INITIALIZER;
+static long window_hz;          /* under window_mu, while a profile runs */
+static int64_t window_start_ns; /* CLOCK_REALTIME */
+static int64_t window_start_mono_ns;
+
+static int64_t clock_ns(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int cpprof_cpu_profile_start(void)
+{
+    long hz = cfg_int(CFG_CPU_HZ);
+    pthread_mutex_lock(&window_mu);
+    int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
+    if (rc == 0) {
+        window_hz = hz;
+        window_start_ns = clock_ns(CLOCK_REALTIME);
+        window_start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    }
+    pthread_mutex_unlock(&window_mu);
+    return rc;
+}
+
+static int build_profile(const stacktab *samples, int64_t lost, long hz,
+                         int64_t start_ns, int64_t duration_ns,
+                         unsigned char **buf, size_t *len)
+{
+    builder *b = builder_new();
+    if (!b)
+        return -ENOMEM;
+    int64_t period = sampler_period_ns(hz);
+    int rc = builder_add_sample_type(b, "samples", "count");
+    if (rc == 0)
+        rc = builder_add_sample_type(b, "cpu", "nanoseconds");
+    if (rc == 0)
+        rc = builder_set_period(b, "cpu", "nanoseconds", period);
+    builder_set_time(b, start_ns, duration_ns);
+    if (rc == 0)
+        rc = builder_add_stacktab(b, samples);
+    if (rc == 0 && lost > 0) {
+        int64_t values[2] = {lost, lost * period};
+        rc = builder_add_pseudo_sample(b, "cpprof.lostProfileEvent", values);
+    }
+    if (rc == 0)
+        rc = builder_encode(b, buf, len);
+    builder_free(b);
+    return rc;
+}
+
+int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
+{
+    if (!buf || !len)
+        return -EINVAL;
+    stacktab *samples;
+    int64_t lost;
+    pthread_mutex_lock(&window_mu);
+    int rc = sampler_stop(&samples, &lost);
+    long hz = window_hz;
+    int64_t start_ns = window_start_ns;
+    int64_t duration_ns = clock_ns(CLOCK_MONOTONIC) - window_start_mono_ns;
+    pthread_mutex_unlock(&window_mu);
+    if (rc != 0)
+        return rc;
+    rc = build_profile(samples, lost, hz, start_ns, duration_ns, buf, len);
+    stacktab_free(samples);
+    return rc;
+}

@@ -1,0 +1,592 @@
+/*
+ * check_sampler.c -- tests of the CPU sampler through the public API
+ * (cpprof_cpu_profile_start/stop), reading back the profiles it writes:
+ * label sets attributed in proportion to CPU, threads created and exiting
+ * during a profile, threads cpprof did not create, the profile's period and
+ * window, refusing a signal the application handles, one profile at a time,
+ * the dropped-sample record, no timer left behind, errno preserved, and a
+ * configurable signal.
+ *
+ * Each test runs in a process of its own (Check's fork mode), so signal
+ * dispositions and /proc/self/timers start clean.  CPU bounds are generous:
+ * they catch a sampler that misses or misattributes threads, not noise.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cpprof.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "profile.pb-c.h"
+#include "sampler.h"
+
+typedef Perftools__Profiles__Profile Profile;
+typedef Perftools__Profiles__Sample Sample;
+
+/* ---- Workloads ----------------------------------------------------------- */
+
+static double thread_cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Burns `seconds` of the calling thread's CPU; returns what it burned. */
+__attribute__((noinline)) double burn_cpu(double seconds)
+{
+    double start = thread_cpu_seconds(), now;
+    volatile unsigned long x = 0;
+    while ((now = thread_cpu_seconds()) - start < seconds)
+        for (int i = 0; i < 10000; i++)
+            x += i;
+    return now - start;
+}
+
+struct burner {
+    pthread_t thread;
+    double seconds; /* to burn */
+    double burned;  /* measured by the thread itself */
+};
+
+static void *burner_main(void *arg)
+{
+    struct burner *b = arg;
+    b->burned = burn_cpu(b->seconds);
+    return NULL;
+}
+
+/* Applies `kv` (one pair) to the calling thread and starts a burner under
+ * it with cpprof_thread_create, which hands the labels on. */
+static void start_labelled(struct burner *b, const char *key,
+                           const char *value)
+{
+    const char *kv[] = {key, value};
+    cpprof_labelset *set;
+    ck_assert_int_eq(cpprof_labels(&set, 2, kv), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(set), 0);
+    ck_assert_int_eq(cpprof_thread_create(&b->thread, NULL, burner_main, b),
+                     0);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    cpprof_labelset_release(set);
+}
+
+static void set_hz(int hz)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", hz);
+    ck_assert_int_eq(cpprof_set("cpu_hz", v), 0);
+}
+
+/* ---- Reading profiles back ---------------------------------------------- */
+
+/* google/pprof's parser (test/gocheck) must accept every profile. */
+static void assert_pprof_accepts(const unsigned char *gz, size_t len)
+{
+    char path[] = "/tmp/check_sampler.XXXXXX", cmd[256];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, gz, len), (ssize_t)len);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null", GOCHECK, path);
+    int rc = system(cmd);
+    unlink(path);
+    ck_assert_msg(rc == 0, "gocheck rejected the profile (status %d)", rc);
+}
+
+static Profile *stop_and_decode(void)
+{
+    unsigned char *gz;
+    size_t gzlen;
+    ck_assert_int_eq(cpprof_cpu_profile_stop(&gz, &gzlen), 0);
+    ck_assert_uint_ge(gzlen, 2);
+    ck_assert(gz[0] == 0x1f && gz[1] == 0x8b);
+    assert_pprof_accepts(gz, gzlen);
+    size_t cap = 1 << 20;
+    unsigned char *raw = malloc(cap);
+    z_stream z = {.next_in = gz, .avail_in = (uInt)gzlen};
+    ck_assert_int_eq(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+    int zrc;
+    do {
+        if (z.total_out == cap)
+            raw = realloc(raw, cap *= 2);
+        z.next_out = raw + z.total_out;
+        z.avail_out = (uInt)(cap - z.total_out);
+        zrc = inflate(&z, Z_NO_FLUSH);
+    } while (zrc == Z_OK);
+    ck_assert_int_eq(zrc, Z_STREAM_END);
+    Profile *p = perftools__profiles__profile__unpack(NULL, z.total_out, raw);
+    inflateEnd(&z);
+    free(raw);
+    free(gz);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static const char *str(const Profile *p, int64_t i)
+{
+    ck_assert(i >= 0 && (size_t)i < p->n_string_table);
+    return p->string_table[i];
+}
+
+/* The value of label `key` on sample s, or NULL. */
+static const char *label_of(const Profile *p, const Sample *s,
+                            const char *key)
+{
+    for (size_t i = 0; i < s->n_label; i++)
+        if (strcmp(str(p, s->label[i]->key), key) == 0)
+            return str(p, s->label[i]->str);
+    return NULL;
+}
+
+static bool stack_has_function(const Profile *p, const Sample *s,
+                               const char *name)
+{
+    for (size_t i = 0; i < s->n_location_id; i++)
+        for (size_t l = 0; l < p->n_location; l++) {
+            if (p->location[l]->id != s->location_id[i])
+                continue;
+            for (size_t k = 0; k < p->location[l]->n_line; k++)
+                for (size_t f = 0; f < p->n_function; f++)
+                    if (p->function[f]->id ==
+                            p->location[l]->line[k]->function_id &&
+                        strcmp(str(p, p->function[f]->name), name) == 0)
+                        return true;
+        }
+    return false;
+}
+
+/* Sampled CPU seconds of the samples with label key=value (value NULL:
+ * samples without that key). */
+static double cpu_with_label(const Profile *p, const char *key,
+                             const char *value)
+{
+    int64_t ns = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const char *v = label_of(p, p->sample[i], key);
+        if (value ? v && strcmp(v, value) == 0 : v == NULL)
+            ns += p->sample[i]->value[1];
+    }
+    return ns / 1e9;
+}
+
+static double cpu_with_function(const Profile *p, const char *name)
+{
+    int64_t ns = 0;
+    for (size_t i = 0; i < p->n_sample; i++)
+        if (stack_has_function(p, p->sample[i], name))
+            ns += p->sample[i]->value[1];
+    return ns / 1e9;
+}
+
+/* ---- Process inspection ------------------------------------------------- */
+
+/* Number of POSIX timers of this process (/proc/self/timers has one "ID:"
+ * line each). */
+static int timer_count(void)
+{
+    FILE *f = fopen("/proc/self/timers", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, "ID:", 3) == 0;
+    fclose(f);
+    return n;
+}
+
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static double monotonic_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Polls until there is one timer per thread, for at most `limit` seconds;
+ * returns whether that happened. */
+static bool timers_match_threads_within(double limit)
+{
+    double end = monotonic_seconds() + limit;
+    do {
+        if (timer_count() == thread_count())
+            return true;
+        usleep(5000);
+    } while (monotonic_seconds() < end);
+    return false;
+}
+
+/* The tid of the thread named `comm`, or 0. */
+static pid_t thread_named_now(const char *comm)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    pid_t found = 0;
+    while (!found && (e = readdir(d))) {
+        char path[300], name[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(name, sizeof name, f) &&
+            strncmp(name, comm, strlen(comm)) == 0)
+            found = (pid_t)atoi(e->d_name);
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The same, waiting up to a second for the thread to take the name. */
+static pid_t thread_named(const char *comm)
+{
+    pid_t tid;
+    double end = monotonic_seconds() + 1.0;
+    while (!(tid = thread_named_now(comm)) && monotonic_seconds() < end)
+        usleep(5000);
+    return tid;
+}
+
+/* The signal has the plain handler (or SIG_DFL / SIG_IGN) `handler`. */
+static void assert_disposition(int sig, void (*handler)(int))
+{
+    struct sigaction now;
+    ck_assert_int_eq(sigaction(sig, NULL, &now), 0);
+    ck_assert(!(now.sa_flags & SA_SIGINFO));
+    ck_assert_ptr_eq(now.sa_handler, handler);
+}
+
+/* ---- Tests ---------------------------------------------------------------- */
+
+/* Two label sets burning 0.4 s and 0.8 s of CPU on threads created (and
+ * gone) during the profile: each set is sampled near its CPU, and the
+ * profile carries Go's sample types, the true period and the window. */
+START_TEST(labels_sampled_in_proportion_to_cpu)
+{
+    set_hz(250);
+    struct timespec before, after;
+    clock_gettime(CLOCK_REALTIME, &before);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    struct burner a = {.seconds = 0.4}, b = {.seconds = 0.8};
+    start_labelled(&a, "worker", "a");
+    start_labelled(&b, "worker", "b");
+    pthread_join(a.thread, NULL);
+    pthread_join(b.thread, NULL);
+    Profile *p = stop_and_decode();
+    clock_gettime(CLOCK_REALTIME, &after);
+
+    double cpu_a = cpu_with_label(p, "worker", "a");
+    double cpu_b = cpu_with_label(p, "worker", "b");
+    ck_assert_msg(cpu_a > 0.5 * a.burned && cpu_a < 1.2 * a.burned,
+                  "worker a: sampled %.3f s of %.3f s", cpu_a, a.burned);
+    ck_assert_msg(cpu_b > 0.5 * b.burned && cpu_b < 1.2 * b.burned,
+                  "worker b: sampled %.3f s of %.3f s", cpu_b, b.burned);
+    ck_assert_msg(cpu_b / cpu_a > 1.4 && cpu_b / cpu_a < 2.8,
+                  "b/a = %.2f, burned 2.0", cpu_b / cpu_a);
+    ck_assert_double_gt(cpu_with_function(p, "burn_cpu"), 0.5 * 1.2);
+
+    ck_assert_uint_eq(p->n_sample_type, 2);
+    ck_assert_str_eq(str(p, p->sample_type[0]->type), "samples");
+    ck_assert_str_eq(str(p, p->sample_type[0]->unit), "count");
+    ck_assert_str_eq(str(p, p->sample_type[1]->type), "cpu");
+    ck_assert_str_eq(str(p, p->sample_type[1]->unit), "nanoseconds");
+    ck_assert_ptr_nonnull(p->period_type);
+    ck_assert_str_eq(str(p, p->period_type->type), "cpu");
+    ck_assert_str_eq(str(p, p->period_type->unit), "nanoseconds");
+    ck_assert_int_eq(p->period, 4000000);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        ck_assert_uint_eq(p->sample[i]->n_value, 2);
+        ck_assert_int_eq(p->sample[i]->value[1],
+                         p->sample[i]->value[0] * p->period);
+    }
+    int64_t before_ns = before.tv_sec * 1000000000LL + before.tv_nsec;
+    int64_t after_ns = after.tv_sec * 1000000000LL + after.tv_nsec;
+    ck_assert_int_ge(p->time_nanos, before_ns);
+    ck_assert_int_le(p->time_nanos + p->duration_nanos, after_ns);
+    ck_assert_int_gt(p->duration_nanos, 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+/* Short-lived threads, one after another: all of them together are
+ * sampled, and none leaves a timer behind. */
+START_TEST(short_lived_threads_sampled_without_timer_leak)
+{
+    set_hz(1000);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    double burned = 0;
+    for (int i = 0; i < 10; i++) {
+        struct burner t = {.seconds = 0.05};
+        start_labelled(&t, "phase", "short");
+        pthread_join(t.thread, NULL);
+        burned += t.burned;
+    }
+    ck_assert_msg(timers_match_threads_within(1.0),
+                  "%d timers for %d threads", timer_count(), thread_count());
+    Profile *p = stop_and_decode();
+    double cpu = cpu_with_label(p, "phase", "short");
+    ck_assert_msg(cpu > 0.2 * burned && cpu < 1.2 * burned,
+                  "sampled %.3f s of %.3f s", cpu, burned);
+    ck_assert_int_eq(timer_count(), 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+/* A timer per thread while profiling, including a thread that existed
+ * before, and none after stop. */
+START_TEST(one_timer_per_thread_none_after_stop)
+{
+    struct burner t = {.seconds = 0.3};
+    ck_assert_int_eq(pthread_create(&t.thread, NULL, burner_main, &t), 0);
+    ck_assert_int_eq(timer_count(), 0);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    ck_assert_int_ge(timer_count(), 2); /* main, burner: at once */
+    ck_assert_msg(timers_match_threads_within(1.0),
+                  "%d timers for %d threads", timer_count(), thread_count());
+    pthread_join(t.thread, NULL);
+    ck_assert_msg(timers_match_threads_within(1.0),
+                  "%d timers for %d threads after exit", timer_count(),
+                  thread_count());
+    Profile *p = stop_and_decode();
+    ck_assert_int_eq(timer_count(), 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+__attribute__((noinline)) void *plain_thread_main(void *arg)
+{
+    struct burner *b = arg;
+    b->burned = burn_cpu(b->seconds);
+    return NULL;
+}
+
+/* A thread made with plain pthread_create, which never touches cpprof, is
+ * sampled (without labels). */
+START_TEST(thread_cpprof_did_not_create_is_sampled)
+{
+    set_hz(250);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    struct burner t = {.seconds = 0.4};
+    ck_assert_int_eq(pthread_create(&t.thread, NULL, plain_thread_main, &t),
+                     0);
+    pthread_join(t.thread, NULL);
+    Profile *p = stop_and_decode();
+    double cpu = cpu_with_function(p, "plain_thread_main");
+    ck_assert_msg(cpu > 0.5 * t.burned && cpu < 1.2 * t.burned,
+                  "sampled %.3f s of %.3f s", cpu, t.burned);
+    for (size_t i = 0; i < p->n_sample; i++)
+        if (stack_has_function(p, p->sample[i], "plain_thread_main"))
+            ck_assert_uint_eq(p->sample[i]->n_label, 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+static void application_handler(int sig) { (void)sig; }
+
+START_TEST(signal_with_application_handler_is_refused)
+{
+    struct sigaction sa = {.sa_handler = application_handler};
+    ck_assert_int_eq(sigaction(SIGPROF, &sa, NULL), 0);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), CPPROF_ESIGTAKEN);
+    assert_disposition(SIGPROF, application_handler);
+    ck_assert_int_eq(timer_count(), 0);
+    unsigned char *buf;
+    size_t len;
+    ck_assert_int_eq(cpprof_cpu_profile_stop(&buf, &len), CPPROF_ENOTRUNNING);
+}
+END_TEST
+
+/* Stopping puts back the disposition found at start: SIG_DFL, then
+ * SIG_IGN. */
+START_TEST(stop_restores_previous_disposition)
+{
+    void (*before[])(int) = {SIG_DFL, SIG_IGN};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction sa = {.sa_handler = before[i]}, now;
+        ck_assert_int_eq(sigaction(SIGPROF, &sa, NULL), 0);
+        ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+        ck_assert_int_eq(sigaction(SIGPROF, NULL, &now), 0);
+        ck_assert(now.sa_flags & SA_SIGINFO);
+        Profile *p = stop_and_decode();
+        assert_disposition(SIGPROF, before[i]);
+        perftools__profiles__profile__free_unpacked(p, NULL);
+    }
+}
+END_TEST
+
+#define RACERS 4
+static pthread_barrier_t race_barrier;
+
+static void *race_start(void *arg)
+{
+    pthread_barrier_wait(&race_barrier);
+    *(int *)arg = cpprof_cpu_profile_start();
+    return NULL;
+}
+
+/* Concurrent starts: exactly one wins, the others get CPPROF_EBUSY; after
+ * stop a new profile can start. */
+START_TEST(one_profile_at_a_time)
+{
+    pthread_t t[RACERS];
+    int rc[RACERS], wins = 0, busy = 0;
+    pthread_barrier_init(&race_barrier, NULL, RACERS);
+    for (int i = 0; i < RACERS; i++)
+        pthread_create(&t[i], NULL, race_start, &rc[i]);
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        wins += rc[i] == 0;
+        busy += rc[i] == CPPROF_EBUSY;
+    }
+    ck_assert_int_eq(wins, 1);
+    ck_assert_int_eq(busy, RACERS - 1);
+    Profile *p = stop_and_decode();
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    p = stop_and_decode();
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+static void stall(int sig)
+{
+    (void)sig;
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+}
+
+/* With a tiny buffer and the collector stalled for a second while two
+ * threads burn CPU at 1000 Hz, samples are dropped, and the profile says
+ * how many under the pseudo-frame cpprof.lostProfileEvent. */
+START_TEST(dropped_samples_are_reported)
+{
+    set_hz(1000);
+    sampler_set_ring_slots(64);
+    struct burner t[2] = {{.seconds = 1.2}, {.seconds = 1.2}};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i].thread, NULL, burner_main, &t[i]);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    struct sigaction sa = {.sa_handler = stall};
+    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    pid_t collector = thread_named("cpprof-sampler");
+    ck_assert_int_ne(collector, 0);
+    ck_assert_int_eq(syscall(SYS_tgkill, getpid(), collector, SIGUSR2), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i].thread, NULL);
+    Profile *p = stop_and_decode();
+    int64_t lost = 0, recorded = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const Sample *s = p->sample[i];
+        if (stack_has_function(p, s, "cpprof.lostProfileEvent")) {
+            ck_assert_uint_eq(s->n_location_id, 1);
+            ck_assert_int_eq(s->value[1], s->value[0] * p->period);
+            lost += s->value[0];
+        } else {
+            recorded += s->value[0];
+        }
+    }
+    ck_assert_int_gt(lost, 0);
+    ck_assert_int_gt(recorded, 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+static void *check_errno_while_burning(void *arg)
+{
+    long *clobbered = arg;
+    double start = thread_cpu_seconds();
+    errno = 4242;
+    while (thread_cpu_seconds() - start < 0.3)
+        for (int i = 0; i < 1000; i++)
+            *clobbered += *(volatile int *)&errno != 4242;
+    return NULL;
+}
+
+/* The handler interrupts a thread a few hundred times mid-loop; errno is
+ * what the thread left in it every time it looks. */
+START_TEST(errno_preserved_across_handler)
+{
+    set_hz(1000);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    const char *kv[] = {"test", "errno"};
+    cpprof_labelset *set;
+    ck_assert_int_eq(cpprof_labels(&set, 2, kv), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(set), 0);
+    long clobbered = 0;
+    pthread_t t;
+    ck_assert_int_eq(
+        cpprof_thread_create(&t, NULL, check_errno_while_burning, &clobbered),
+        0);
+    pthread_join(t, NULL);
+    cpprof_set_thread_labels(NULL);
+    cpprof_labelset_release(set);
+    Profile *p = stop_and_decode();
+    ck_assert_int_eq(clobbered, 0);
+    ck_assert_double_gt(cpu_with_label(p, "test", "errno"), 0.1);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+/* With cpu_signal set to a real-time signal, profiling works and leaves
+ * SIGPROF alone (the application may use it). */
+START_TEST(configured_signal_is_used)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", SIGRTMIN + 4);
+    ck_assert_int_eq(cpprof_set("cpu_signal", v), 0);
+    struct sigaction sa = {.sa_handler = application_handler};
+    ck_assert_int_eq(sigaction(SIGPROF, &sa, NULL), 0);
+    set_hz(250);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    struct burner t = {.seconds = 0.3};
+    start_labelled(&t, "signal", "rt");
+    pthread_join(t.thread, NULL);
+    Profile *p = stop_and_decode();
+    ck_assert_double_gt(cpu_with_label(p, "signal", "rt"), 0.5 * t.burned);
+    assert_disposition(SIGPROF, application_handler);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sampler");
+    TCase *tc = tcase_create("sampler");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, labels_sampled_in_proportion_to_cpu);
+    tcase_add_test(tc, short_lived_threads_sampled_without_timer_leak);
+    tcase_add_test(tc, one_timer_per_thread_none_after_stop);
+    tcase_add_test(tc, thread_cpprof_did_not_create_is_sampled);
+    tcase_add_test(tc, signal_with_application_handler_is_refused);
+    tcase_add_test(tc, stop_restores_previous_disposition);
+    tcase_add_test(tc, one_profile_at_a_time);
+    tcase_add_test(tc, dropped_samples_are_reported);
+    tcase_add_test(tc, errno_preserved_across_handler);
+    tcase_add_test(tc, configured_signal_is_used);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
