@@ -506,7 +506,7 @@ static int add_sample_labels(builder *b, struct sample *s,
                              const builder_numlabel *num, size_t nnum)
 {
     for (size_t i = 0; i < nnum; i++)
-        if (!num[i].key || !num[i].unit) /* pprof needs the unit */
+        if (!num[i].key || !num[i].unit || !num[i].unit[0]) /* pprof needs it */
             return -EINVAL;
     if (!nnum) {
         const struct set_labels *sl = set_labels(b, labels);

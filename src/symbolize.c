@@ -149,6 +149,47 @@ static bool same_mappings(const struct mapping *a, size_t na,
     return true;
 }
 
+/* Index of the mapping holding pc, or -1. */
+static int mapping_index(uintptr_t pc)
+{
+    size_t lo = 0, hi = S.nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pc < S.maps[mid].pub.start)
+            hi = mid;
+        else if (pc >= S.maps[mid].pub.limit)
+            lo = mid + 1;
+        else
+            return (int)mid;
+    }
+    return -1;
+}
+
+/* ---- Modules ------------------------------------------------------------ */
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* Reports the process's modules again; unchanged ones keep what libdw has
+ * loaded for them. */
+static void report_modules(void)
+{
+    if (!S.dwfl)
+        S.dwfl = dwfl_begin(&callbacks);
+    if (!S.dwfl)
+        return;
+    dwfl_report_begin(S.dwfl);
+    int rc = dwfl_linux_proc_report(S.dwfl, getpid());
+    if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
+        dwfl_end(S.dwfl);
+        S.dwfl = NULL;
+    }
+}
+
 /* The module holding pc, or NULL.  dwfl_addrmodule() alone answers some
  * module for an address past every one (as [vsyscall] is). */
 static Dwfl_Module *module_at(uintptr_t pc)
@@ -189,47 +230,6 @@ static void publish_mappings(void)
         m->build_id = build_id_of(m);
         m->pub.file = m->file;
         m->pub.build_id = m->build_id ? m->build_id : "";
-    }
-}
-
-/* Index of the mapping holding pc, or -1. */
-static int mapping_index(uintptr_t pc)
-{
-    size_t lo = 0, hi = S.nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pc < S.maps[mid].pub.start)
-            hi = mid;
-        else if (pc >= S.maps[mid].pub.limit)
-            lo = mid + 1;
-        else
-            return (int)mid;
-    }
-    return -1;
-}
-
-/* ---- Modules ------------------------------------------------------------ */
-
-static char *debuginfo_path;
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .debuginfo_path = &debuginfo_path,
-};
-
-/* Reports the process's modules again; unchanged ones keep what libdw has
- * loaded for them. */
-static void report_modules(void)
-{
-    if (!S.dwfl)
-        S.dwfl = dwfl_begin(&callbacks);
-    if (!S.dwfl)
-        return;
-    dwfl_report_begin(S.dwfl);
-    int rc = dwfl_linux_proc_report(S.dwfl, getpid());
-    if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
-        dwfl_end(S.dwfl);
-        S.dwfl = NULL;
     }
 }
 

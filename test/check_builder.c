@@ -2,8 +2,9 @@
  * check_builder.c -- the profile builder, symbolizer and stack table.
  *
  * Profiles are built from stacks of real PCs of this file's own functions
- * (compiled with -g -O0, so that their lines are known: each site records
- * __LINE__ next to the call whose return address it takes) and judged by
+ * (compiled with -g; each site records __LINE__ next to the call whose
+ * return address it takes, and noinline/noclone keep the sites' functions
+ * whole at any optimization level) and judged by
  * the real clients: gocheck (google/pprof's profile package) and
  * `go tool pprof`.  Nothing here decodes a profile itself.
  */
@@ -13,6 +14,7 @@
 #include "stacktab.h"
 
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +403,40 @@ START_TEST(profile_from_stacktab)
 }
 END_TEST
 
+/* The symbolizer keeps its modules between profiles: a library loaded
+ * after one profile must still be seen by the next. */
+START_TEST(library_loaded_between_profiles)
+{
+    builder *b = cpu_builder();
+    int64_t v[] = {1, 10000000};
+    struct site a = site_in_alpha();
+    ck_assert_int_eq(builder_add_sample(b, &a.pc, 1, 0, v, NULL, NULL, 0), 0);
+    char *path = encode_to_file(b);
+    builder_free(b);
+    unlink(path);
+    free(path);
+
+    /* Lazy: its ps_* imports are for debuggers and never called here. */
+    void *lib = dlopen("libthread_db.so.1", RTLD_LAZY);
+    ck_assert_msg(lib != NULL, "%s", dlerror());
+    void *fn = dlsym(lib, "td_init");
+    ck_assert_ptr_nonnull(fn);
+    b = cpu_builder();
+    uintptr_t pc = (uintptr_t)fn;
+    ck_assert_int_eq(
+        builder_add_sample(b, &pc, 1, STACK_LEAF_EXACT, v, NULL, NULL, 0), 0);
+    path = encode_to_file(b);
+    builder_free(b);
+    struct output out = gocheck("-frames -mappings", path);
+    ASSERT_LINE_LIKE(out.text, "frame td_init ", "");
+    ck_assert_msg(strstr(out.text, "libthread_db"), "%s", out.text);
+    free(out.text);
+    unlink(path);
+    free(path);
+    dlclose(lib);
+}
+END_TEST
+
 /* ---- Stack table -------------------------------------------------------- */
 
 struct collected {
@@ -513,6 +549,7 @@ static Suite *builder_suite(void)
     tcase_add_test(p, pseudo_sample);
     tcase_add_test(p, empty_profile_keeps_sample_types);
     tcase_add_test(p, profile_from_stacktab);
+    tcase_add_test(p, library_loaded_between_profiles);
     suite_add_tcase(s, p);
     TCase *t = tcase_create("stacktab");
     tcase_add_test(t, stacktab_sums_by_stack_flags_and_set);
