@@ -13,7 +13,10 @@
  *   jobs 1234
  *   jobs_per_second 123.4
  *
- * With --addr it serves /debug/pprof/ there while it runs.
+ * With --addr it serves /debug/pprof/ there while it runs.  With --park N,
+ * N more threads hold a tenant's labels (tenant by turn, kind "wait") while
+ * blocked until the end, as work waiting on I/O would: what the thread
+ * census (/debug/pprof/goroutine) shows and the CPU profile does not.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -53,6 +56,7 @@ static struct {
            PTHREAD_COND_INITIALIZER, {{0, 0}}, 0, 0, 0};
 
 static cpprof_labelset *job_labels[NTENANTS][NKINDS];
+static cpprof_labelset *wait_labels[NTENANTS];
 static atomic_llong tenant_cpu_ns[NTENANTS];
 static atomic_llong jobs_done;
 static volatile sig_atomic_t stop_requested;
@@ -155,6 +159,38 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* --park: labelled threads blocked until the run ends. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t released;
+    int done;
+} park = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void wait_for_release(void *arg, const cpprof_labelset *labels)
+{
+    (void)arg;
+    (void)labels;
+    pthread_mutex_lock(&park.mu);
+    while (!park.done)
+        pthread_cond_wait(&park.released, &park.mu);
+    pthread_mutex_unlock(&park.mu);
+}
+
+static void *parked(void *arg)
+{
+    long i = (long)(intptr_t)arg;
+    cpprof_do(NULL, wait_labels[i % NTENANTS], wait_for_release, NULL);
+    return NULL;
+}
+
+static void release_parked(void)
+{
+    pthread_mutex_lock(&park.mu);
+    park.done = 1;
+    pthread_cond_broadcast(&park.released);
+    pthread_mutex_unlock(&park.mu);
+}
+
 static int build_labels(void)
 {
     for (int t = 0; t < NTENANTS; t++)
@@ -164,6 +200,12 @@ static int build_labels(void)
             if (rc)
                 return rc;
         }
+    for (int t = 0; t < NTENANTS; t++) {
+        const char *kv[] = {"tenant", tenants[t], "kind", "wait"};
+        int rc = cpprof_labels(&wait_labels[t], 4, kv);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 
@@ -190,7 +232,7 @@ static void on_stop_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
-                    "[--addr HOST:PORT]\n");
+                    "[--addr HOST:PORT] [--park N]\n");
     exit(2);
 }
 
@@ -209,7 +251,7 @@ static long parse_count(const char *flag, const char *v, long max)
 
 int main(int argc, char **argv)
 {
-    long workers = 4, seconds = 10;
+    long workers = 4, seconds = 10, nparked = 0;
     const char *addr = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -217,6 +259,8 @@ int main(int argc, char **argv)
             workers = parse_count("--workers", v, MAX_WORKERS), i++;
         else if (!strcmp(argv[i], "--for"))
             seconds = parse_count("--for", v, 86400), i++;
+        else if (!strcmp(argv[i], "--park"))
+            nparked = parse_count("--park", v, MAX_WORKERS), i++;
         else if (!strcmp(argv[i], "--addr") && v)
             addr = v, i++;
         else
@@ -233,9 +277,15 @@ int main(int argc, char **argv)
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
 
-    pthread_t threads[MAX_WORKERS];
+    pthread_t threads[MAX_WORKERS], parked_threads[MAX_WORKERS];
     for (long i = 0; i < workers; i++)
         if ((rc = cpprof_thread_create(&threads[i], NULL, worker, NULL))) {
+            fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
+            return 1;
+        }
+    for (long i = 0; i < nparked; i++)
+        if ((rc = cpprof_thread_create(&parked_threads[i], NULL, parked,
+                                       (void *)(intptr_t)i))) {
             fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
             return 1;
         }
@@ -247,6 +297,9 @@ int main(int argc, char **argv)
     queue_close();
     for (long i = 0; i < workers; i++)
         pthread_join(threads[i], NULL);
+    release_parked();
+    for (long i = 0; i < nparked; i++)
+        pthread_join(parked_threads[i], NULL);
     print_truth((clock_ns(CLOCK_MONOTONIC) - start) / 1e9);
     if (addr)
         cpprof_http_stop();

@@ -565,6 +565,13 @@ int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
 int builder_add_pseudo_sample(builder *b, const char *frame,
                               const int64_t *values)
 {
+    return builder_add_labelled_pseudo_sample(b, frame, values, NULL);
+}
+
+int builder_add_labelled_pseudo_sample(builder *b, const char *frame,
+                                       const int64_t *values,
+                                       const cpprof_labelset *labels)
+{
     if (!frame || !frame[0] || (b->nsample_types && !values))
         return -EINVAL;
     size_t locs_at = b->nlocation_ids;
@@ -573,7 +580,7 @@ int builder_add_pseudo_sample(builder *b, const char *frame,
                        1) != 0)
         return -ENOMEM;
     b->location_ids[b->nlocation_ids++] = id;
-    int rc = finish_sample(b, locs_at, values, NULL, NULL, 0);
+    int rc = finish_sample(b, locs_at, values, labels, NULL, 0);
     if (rc)
         b->nlocation_ids = locs_at;
     return rc;

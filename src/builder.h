@@ -46,6 +46,11 @@ int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
  * "cpprof.lostProfileEvent" for samples a full buffer dropped. */
 int builder_add_pseudo_sample(builder *b, const char *frame,
                               const int64_t *values);
+/* The same with string labels from `labels` (may be NULL): the thread
+ * census's "stack unavailable" frame keeps its thread's labels. */
+int builder_add_labelled_pseudo_sample(builder *b, const char *frame,
+                                       const int64_t *values,
+                                       const cpprof_labelset *labels);
 
 /* Adds every entry of a stacktab as a sample. */
 int builder_add_stacktab(builder *b, const stacktab *t);

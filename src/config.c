@@ -47,6 +47,20 @@ static struct setting settings[CFG__COUNT] = {
                                  86400, 3600, NULL, NULL, 0, NULL},
     [CFG_HTTP_ADDR] = {"http_addr", "HOST:PORT of the HTTP server", 0, 0, 0,
                        "127.0.0.1:6060", check_host_port, 0, NULL},
+    [CFG_CENSUS_TIMEOUT_MS] = {"census_timeout_ms",
+                               "longest wait in ms for threads' stacks in a "
+                               "thread census", 1, 10000, 100, NULL, NULL, 0,
+                               NULL},
+    /* 39 is SIGRTMIN + 5 under glibc (which keeps 32 and 33 for itself). */
+    [CFG_CENSUS_SIGNAL] = {"census_signal",
+                           "real-time signal number of the thread census", 1,
+                           64, 39, NULL, NULL, 0, NULL},
+    [CFG_CRASH_HANDLER] = {"crash_handler",
+                           "1 to install the crash handler at load", 0, 1, 0,
+                           NULL, NULL, 0, NULL},
+    [CFG_TRACEBACKLABELS] = {"tracebacklabels",
+                             "0 to leave labels out of crash tracebacks", 0,
+                             1, 1, NULL, NULL, 0, NULL},
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +95,13 @@ static int cpu_signal_usable(long sig)
     return sig != SIGKILL && sig != SIGSTOP && sig <= SIGRTMAX;
 }
 
+/* The census needs a queued signal of its own: a real-time one that glibc
+ * has not kept for itself. */
+static int census_signal_usable(long sig)
+{
+    return sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
 static int apply(struct setting *s, const char *value)
 {
     if (s->sdef) {
@@ -99,6 +120,8 @@ static int apply(struct setting *s, const char *value)
     if (parse_long(value, s->min, s->max, &n) != 0)
         return CPPROF_EVALUE;
     if (s == &settings[CFG_CPU_SIGNAL] && !cpu_signal_usable(n))
+        return CPPROF_EVALUE;
+    if (s == &settings[CFG_CENSUS_SIGNAL] && !census_signal_usable(n))
         return CPPROF_EVALUE;
     atomic_store(&s->ival, n);
     return 0;
@@ -149,8 +172,10 @@ static void describe_limits(const struct setting *s, char *buf, size_t len)
                  s->max, s->def);
 }
 
-/* Runs when the library is loaded: defaults, then the environment. */
-__attribute__((constructor)) static void config_load(void)
+/* Runs when the library is loaded: defaults, then the environment.  Its
+ * priority runs it before every other constructor, so that a module reading
+ * a setting at load (the crash handler) sees the environment's value. */
+__attribute__((constructor(101))) static void config_load(void)
 {
     for (int i = 0; i < CFG__COUNT; i++) {
         struct setting *s = &settings[i];

@@ -16,6 +16,10 @@ typedef enum {
     CFG_CPU_SIGNAL,           /* signal the CPU sampler uses (SIGPROF) */
     CFG_PROFILE_MAX_SECONDS,  /* largest ?seconds= on /profile */
     CFG_HTTP_ADDR,            /* HOST:PORT served by cpprof_http_start(NULL) */
+    CFG_CENSUS_TIMEOUT_MS,    /* longest wait for threads' stacks in a census */
+    CFG_CENSUS_SIGNAL,        /* real-time signal the census sends threads */
+    CFG_CRASH_HANDLER,        /* 1: install the crash handler at load */
+    CFG_TRACEBACKLABELS,      /* 0: the crash handler prints no labels */
     CFG__COUNT
 } cfg_id;
 

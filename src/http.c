@@ -49,6 +49,7 @@ struct http_route {
 
 static const struct http_route routes[] = {
     {"profile", HTTP_GET, http_profile},
+    {"goroutine", HTTP_GET, http_goroutine},
 };
 
 struct http_req {

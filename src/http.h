@@ -45,5 +45,6 @@ typedef int (*http_handler)(http_req *r);
 /* Handlers, one per file, listed in http.c's route table.  Each sends
  * exactly one response (http_reply or http_error) and returns its result. */
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
+int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
 
 #endif

@@ -54,6 +54,7 @@
 #include "stacktab.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -127,19 +128,26 @@ static void wait_no_readers(struct maps_table *t)
     }
 }
 
+/* Writers (the sampler's collector, the thread census) take turns: both
+ * fill the table that is not current. */
+static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int unwind_refresh_maps(void)
 {
+    pthread_mutex_lock(&writer_mu);
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
     wait_no_readers(next);
     int rc = read_maps(next);
     if (rc == 0)
         atomic_store(&current, next);
+    pthread_mutex_unlock(&writer_mu);
     return rc;
 }
 
 void unwind_free_maps(void)
 {
+    pthread_mutex_lock(&writer_mu);
     atomic_store(&current, NULL);
     for (int i = 0; i < 2; i++) {
         wait_no_readers(&tables[i]);
@@ -147,6 +155,7 @@ void unwind_free_maps(void)
         free(tables[i].exec.r);
         tables[i].stack = tables[i].exec = (struct region_list){0};
     }
+    pthread_mutex_unlock(&writer_mu);
 }
 
 /* ---- Reader side: everything below is SIGNAL-SAFE --------------------- */

@@ -13,8 +13,9 @@
 #include <stdint.h>
 
 /* Re-reads /proc/self/maps and publishes the new region table to the
- * walker.  Called by one thread at a time (the collector), never from a
- * signal handler.  Returns 0 or a negative errno. */
+ * walker.  Callers (the sampler's collector, the thread census) take
+ * turns on a lock; never from a signal handler.  Returns 0 or a negative
+ * errno. */
 int unwind_refresh_maps(void);
 
 /* Frees the region tables.  Only when no handler can be walking: the

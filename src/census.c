@@ -1,0 +1,520 @@
+/*
+ * census.c -- the thread census: every thread's stack, labels, name and
+ * state, taken without stopping the process.
+ *
+ * Go walks a goroutine's stack from outside because goroutines are not
+ * running while it looks.  A thread is, so each thread walks its own stack:
+ * the collector sends it a real-time signal (the "census_signal" setting)
+ * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
+ * interrupted context.  A queued signal carries a value, the census
+ * generation and the thread's slot index, so a late signal from an earlier
+ * census, or one somebody else sent, is recognised and ignored.
+ *
+ * Everything else comes from outside the thread, so it is there even when
+ * the stack is not: the name, state and blocked-signal mask from
+ * /proc/self/task/TID/status, the kernel wait channel from .../wchan, and
+ * the label set from the thread registry.  A thread that blocks the signal,
+ * is stopped, or is a zombie leader is not signalled at all; a thread that
+ * does not answer within "census_timeout_ms" is given up on.  Either way it
+ * stays in the census with a reason instead of a stack.  A thread that
+ * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
+ *
+ * The handler and the collector meet in a `round`: the collector publishes
+ * it through an atomic pointer; a handler counts itself in `in_flight`
+ * before loading that pointer, claims its slot PENDING -> WRITING with a
+ * compare-and-swap, writes the stack, marks it DONE and wakes the collector
+ * through a futex when it was the last.  At the deadline the collector
+ * claims every slot still PENDING as ABANDONED, unpublishes the round and
+ * waits (boundedly) for `in_flight` to drain before freeing it; a round a
+ * handler still holds after that is leaked rather than freed under it.
+ * The handler is installed once and never removed: a thread that had the
+ * signal blocked may take it long after the census, and it must then be
+ * ignored, not kill the process with the default action.
+ *
+ * Cost to the application: a thread parked in an interruptible call runs
+ * the handler (microseconds) and resumes; calls the kernel does not restart
+ * (nanosleep, poll, epoll_wait...) return EINTR, as with any signal.
+ */
+#define _GNU_SOURCE
+#include "census.h"
+#include "config.h"
+#include "thread.h"
+#include "unwind.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Longest wait, after the answers, for handlers still inside a round. */
+#define DRAIN_NS 10000000L
+
+enum slot_state { SLOT_IDLE, SLOT_PENDING, SLOT_WRITING, SLOT_DONE,
+                  SLOT_ABANDONED };
+
+struct slot {
+    atomic_int state;
+    unsigned depth, flags;
+    uintptr_t pcs[STACK_MAX_FRAMES];
+};
+
+struct round {
+    uint32_t generation;
+    uint32_t n;
+    atomic_uint remaining; /* PENDING slots; the collector's futex word */
+    struct slot slots[];
+};
+
+static _Atomic(struct round *) published;
+static atomic_long in_flight;
+
+static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t generation; /* under census_mu */
+
+/* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
+
+static long futex(atomic_uint *word, int op, unsigned val,
+                  const struct timespec *timeout)
+{
+    return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
+}
+
+/* SIGNAL-SAFE: writes the stack into the slot if the collector still waits
+ * for it. */
+static void answer(struct round *r, struct slot *slot, const void *uc)
+{
+    int expected = SLOT_PENDING;
+    if (!atomic_compare_exchange_strong(&slot->state, &expected,
+                                        SLOT_WRITING))
+        return;
+    slot->depth = unwind_context(uc, slot->pcs, STACK_MAX_FRAMES,
+                                 &slot->flags);
+    atomic_store(&slot->state, SLOT_DONE);
+    if (atomic_fetch_sub(&r->remaining, 1) == 1)
+        futex(&r->remaining, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* SIGNAL-SAFE */
+static void on_census_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    if (si->si_code != SI_QUEUE || si->si_pid != getpid())
+        return;
+    int saved_errno = errno;
+    uintptr_t value = (uintptr_t)si->si_value.sival_ptr;
+    uint32_t gen = (uint32_t)(value >> 32), index = (uint32_t)value;
+    atomic_fetch_add(&in_flight, 1);
+    struct round *r = atomic_load(&published);
+    if (r && r->generation == gen && index < r->n)
+        answer(r, &r->slots[index], uc);
+    atomic_fetch_sub(&in_flight, 1);
+    errno = saved_errno;
+}
+
+/* ---- Collector ------------------------------------------------------- */
+
+/* Installs the handler on signo unless it is there already.  A handler
+ * that is not ours means the application uses the signal: refuse. */
+static int ensure_handler(int signo)
+{
+    struct sigaction cur;
+    if (sigaction(signo, NULL, &cur) != 0)
+        return -errno;
+    if (cur.sa_flags & SA_SIGINFO)
+        return cur.sa_sigaction == on_census_signal ? 0 : CPPROF_ESIGTAKEN;
+    if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)
+        return CPPROF_ESIGTAKEN;
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_census_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+/* Reads a small file of /proc/self/task/TID into buf (NUL-terminated).
+ * Returns its length or -errno. */
+static ssize_t read_task_file(pid_t tid, const char *file, char *buf,
+                              size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, len - 1);
+    int err = errno;
+    close(fd);
+    if (n < 0)
+        return -err;
+    buf[n] = '\0';
+    return n;
+}
+
+/* The value of "Key:\t..." in a status file, up to its newline, or NULL. */
+static const char *status_field(const char *status, const char *key,
+                                size_t *len)
+{
+    size_t klen = strlen(key);
+    for (const char *line = status; line && *line;) {
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            const char *v = line + klen + 1;
+            v += strspn(v, " \t");
+            *len = strcspn(v, "\n");
+            return v;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return NULL;
+}
+
+static void copy_field(char *dst, size_t cap, const char *v, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+}
+
+/* Fills name, state and, when the thread will not be signalled, the reason
+ * from its status file.  Returns -ENOENT/-ESRCH when the thread is gone. */
+static int read_status(census_thread *t, int signo)
+{
+    char buf[4096];
+    ssize_t n = read_task_file(t->tid, "status", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    size_t len;
+    const char *v = status_field(buf, "Name", &len);
+    copy_field(t->name, sizeof t->name, v ? v : "", v ? len : 0);
+    /* "S (sleeping)": the letter, then the word in parentheses. */
+    v = status_field(buf, "State", &len);
+    if (!v || len < 1)
+        return -ESRCH;
+    t->state = v[0];
+    const char *open_paren = memchr(v, '(', len);
+    const char *close_paren = open_paren ? memchr(v, ')', len) : NULL;
+    if (close_paren)
+        copy_field(t->state_name, sizeof t->state_name, open_paren + 1,
+                   (size_t)(close_paren - open_paren - 1));
+    v = status_field(buf, "SigBlk", &len);
+    unsigned long long blocked = v ? strtoull(v, NULL, 16) : 0;
+    if (blocked & (1ULL << (signo - 1)))
+        strcpy(t->missing, "signal blocked");
+    else if (t->state == 'T' || t->state == 't')
+        strcpy(t->missing, "thread stopped");
+    else if (t->state == 'Z' || t->state == 'X')
+        strcpy(t->missing, "thread exited");
+    return 0;
+}
+
+/* The kernel function a sleeping thread waits in; "" when running or when
+ * the kernel will not say ("0"). */
+static void read_wchan(census_thread *t)
+{
+    char buf[sizeof t->wchan];
+    if (t->state == 'R' || read_task_file(t->tid, "wchan", buf, sizeof buf) <= 0 ||
+        strcmp(buf, "0") == 0)
+        return;
+    copy_field(t->wchan, sizeof t->wchan, buf, strcspn(buf, "\n"));
+}
+
+/* Orders census_thread and struct tid_labels, whose first member is tid. */
+static int by_tid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fills out->threads from /proc/self/task: one entry per thread that was
+ * still there when its status was read. */
+static int list_threads(census *out, int signo)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return -errno;
+    size_t cap = 64;
+    out->n = 0;
+    out->threads = malloc(cap * sizeof *out->threads);
+    int rc = out->threads ? 0 : -ENOMEM;
+    struct dirent *d;
+    while (rc == 0 && (d = readdir(dir)) != NULL) {
+        pid_t tid = (pid_t)atoi(d->d_name);
+        if (tid <= 0)
+            continue;
+        if (out->n == cap) {
+            census_thread *grown =
+                realloc(out->threads, 2 * cap * sizeof *grown);
+            if (!grown) {
+                rc = -ENOMEM;
+                break;
+            }
+            out->threads = grown;
+            cap *= 2;
+        }
+        census_thread *t = &out->threads[out->n];
+        memset(t, 0, offsetof(census_thread, pcs));
+        t->tid = tid;
+        if (read_status(t, signo) != 0)
+            continue; /* exited since readdir */
+        read_wchan(t);
+        out->n++;
+    }
+    closedir(dir);
+    qsort(out->threads, out->n, sizeof *out->threads, by_tid);
+    return rc;
+}
+
+/* ---- Labels from the registry -------------------------------------------- */
+
+struct tid_labels {
+    pid_t tid;
+    const cpprof_labelset *labels; /* holds a reference */
+};
+
+struct label_index {
+    struct tid_labels *v;
+    size_t n, cap;
+    bool failed;
+};
+
+/* Runs under the registry lock: only references and memory. */
+static void collect_labels(pid_t tid, const char *name,
+                           const cpprof_labelset *labels, void *arg)
+{
+    (void)name;
+    struct label_index *ix = arg;
+    if (!labels || ix->failed)
+        return;
+    if (ix->n == ix->cap) {
+        size_t cap = ix->cap ? 2 * ix->cap : 64;
+        struct tid_labels *grown = realloc(ix->v, cap * sizeof *grown);
+        if (!grown) {
+            ix->failed = true;
+            return;
+        }
+        ix->v = grown;
+        ix->cap = cap;
+    }
+    ix->v[ix->n++] = (struct tid_labels){tid, cpprof_labelset_ref(labels)};
+}
+
+/* Gives every thread the registry's label set for its tid, reading the
+ * registry once. */
+static int attach_labels(census *c)
+{
+    struct label_index ix = {0};
+    registry_foreach(collect_labels, &ix);
+    int rc = ix.failed ? -ENOMEM : 0;
+    qsort(ix.v, ix.n, sizeof *ix.v, by_tid);
+    for (size_t i = 0; rc == 0 && i < c->n; i++) {
+        struct tid_labels *hit = bsearch(&c->threads[i].tid, ix.v, ix.n,
+                                         sizeof *ix.v, by_tid);
+        if (hit) {
+            c->threads[i].labels = hit->labels;
+            hit->labels = NULL;
+        }
+    }
+    for (size_t i = 0; i < ix.n; i++)
+        cpprof_labelset_release(ix.v[i].labels);
+    free(ix.v);
+    return rc;
+}
+
+/* ---- Signalling and waiting ------------------------------------------------ */
+
+static int send_census_signal(pid_t tid, int signo, uint32_t gen,
+                              uint32_t index)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = signo;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = (void *)(((uintptr_t)gen << 32) | index);
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signo, &si) == 0
+               ? 0
+               : -errno;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Sleeps on the futex until every slot answered or the deadline passed. */
+static void wait_answers(struct round *r, int64_t deadline)
+{
+    for (;;) {
+        unsigned left = atomic_load(&r->remaining);
+        int64_t wait = deadline - now_ns();
+        if (left == 0 || wait <= 0)
+            return;
+        struct timespec ts = {wait / 1000000000, wait % 1000000000};
+        futex(&r->remaining, FUTEX_WAIT_PRIVATE, left, &ts);
+    }
+}
+
+/* Waits (at most DRAIN_NS) until no handler is inside any round. */
+static bool drain_handlers(void)
+{
+    int64_t deadline = now_ns() + DRAIN_NS;
+    while (atomic_load(&in_flight) != 0) {
+        if (now_ns() > deadline)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+/* Signals every thread not already ruled out; marks threads that vanished
+ * before the signal with tid 0. */
+static void signal_threads(census *c, struct round *r, int signo)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        census_thread *t = &c->threads[i];
+        if (t->missing[0])
+            continue;
+        atomic_fetch_add(&r->remaining, 1);
+        atomic_store(&r->slots[i].state, SLOT_PENDING);
+        int rc = send_census_signal(t->tid, signo, r->generation, i);
+        if (rc == 0)
+            continue;
+        int expected = SLOT_PENDING;
+        if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
+                                           SLOT_ABANDONED))
+            atomic_fetch_sub(&r->remaining, 1);
+        if (rc == -ESRCH)
+            t->tid = 0;
+        else
+            snprintf(t->missing, sizeof t->missing, "signal not sent: %s",
+                     strerror(-rc));
+    }
+}
+
+/* After the wait: copies the answers (DONE slots only: a slot that a
+ * handler never left, when draining timed out, counts as unanswered) and
+ * gives up on the rest, leaving out the threads that have exited. */
+static void gather_answers(census *c, struct round *r, long timeout_ms)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        census_thread *t = &c->threads[i];
+        struct slot *s = &r->slots[i];
+        if (t->tid == 0 || t->missing[0])
+            continue;
+        if (atomic_load(&s->state) == SLOT_DONE) {
+            t->depth = s->depth;
+            t->flags = s->flags;
+            memcpy(t->pcs, s->pcs, s->depth * sizeof *s->pcs);
+            continue;
+        }
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%d", (int)t->tid);
+        if (access(path, F_OK) != 0)
+            t->tid = 0; /* exited before it could answer */
+        else
+            snprintf(t->missing, sizeof t->missing,
+                     "no answer within %ld ms", timeout_ms);
+    }
+}
+
+/* Abandons every slot still PENDING, so that a late handler leaves it. */
+static void abandon_pending(struct round *r)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        int expected = SLOT_PENDING;
+        atomic_compare_exchange_strong(&r->slots[i].state, &expected,
+                                       SLOT_ABANDONED);
+    }
+}
+
+/* Removes the threads marked gone (tid 0), keeping the order. */
+static void drop_gone(census *c)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->threads[i].tid == 0) {
+            cpprof_labelset_release(c->threads[i].labels);
+            continue;
+        }
+        if (kept != i)
+            c->threads[kept] = c->threads[i];
+        kept++;
+    }
+    c->n = kept;
+}
+
+static int collect_stacks(census *c, int signo, long timeout_ms)
+{
+    struct round *r = calloc(1, sizeof *r + c->n * sizeof *r->slots);
+    if (!r)
+        return -ENOMEM;
+    r->generation = ++generation;
+    r->n = (uint32_t)c->n;
+    int64_t deadline = now_ns() + timeout_ms * 1000000;
+    atomic_store(&published, r);
+    signal_threads(c, r, signo);
+    wait_answers(r, deadline);
+    abandon_pending(r);
+    atomic_store(&published, NULL);
+    bool drained = drain_handlers();
+    gather_answers(c, r, timeout_ms);
+    if (drained)
+        free(r);
+    /* else a handler is still inside r: leak it rather than free it. */
+    drop_gone(c);
+    return 0;
+}
+
+static int take_locked(census *out)
+{
+    int signo = (int)cfg_int(CFG_CENSUS_SIGNAL);
+    long timeout_ms = cfg_int(CFG_CENSUS_TIMEOUT_MS);
+    int rc = ensure_handler(signo);
+    if (rc)
+        return rc;
+    /* Without a fresh table the walk stops at each thread's leaf. */
+    unwind_refresh_maps();
+    rc = list_threads(out, signo);
+    if (rc == 0)
+        rc = attach_labels(out);
+    if (rc == 0)
+        rc = collect_stacks(out, signo, timeout_ms);
+    if (rc)
+        census_release(out);
+    return rc;
+}
+
+int census_take(census *out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = (census){0};
+    pthread_mutex_lock(&census_mu);
+    int rc = take_locked(out);
+    pthread_mutex_unlock(&census_mu);
+    return rc;
+}
+
+void census_release(census *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        cpprof_labelset_release(c->threads[i].labels);
+    free(c->threads);
+    *c = (census){0};
+}

@@ -1,0 +1,48 @@
+/*
+ * census.h -- the thread census (census.c): every thread of the process with
+ * its stack, label set, name and scheduler state, the C analogue of Go's
+ * goroutine profile.  http_goroutine.c renders it.  Never called from a
+ * signal handler.
+ */
+#ifndef CPPROF_CENSUS_H
+#define CPPROF_CENSUS_H
+
+#include "cpprof.h"
+#include "stacktab.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The root frame of a thread whose stack is missing, followed by why. */
+#define CENSUS_NO_STACK "cpprof.stackUnavailable"
+
+typedef struct {
+    pid_t tid;
+    char name[16];         /* comm */
+    char state;            /* the kernel's letter: R, S, D, T, t, Z, I... */
+    char state_name[16];   /* its word: "running", "sleeping", ... */
+    char wchan[64];        /* kernel wait channel, or "" when none/unknown */
+    const cpprof_labelset *labels; /* holds a reference; NULL: no labels */
+    /* "" when pcs hold the thread's stack; else why it is missing, e.g.
+     * "signal blocked", "thread stopped", "no answer within 100 ms". */
+    char missing[40];
+    unsigned depth, flags; /* flags: STACK_* of stacktab.h */
+    uintptr_t pcs[STACK_MAX_FRAMES];
+} census_thread;
+
+typedef struct {
+    size_t n;
+    census_thread *threads; /* sorted by tid */
+} census;
+
+/* Takes a census of every thread now in /proc/self/task, waiting at most
+ * the "census_timeout_ms" setting for their stacks; a thread that exits
+ * meanwhile is left out.  One census runs at a time; a second caller waits
+ * for the first.  Errors: CPPROF_ESIGTAKEN (the "census_signal" has a
+ * handler that is not ours), -ENOMEM, -errno. */
+int census_take(census *out);
+
+/* Releases the label references and frees the threads. */
+void census_release(census *c);
+
+#endif

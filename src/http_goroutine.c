@@ -1,0 +1,328 @@
+/*
+ * http_goroutine.c -- GET /debug/pprof/goroutine?debug=N: the thread census
+ * (census.h) in Go's three forms.
+ *
+ *   debug=0 (default)  gzip'd profile.proto, sample type goroutine/count
+ *                      (Go's names, so tools that know Go's profile work
+ *                      unchanged), one sample per (stack, label set).
+ *   debug=1            Go's text form, grouped the same way, largest group
+ *                      first, with a "# labels:" line per labelled group.
+ *   debug=2            one block per thread, as Go's full goroutine dump:
+ *                      thread TID "NAME" {labels} [STATE, WCHAN]:
+ *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame.
+ *
+ * Anything else in `debug` is a 400.  A thread whose stack is missing has
+ * one pseudo-frame instead, CENSUS_NO_STACK plus the reason, in every form:
+ * it still counts, with its labels.
+ */
+#define _GNU_SOURCE /* open_memstream */
+#include "builder.h"
+#include "census.h"
+#include "config.h"
+#include "http.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Threads with the same stack and label set. */
+struct group {
+    const census_thread *first;
+    int64_t count;
+};
+
+static int same_stack_key(const census_thread *a, const census_thread *b)
+{
+    if (a->labels != b->labels)
+        return (uintptr_t)a->labels < (uintptr_t)b->labels ? -1 : 1;
+    int c = strcmp(a->missing, b->missing);
+    if (c)
+        return c;
+    if (a->flags != b->flags)
+        return a->flags < b->flags ? -1 : 1;
+    if (a->depth != b->depth)
+        return a->depth < b->depth ? -1 : 1;
+    return memcmp(a->pcs, b->pcs, a->depth * sizeof *a->pcs);
+}
+
+static int by_stack_key(const void *a, const void *b)
+{
+    return same_stack_key(*(census_thread *const *)a,
+                          *(census_thread *const *)b);
+}
+
+/* Largest group first; equal counts in thread order, so output is stable. */
+static int by_count(const void *a, const void *b)
+{
+    const struct group *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return (x->first->tid > y->first->tid) - (x->first->tid < y->first->tid);
+}
+
+/* Groups the census's threads by (stack, label set), largest first. */
+static int group_threads(const census *c, struct group **out, size_t *n)
+{
+    const census_thread **order = malloc((c->n + 1) * sizeof *order);
+    struct group *groups = malloc((c->n + 1) * sizeof *groups);
+    if (!order || !groups) {
+        free(order);
+        free(groups);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        order[i] = &c->threads[i];
+    qsort(order, c->n, sizeof *order, by_stack_key);
+    *n = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (*n && same_stack_key(groups[*n - 1].first, order[i]) == 0) {
+            groups[*n - 1].count++;
+            continue;
+        }
+        groups[(*n)++] = (struct group){order[i], 1};
+    }
+    free(order);
+    qsort(groups, *n, sizeof *groups, by_count);
+    *out = groups;
+    return 0;
+}
+
+/* The frame that stands for a missing stack. */
+static void no_stack_frame(const census_thread *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s (%s)", CENSUS_NO_STACK, t->missing);
+}
+
+/* ---- debug=0 ------------------------------------------------------------- */
+
+static int add_group(builder *b, const struct group *g)
+{
+    const census_thread *t = g->first;
+    if (!t->missing[0])
+        return builder_add_sample(b, t->pcs, t->depth, t->flags, &g->count,
+                                  t->labels, NULL, 0);
+    char frame[96];
+    no_stack_frame(t, frame, sizeof frame);
+    return builder_add_labelled_pseudo_sample(b, frame, &g->count, t->labels);
+}
+
+static int encode_proto(const struct group *groups, size_t n,
+                        unsigned char **buf, size_t *len)
+{
+    builder *b = builder_new();
+    if (!b)
+        return -ENOMEM;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    builder_set_time(b, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, 0);
+    int rc = builder_add_sample_type(b, "goroutine", "count");
+    if (rc == 0)
+        rc = builder_set_period(b, "goroutine", "count", 1);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = add_group(b, &groups[i]);
+    if (rc == 0)
+        rc = builder_encode(b, buf, len);
+    builder_free(b);
+    return rc;
+}
+
+/* ---- Text forms ------------------------------------------------------------ */
+
+/* The address to symbolize: a return address is looked up one byte back,
+ * so that the line is the call's. */
+static uintptr_t lookup_pc(const census_thread *t, size_t i)
+{
+    bool exact = i == 0 && (t->flags & STACK_LEAF_EXACT);
+    return exact || t->pcs[i] == 0 ? t->pcs[i] : t->pcs[i] - 1;
+}
+
+static const char *file_or_unknown(const symbolize_frame *f)
+{
+    return f->file[0] ? f->file : "?";
+}
+
+/* #\t0xPC\tFUNC+0xOFF\tFILE:LINE per frame, inlined frames first. */
+static void print_debug1_frames(FILE *f, const census_thread *t)
+{
+    if (t->missing[0]) {
+        char frame[96];
+        no_stack_frame(t, frame, sizeof frame);
+        fprintf(f, "#\t0x0\t%s\n", frame);
+        return;
+    }
+    for (size_t i = 0; i < t->depth; i++) {
+        uintptr_t pc = lookup_pc(t, i);
+        const symbolize_result *s = symbolize_pc(pc);
+        for (size_t j = 0; j < s->nframes; j++)
+            fprintf(f, "#\t%#" PRIxPTR "\t%s+%#" PRIxPTR "\t%s:%" PRId64 "\n",
+                    pc, s->frames[j].name, s->sym_offset,
+                    file_or_unknown(&s->frames[j]), s->frames[j].line);
+    }
+}
+
+static void print_labels(FILE *f, const char *before,
+                         const cpprof_labelset *labels, const char *after)
+{
+    int need = cpprof_labelset_format(labels, NULL, 0);
+    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    if (!text)
+        return;
+    cpprof_labelset_format(labels, text, (size_t)need + 1);
+    fprintf(f, "%s%s%s", before, text, after);
+    free(text);
+}
+
+static void print_debug1(FILE *f, const census *c, const struct group *groups,
+                         size_t n)
+{
+    fprintf(f, "goroutine profile: total %zu\n", c->n);
+    for (size_t i = 0; i < n; i++) {
+        const census_thread *t = groups[i].first;
+        fprintf(f, "%" PRId64 " @", groups[i].count);
+        for (size_t j = 0; j < t->depth && !t->missing[0]; j++)
+            fprintf(f, " %#" PRIxPTR, t->pcs[j]);
+        fputc('\n', f);
+        if (cpprof_labelset_size(t->labels))
+            print_labels(f, "# labels: ", t->labels, "\n");
+        print_debug1_frames(f, t);
+        fputc('\n', f);
+    }
+}
+
+/* thread TID "NAME" {labels} [STATE, WCHAN]: */
+static void print_thread_header(FILE *f, const census_thread *t)
+{
+    fprintf(f, "thread %d \"%s\"", (int)t->tid, t->name);
+    if (cpprof_labelset_size(t->labels))
+        print_labels(f, " ", t->labels, "");
+    fprintf(f, " [%s%s%s]:\n", t->state_name[0] ? t->state_name : "unknown",
+            t->wchan[0] ? ", " : "", t->wchan);
+}
+
+/* FUNC(...) then \tFILE:LINE +0xOFF, per frame (inlined ones first). */
+static void print_debug2_frames(FILE *f, const census_thread *t)
+{
+    if (t->missing[0]) {
+        char frame[96];
+        no_stack_frame(t, frame, sizeof frame);
+        fprintf(f, "%s\n", frame);
+        return;
+    }
+    for (size_t i = 0; i < t->depth; i++) {
+        const symbolize_result *s = symbolize_pc(lookup_pc(t, i));
+        for (size_t j = 0; j < s->nframes; j++)
+            fprintf(f, "%s(...)\n\t%s:%" PRId64 " +%#" PRIxPTR "\n",
+                    s->frames[j].name, file_or_unknown(&s->frames[j]),
+                    s->frames[j].line, s->sym_offset);
+    }
+}
+
+static void print_debug2(FILE *f, const census *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (i)
+            fputc('\n', f);
+        print_thread_header(f, &c->threads[i]);
+        print_debug2_frames(f, &c->threads[i]);
+    }
+}
+
+/* Renders a text form into a malloc'd buffer. */
+static int render_text(const census *c, long debug, char **buf, size_t *len)
+{
+    struct group *groups = NULL;
+    size_t n = 0;
+    if (debug == 1 && group_threads(c, &groups, &n) != 0)
+        return -ENOMEM;
+    FILE *f = open_memstream(buf, len);
+    if (!f) {
+        free(groups);
+        return -ENOMEM;
+    }
+    symbolize_begin();
+    if (debug == 1)
+        print_debug1(f, c, groups, n);
+    else
+        print_debug2(f, c);
+    symbolize_end();
+    free(groups);
+    return fclose(f) == 0 ? 0 : -ENOMEM;
+}
+
+static int render_proto(const census *c, unsigned char **buf, size_t *len)
+{
+    struct group *groups;
+    size_t n;
+    int rc = group_threads(c, &groups, &n);
+    if (rc == 0)
+        rc = encode_proto(groups, n, buf, len);
+    free(groups);
+    return rc;
+}
+
+/* ---- The handler ------------------------------------------------------------ */
+
+/* `debug`: absent means 0; otherwise a decimal integer, 0, 1 or 2. */
+static long parse_debug(const char *s)
+{
+    if (s == NULL)
+        return 0;
+    long v = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 2)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v <= 2 ? v : -1;
+}
+
+/* Takes the census and sends it in the form `debug` asks for. */
+static int reply_census(http_req *r, const census *c, long debug)
+{
+    int rc;
+    if (debug == 0) {
+        unsigned char *proto = NULL;
+        size_t len = 0;
+        rc = render_proto(c, &proto, &len);
+        if (rc == 0)
+            rc = http_reply(r, "application/octet-stream", "goroutine",
+                            proto, len);
+        free(proto);
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        rc = render_text(c, debug, &text, &len);
+        if (rc == 0)
+            rc = http_reply(r, "text/plain; charset=utf-8", NULL, text, len);
+        free(text);
+    }
+    return rc;
+}
+
+int http_goroutine(http_req *r)
+{
+    long debug = parse_debug(http_query(r, "debug"));
+    if (debug < 0)
+        return http_error(r, 400,
+                          "invalid value for \"debug\" - must be 0, 1 or 2");
+    census c;
+    int rc = census_take(&c);
+    if (rc == CPPROF_ESIGTAKEN)
+        return http_error(r, 500,
+                          "Could not take the thread census: signal %ld "
+                          "(setting census_signal) has a handler that is "
+                          "not cpprof's",
+                          cfg_int(CFG_CENSUS_SIGNAL));
+    if (rc < 0)
+        return http_error(r, 500, "Could not take the thread census: %s",
+                          cpprof_strerror(rc));
+    rc = reply_census(r, &c, debug);
+    census_release(&c);
+    return rc;
+}
