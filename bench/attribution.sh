@@ -64,8 +64,11 @@ awk -v cpu0="$cpu0" -v cpu1="$cpu1" -v truth="$tmp/demo.out" '
             d = (p - true_share[t]) * 100
             if (d < 0) d = -d
             if (d > worst) worst = d
-            printf "tenant %s profile_share %.4f true_share %.4f diff_points %.2f\n",
-                t, p, true_share[t], d
+            # One binomial standard error: the noise any sampler has at
+            # this many samples, to tell bias from bad luck.
+            se = labelled ? 100 * sqrt(true_share[t] * (1 - true_share[t]) / labelled) : 0
+            printf "tenant %s profile_share %.4f true_share %.4f diff_points %.2f sampling_stderr_points %.2f\n",
+                t, p, true_share[t], d, se
         }
         if (count["(none)"])
             printf "unlabelled_samples %d\n", count["(none)"]
