@@ -29,8 +29,8 @@
  * counting themselves in `in_handler`; stopping deletes the timers, sets
  * the signal to SIG_IGN (which discards any pending instance) before
  * restoring the previous disposition, clears `active` and waits for
- * `in_handler` to drop to zero.  Only then are the ring and the unwinder's
- * tables freed.
+ * `in_handler` to drop to zero.  Only then is the ring freed.  The
+ * unwinder's tables stay: the census walks with them too.
  */
 #define _GNU_SOURCE
 #include "sampler.h"
@@ -467,7 +467,6 @@ static int session_begin(struct session *s)
         restore_handler(s);
         deactivate();
         ring_drain(s);
-        unwind_free_maps();
     }
     return rc;
 }
@@ -512,7 +511,6 @@ int sampler_stop(stacktab **samples, int64_t *lost)
     restore_handler(s);
     deactivate();
     ring_drain(s);
-    unwind_free_maps();
     running = NULL;
     pthread_mutex_unlock(&sampler_mu);
     *samples = s->samples;

@@ -10,9 +10,10 @@
  * This walker calls nothing: it reads the interrupted registers from the
  * ucontext and then loads two words per frame.
  *
- * Safety.  The collector thread (never the handler) reads /proc/self/maps
- * and publishes two sorted tables: read+write regions (where stacks live)
- * and executable regions (where return addresses point).  The handler finds
+ * Safety.  A writer (the sampler's collector thread or the census, never a
+ * handler) reads /proc/self/maps and publishes two sorted tables:
+ * read+write regions (where stacks live) and executable regions (where
+ * return addresses point).  The handler finds
  * the region holding the interrupted SP and reads frame records only inside
  * [sp, region end), each frame pointer 8-byte aligned and strictly above the
  * previous record, so the walk always moves up the one stack and ends; a
@@ -143,19 +144,6 @@ int unwind_refresh_maps(void)
         atomic_store(&current, next);
     pthread_mutex_unlock(&writer_mu);
     return rc;
-}
-
-void unwind_free_maps(void)
-{
-    pthread_mutex_lock(&writer_mu);
-    atomic_store(&current, NULL);
-    for (int i = 0; i < 2; i++) {
-        wait_no_readers(&tables[i]);
-        free(tables[i].stack.r);
-        free(tables[i].exec.r);
-        tables[i].stack = tables[i].exec = (struct region_list){0};
-    }
-    pthread_mutex_unlock(&writer_mu);
 }
 
 /* ---- Reader side: everything below is SIGNAL-SAFE --------------------- */

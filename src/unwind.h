@@ -3,8 +3,10 @@
  *
  * The walker follows frame pointers and reads memory only inside regions a
  * table built from /proc/self/maps says are mapped; the table is rebuilt by
- * the sampler's collector thread, never by the signal handler.  unwind.c's
- * header comment says why this design and what it costs.
+ * the sampler's collector thread and the census, never by a signal handler,
+ * and kept for the life of the process (it is a few kilobytes), so that no
+ * user of the walker can free it under another.  unwind.c's header comment
+ * says why this design and what it costs.
  */
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
@@ -17,10 +19,6 @@
  * turns on a lock; never from a signal handler.  Returns 0 or a negative
  * errno. */
 int unwind_refresh_maps(void);
-
-/* Frees the region tables.  Only when no handler can be walking: the
- * sampler calls it after it has seen every handler leave. */
-void unwind_free_maps(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return
