@@ -1,0 +1,348 @@
+/*
+ * check_census.c -- unit tests of the thread census (census.h): labelled
+ * threads parked in a blocking call appear with their labels, counts,
+ * state and stacks; a thread blocking the census signal and a thread that
+ * cannot answer in time appear with their labels and a reason instead of a
+ * stack, within the timeout; threads exiting while censuses run never crash
+ * or hang one; 1,000 threads; a signal with somebody else's handler is
+ * refused.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cpprof.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "census.h"
+
+/* The census signal every test uses (set by the fixture). */
+static int census_signal;
+
+static void use_census_signal(void)
+{
+    char value[12];
+    census_signal = SIGRTMIN + 5;
+    snprintf(value, sizeof value, "%d", census_signal);
+    ck_assert_int_eq(cpprof_set("census_signal", value), 0);
+}
+
+static cpprof_labelset *make(const char *tenant)
+{
+    const char *kv[] = {"tenant", tenant};
+    cpprof_labelset *s = NULL;
+    ck_assert_int_eq(cpprof_labels(&s, 2, kv), 0);
+    return s;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- Parked threads: each blocks in read() on a pipe until it closes ---- */
+
+struct park {
+    int pipe[2];
+    atomic_int ready;
+    bool block_signal;
+};
+
+static void read_until_closed(void *arg, const cpprof_labelset *labels)
+{
+    (void)labels;
+    struct park *p = arg;
+    char c;
+    atomic_fetch_add(&p->ready, 1);
+    while (read(p->pipe[0], &c, 1) != 0)
+        ;
+}
+
+struct parked_arg {
+    struct park *park;
+    const cpprof_labelset *labels;
+};
+
+static void *parked_thread(void *arg)
+{
+    struct parked_arg *a = arg;
+    if (a->park->block_signal) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, census_signal);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+    }
+    cpprof_do(NULL, a->labels, read_until_closed, a->park);
+    return NULL;
+}
+
+/* Starts n threads parked under `labels` and waits until all have their
+ * labels on and are about to block. */
+static pthread_t *park_threads(struct park *p, size_t n,
+                               const cpprof_labelset *labels)
+{
+    static struct parked_arg arg;
+    arg = (struct parked_arg){p, labels};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_t *t = calloc(n, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(pthread_create(&t[i], &attr, parked_thread, &arg), 0);
+    pthread_attr_destroy(&attr);
+    while ((size_t)atomic_load(&p->ready) < n)
+        sched_yield();
+    return t;
+}
+
+static void release_threads(struct park *p, pthread_t *t, size_t n)
+{
+    close(p->pipe[1]);
+    for (size_t i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    close(p->pipe[0]);
+    free(t);
+}
+
+static size_t count_with(const census *c, const cpprof_labelset *labels,
+                         const char *missing)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->threads[i].labels == labels &&
+            strcmp(c->threads[i].missing, missing) == 0)
+            n++;
+    return n;
+}
+
+/* ---- Tests ------------------------------------------------------------- */
+
+START_TEST(parked_threads_with_labels_and_stacks)
+{
+    cpprof_labelset *acme = make("acme"), *globex = make("globex");
+    struct park pa = {0}, pg = {0};
+    ck_assert_int_eq(pipe(pa.pipe), 0);
+    ck_assert_int_eq(pipe(pg.pipe), 0);
+    pthread_t *ta = park_threads(&pa, 3, acme);
+    pthread_t *tg = park_threads(&pg, 2, globex);
+
+    census c;
+    ck_assert_int_eq(census_take(&c), 0);
+    ck_assert_uint_eq(count_with(&c, acme, ""), 3);
+    ck_assert_uint_eq(count_with(&c, globex, ""), 2);
+    /* Every thread of the process, each once, in tid order; the main
+     * thread (this one) without labels. */
+    ck_assert_uint_eq(c.n, 6);
+    bool saw_self = false;
+    for (size_t i = 0; i < c.n; i++) {
+        const census_thread *t = &c.threads[i];
+        ck_assert_str_eq(t->missing, "");
+        ck_assert_uint_ge(t->depth, 1);
+        ck_assert_ptr_nonnull(memchr("RSD", t->state, 3));
+        if (i)
+            ck_assert_int_lt(c.threads[i - 1].tid, t->tid);
+        if (t->tid == gettid()) {
+            saw_self = true;
+            ck_assert_ptr_null(t->labels);
+            ck_assert_str_eq(t->state_name, "running");
+        } else {
+            ck_assert_str_eq(t->state_name, "sleeping");
+        }
+    }
+    ck_assert(saw_self);
+    census_release(&c);
+    release_threads(&pa, ta, 3);
+    release_threads(&pg, tg, 2);
+    cpprof_labelset_release(acme);
+    cpprof_labelset_release(globex);
+}
+END_TEST
+
+START_TEST(thread_blocking_the_signal_keeps_labels)
+{
+    cpprof_labelset *initech = make("initech");
+    struct park p = {.block_signal = true};
+    ck_assert_int_eq(pipe(p.pipe), 0);
+    pthread_t *t = park_threads(&p, 1, initech);
+
+    ck_assert_int_eq(cpprof_set("census_timeout_ms", "1000"), 0);
+    int64_t start = now_ms();
+    census c;
+    ck_assert_int_eq(census_take(&c), 0);
+    /* Known from /proc before any signal: no wait for its answer. */
+    ck_assert_int_lt(now_ms() - start, 500);
+    ck_assert_uint_eq(count_with(&c, initech, "signal blocked"), 1);
+    census_release(&c);
+    release_threads(&p, t, 1);
+    cpprof_labelset_release(initech);
+}
+END_TEST
+
+/* A thread in vfork() waits for its child without running handlers: it
+ * cannot answer, and the census gives up on it at the timeout. */
+static void *vfork_for_half_a_second(void *arg)
+{
+    cpprof_labelset *labels = arg;
+    cpprof_set_thread_labels(labels);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    return NULL;
+}
+
+START_TEST(unanswered_thread_given_up_at_timeout)
+{
+    ck_assert_int_eq(cpprof_set("census_timeout_ms", "100"), 0);
+    cpprof_labelset *umbrella = make("umbrella");
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, vfork_for_half_a_second,
+                                    umbrella), 0);
+    /* Censuses until one finds the thread inside its vfork (it is there
+     * for 500 ms): that one waited the 100 ms timeout, not the 500 ms.
+     * The bound is generous: this is about correctness, not speed. */
+    bool seen = false;
+    int64_t end = now_ms() + 450;
+    while (!seen && now_ms() < end) {
+        int64_t start = now_ms();
+        census c;
+        ck_assert_int_eq(census_take(&c), 0);
+        int64_t took = now_ms() - start;
+        seen = count_with(&c, umbrella, "no answer within 100 ms") == 1;
+        census_release(&c);
+        if (seen) {
+            ck_assert_int_ge(took, 100);
+            ck_assert_int_lt(took, 100 + 250);
+        }
+    }
+    ck_assert(seen);
+    pthread_join(t, NULL);
+    cpprof_labelset_release(umbrella);
+}
+END_TEST
+
+/* ---- Threads exiting while censuses run ---------------------------------- */
+
+static atomic_bool churn_stop;
+
+static void *short_lived(void *arg)
+{
+    (void)arg;
+    return NULL;
+}
+
+static void *churn(void *arg)
+{
+    cpprof_set_thread_labels(arg);
+    while (!atomic_load(&churn_stop)) {
+        pthread_t t;
+        if (cpprof_thread_create(&t, NULL, short_lived, NULL) == 0)
+            pthread_join(t, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(threads_exiting_during_census)
+{
+    ck_assert_int_eq(cpprof_set("census_timeout_ms", "100"), 0);
+    cpprof_labelset *churner = make("churner");
+    pthread_t churners[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pthread_create(&churners[i], NULL, churn, churner),
+                         0);
+    for (int round = 0; round < 30; round++) {
+        int64_t start = now_ms();
+        census c;
+        ck_assert_int_eq(census_take(&c), 0);
+        ck_assert_int_lt(now_ms() - start, 100 + 400);
+        ck_assert_uint_ge(c.n, 1 + 3);
+        for (size_t i = 0; i < c.n; i++) {
+            const census_thread *t = &c.threads[i];
+            ck_assert_int_gt(t->tid, 0);
+            if (!t->missing[0])
+                ck_assert_uint_ge(t->depth, 1);
+        }
+        census_release(&c);
+    }
+    atomic_store(&churn_stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(churners[i], NULL);
+    cpprof_labelset_release(churner);
+}
+END_TEST
+
+START_TEST(thousand_threads)
+{
+    /* Every one must answer: a long timeout, since this is about counts,
+     * not speed (bench/census measures that). */
+    ck_assert_int_eq(cpprof_set("census_timeout_ms", "5000"), 0);
+    cpprof_labelset *many = make("many");
+    struct park p = {0};
+    ck_assert_int_eq(pipe(p.pipe), 0);
+    pthread_t *t = park_threads(&p, 1000, many);
+    census c;
+    ck_assert_int_eq(census_take(&c), 0);
+    ck_assert_uint_eq(c.n, 1001);
+    ck_assert_uint_eq(count_with(&c, many, ""), 1000);
+    census_release(&c);
+    release_threads(&p, t, 1000);
+    cpprof_labelset_release(many);
+}
+END_TEST
+
+static void someone_elses_handler(int sig) { (void)sig; }
+
+START_TEST(signal_with_another_handler_is_refused)
+{
+    ck_assert_int_eq(cpprof_set("census_signal", "9"), CPPROF_EVALUE);
+    int sig = SIGRTMIN + 7;
+    char value[12];
+    snprintf(value, sizeof value, "%d", sig);
+    signal(sig, someone_elses_handler);
+    ck_assert_int_eq(cpprof_set("census_signal", value), 0);
+    census c;
+    ck_assert_int_eq(census_take(&c), CPPROF_ESIGTAKEN);
+    /* Still the application's. */
+    struct sigaction sa;
+    sigaction(sig, NULL, &sa);
+    ck_assert_ptr_eq(sa.sa_handler, someone_elses_handler);
+}
+END_TEST
+
+static Suite *census_suite(void)
+{
+    Suite *s = suite_create("census");
+    TCase *tc = tcase_create("census");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, use_census_signal, NULL);
+    tcase_add_test(tc, parked_threads_with_labels_and_stacks);
+    tcase_add_test(tc, thread_blocking_the_signal_keeps_labels);
+    tcase_add_test(tc, unanswered_thread_given_up_at_timeout);
+    tcase_add_test(tc, threads_exiting_during_census);
+    tcase_add_test(tc, thousand_threads);
+    tcase_add_test(tc, signal_with_another_handler_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(census_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
