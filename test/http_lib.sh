@@ -42,7 +42,7 @@ start_demo() {
             2>"$tmp/demo.err" &
         demo_pid=$!
         for tick in $(seq 100); do
-            if grep -q '^serving ' "$tmp/demo.out"; then
+            if grep -qs '^serving ' "$tmp/demo.out"; then
                 base=http://127.0.0.1:$port/debug/pprof
                 return 0
             fi

@@ -43,13 +43,15 @@ for kv in tenant:acme tenant:globex tenant:initech kind:reindex kind:export; do
     s=$(share "${kv%%:*}" "${kv#*:}")
     [ -n "$s" ] || fail "-tags lacks $kv: $(cat "$tmp/tags.out")"
 done
-# 3 s on two workers is ~600 samples: a share is good to a few points, so
-# 8 points around the cost ratio tells a right attribution from a wrong one.
-for tw in acme:12.5 globex:25 initech:62.5; do
-    s=$(share tenant "${tw%%:*}")
-    awk -v s="$s" -v w="${tw#*:}" 'BEGIN { exit !(s - w < 8 && w - s < 8) }' ||
-        fail "tenant ${tw%%:*} has $s% of samples, want ${tw#*:}% +- 8"
-done
+# The demo's costs are 1:2:5.  Accuracy is bench/attribution's business (on
+# a loaded 2-core machine a 3 s profile can be several points off), so here
+# the order must be right and each share within 15 points of its cost share:
+# enough to catch labels lost, swapped or attached to the wrong samples.
+a=$(share tenant acme) g=$(share tenant globex) i=$(share tenant initech)
+awk -v a="$a" -v g="$g" -v i="$i" 'BEGIN {
+    d1 = a - 12.5; d2 = g - 25; d3 = i - 62.5
+    exit !(a < g && g < i && d1 * d1 < 225 && d2 * d2 < 225 && d3 * d3 < 225)
+}' || fail "tenant shares acme $a% globex $g% initech $i%, want about 12.5/25/62.5"
 
 # --- -tagfocus keeps only acme ---------------------------------------------
 pprof -tagfocus=tenant=acme -tags >"$tmp/tags.out"
