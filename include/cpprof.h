@@ -137,6 +137,20 @@ int cpprof_http_start(const char *addr);
 /* Stops the server and frees everything it holds. */
 int cpprof_http_stop(void);
 
+/* ---- Crash tracebacks (Go 1.27: labels in tracebacks) -------------------- */
+
+/* Installs a handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
+ * writes to stderr the signal, the crashing thread's id, name and labels
+ * (left out when the "tracebacklabels" setting is 0, as Go's
+ * GODEBUG=tracebacklabels=0), its stack as raw PCs and the executable
+ * mappings, using only async-signal-safe calls; it then restores the
+ * signal's previous action and raises it again, so the process dies as it
+ * would have (same signal, exit status and core dump), or the
+ * application's own handler runs.  Calling it again does nothing.  The
+ * environment variable CPPROF_CRASH_HANDLER=1 installs it at load.
+ * Returns 0 or a negative errno. */
+int cpprof_crash_handler_install(void);
+
 #ifdef __cplusplus
 }
 #endif

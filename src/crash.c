@@ -1,0 +1,244 @@
+/*
+ * crash.c -- labels in crash tracebacks: Go 1.27 prints a goroutine's
+ * labels when it panics; this is the C form, for the fatal signals.
+ *
+ * An opt-in handler (cpprof_crash_handler_install(), or CPPROF_CRASH_HANDLER
+ * =1 at load) for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT writes to
+ * stderr the signal, the crashing thread's id, name and label set (unless
+ * the "tracebacklabels" setting is 0, as GODEBUG=tracebacklabels=0), its
+ * stack as raw PCs, and the executable mappings of /proc/self/maps, which
+ * turn those PCs into module + offset for addr2line or pprof.  It then puts
+ * back the signal's previous action and raises the signal again, so the
+ * process dies exactly as it would have (same signal, same exit status,
+ * same core dump), or the application's own handler, if it had one, runs.
+ *
+ * The handler runs in a process that is already broken, so it is strictly
+ * async-signal-safe: no allocation, no locks, no stdio; numbers are
+ * formatted by hand and written with write(2).  The stack comes from the
+ * signal-safe frame-pointer walker (unwind.h), whose region table is read
+ * at install time (and refreshed by the census and the CPU sampler): a
+ * thread whose stack is newer than the last refresh gets its crashing PC
+ * only, not a walk through memory nobody checked.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "cpprof.h"
+#include "stacktab.h"
+#include "thread.h"
+#include "unwind.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+#define NCRASH (sizeof crash_signals / sizeof crash_signals[0])
+
+static struct sigaction previous[NCRASH];
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool installed; /* under install_mu */
+
+/* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
+
+/* A line being assembled for one write(2). */
+struct line {
+    char buf[512];
+    size_t n;
+};
+
+static void put_str(struct line *l, const char *s)
+{
+    for (; *s && l->n < sizeof l->buf; s++)
+        l->buf[l->n++] = *s;
+}
+
+static void put_uint(struct line *l, unsigned long v, unsigned base)
+{
+    char digits[24];
+    size_t n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    if (base == 16)
+        put_str(l, "0x");
+    while (n && l->n < sizeof l->buf)
+        l->buf[l->n++] = digits[--n];
+}
+
+static void flush_line(struct line *l)
+{
+    if (l->n == sizeof l->buf)
+        l->n--;
+    l->buf[l->n++] = '\n';
+    for (size_t at = 0; at < l->n;) {
+        ssize_t w = write(STDERR_FILENO, l->buf + at, l->n - at);
+        if (w <= 0 && errno != EINTR)
+            break;
+        at += w > 0 ? (size_t)w : 0;
+    }
+    l->n = 0;
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV: segmentation violation";
+    case SIGBUS: return "SIGBUS: bus error";
+    case SIGILL: return "SIGILL: illegal instruction";
+    case SIGFPE: return "SIGFPE: floating-point exception";
+    default: return "SIGABRT: abort";
+    }
+}
+
+/* SIGSEGV: segmentation violation / PC=0x... addr=0x... sigcode=1 */
+static void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
+{
+    struct line l = {.n = 0};
+    put_str(&l, "cpprof: ");
+    put_str(&l, signal_name(sig));
+    flush_line(&l);
+    put_str(&l, "PC=");
+    put_uint(&l, pc, 16);
+    if (sig != SIGABRT) {
+        put_str(&l, " addr=");
+        put_uint(&l, (uintptr_t)si->si_addr, 16);
+    }
+    put_str(&l, " sigcode=");
+    if (si->si_code < 0) {
+        put_str(&l, "-");
+        put_uint(&l, (unsigned long)-(long)si->si_code, 10);
+    } else {
+        put_uint(&l, (unsigned long)si->si_code, 10);
+    }
+    flush_line(&l);
+}
+
+/* thread TID "NAME" {labels} [crashed]:  (labels as Go prints them) */
+static void write_thread(void)
+{
+    struct line l = {.n = 0};
+    char name[17] = {0};
+    prctl(PR_GET_NAME, name);
+    put_str(&l, "thread ");
+    put_uint(&l, (unsigned long)gettid(), 10);
+    put_str(&l, " \"");
+    put_str(&l, name);
+    put_str(&l, "\"");
+    /* cfg_int is one atomic load; cpprof_labelset_format only reads the
+     * set and writes into `text`. */
+    const cpprof_labelset *labels = thread_current_labels();
+    if (cfg_int(CFG_TRACEBACKLABELS) && cpprof_labelset_size(labels)) {
+        char text[400];
+        int need = cpprof_labelset_format(labels, text, sizeof text);
+        put_str(&l, " ");
+        put_str(&l, text);
+        if (need >= (int)sizeof text)
+            put_str(&l, "...");
+    }
+    put_str(&l, " [crashed]:");
+    flush_line(&l);
+}
+
+static void write_stack(const uintptr_t *pcs, size_t depth, unsigned flags)
+{
+    struct line l = {.n = 0};
+    for (size_t i = 0; i < depth; i++) {
+        put_str(&l, "\t");
+        put_uint(&l, pcs[i], 16);
+        flush_line(&l);
+    }
+    if (flags & STACK_TRUNCATED) {
+        put_str(&l, "\t...");
+        flush_line(&l);
+    }
+}
+
+/* Copies the executable lines of /proc/self/maps to stderr. */
+static void write_mappings(void)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct line l = {.n = 0};
+    put_str(&l, "executable mappings:");
+    flush_line(&l);
+    char chunk[1024];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] != '\n') {
+                if (l.n < sizeof l.buf - 1)
+                    l.buf[l.n++] = chunk[i];
+                continue;
+            }
+            /* "lo-hi perms ...": perms[2] is 'x' for executable. */
+            const char *space = memchr(l.buf, ' ', l.n);
+            if (space && space + 3 < l.buf + l.n && space[3] == 'x')
+                flush_line(&l);
+            l.n = 0;
+        }
+    }
+    close(fd);
+}
+
+static int crash_index(int sig)
+{
+    for (size_t i = 0; i < NCRASH; i++)
+        if (crash_signals[i] == sig)
+            return (int)i;
+    return 0;
+}
+
+/* SIGNAL-SAFE */
+static void on_crash(int sig, siginfo_t *si, void *uc)
+{
+    int saved_errno = errno;
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned flags;
+    size_t depth = unwind_context(uc, pcs, STACK_MAX_FRAMES, &flags);
+    write_signal(sig, si, pcs[0]);
+    write_thread();
+    write_stack(pcs, depth, flags);
+    write_mappings();
+    /* The previous action takes over; the signal, blocked while this
+     * handler runs, is delivered to it as soon as we return. */
+    sigaction(sig, &previous[crash_index(sig)], NULL);
+    raise(sig);
+    errno = saved_errno;
+}
+
+/* ---- Installing ------------------------------------------------------------ */
+
+int cpprof_crash_handler_install(void)
+{
+    pthread_mutex_lock(&install_mu);
+    int rc = 0;
+    if (!installed) {
+        /* The walker reads memory only inside the regions of this table. */
+        unwind_refresh_maps();
+        struct sigaction sa = {0};
+        sa.sa_sigaction = on_crash;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; rc == 0 && i < NCRASH; i++)
+            if (sigaction(crash_signals[i], &sa, &previous[i]) != 0)
+                rc = -errno;
+        installed = rc == 0;
+    }
+    pthread_mutex_unlock(&install_mu);
+    return rc;
+}
+
+/* CPPROF_CRASH_HANDLER=1: the settings are read by then (config.c's
+ * constructor runs first). */
+__attribute__((constructor)) static void crash_handler_from_environment(void)
+{
+    if (cfg_int(CFG_CRASH_HANDLER))
+        cpprof_crash_handler_install();
+}
