@@ -86,14 +86,20 @@ static void malloc_step(void)
     }
 }
 
+/* Allocates for 50 ms of CPU: longer than the sampler's 20 ms thread scan,
+ * so that the thread is sampled, short enough that many come and go. */
 static void *short_lived(void *arg)
 {
-    malloc_step();
+    struct timespec t;
+    do {
+        malloc_step();
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while (t.tv_sec == 0 && t.tv_nsec < 50000000);
     return arg;
 }
 
 /* A new thread (which inherits the label) that works briefly and exits:
- * timers are created for threads that may be gone at once. */
+ * timers are created for threads about to go, and deleted after them. */
 static void spawn_step(void)
 {
     pthread_t t;
@@ -186,9 +192,10 @@ static void validate(const unsigned char *gz, size_t len, int n)
     snprintf(cmd, sizeof cmd, "%s %s", GOCHECK, path);
     FILE *out = popen(cmd, "r");
     bool seen[NWORKERS] = {false};
-    long samples = 0;
+    long stacks = 0, samples = 0;
     while (out && fgets(line, sizeof line, out)) {
-        sscanf(line, "samples %ld", &samples);
+        sscanf(line, "samples %ld", &stacks);
+        sscanf(line, "total 0 %ld", &samples);
         for (size_t i = 0; i < NWORKERS; i++) {
             char tag[64];
             snprintf(tag, sizeof tag, "tag stress %s 0 ", workers[i].kind);
@@ -207,7 +214,8 @@ static void validate(const unsigned char *gz, size_t len, int n)
                     workers[i].kind);
             exit(1);
         }
-    printf("profile %d: %zu bytes, %ld samples, valid\n", n, len, samples);
+    printf("profile %d: %zu bytes, %ld samples in %ld stacks, valid\n", n, len,
+           samples, stacks);
 }
 
 int main(int argc, char **argv)
