@@ -225,7 +225,8 @@ static int read_status(census_thread *t, int signo)
 static void read_wchan(census_thread *t)
 {
     char buf[sizeof t->wchan];
-    if (t->state == 'R' || read_task_file(t->tid, "wchan", buf, sizeof buf) <= 0 ||
+    if (t->state == 'R' ||
+        read_task_file(t->tid, "wchan", buf, sizeof buf) <= 0 ||
         strcmp(buf, "0") == 0)
         return;
     copy_field(t->wchan, sizeof t->wchan, buf, strcspn(buf, "\n"));
@@ -277,7 +278,7 @@ static int list_threads(census *out, int signo)
     return rc;
 }
 
-/* ---- Labels from the registry -------------------------------------------- */
+/* ---- Labels from the registry ------------------------------------------- */
 
 struct tid_labels {
     pid_t tid;
@@ -333,7 +334,7 @@ static int attach_labels(census *c)
     return rc;
 }
 
-/* ---- Signalling and waiting ------------------------------------------------ */
+/* ---- Signalling and waiting --------------------------------------------- */
 
 static int send_census_signal(pid_t tid, int signo, uint32_t gen,
                               uint32_t index)

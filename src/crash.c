@@ -213,7 +213,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
     errno = saved_errno;
 }
 
-/* ---- Installing ------------------------------------------------------------ */
+/* ---- Installing --------------------------------------------------------- */
 
 int cpprof_crash_handler_install(void)
 {

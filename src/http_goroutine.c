@@ -97,7 +97,7 @@ static void no_stack_frame(const census_thread *t, char *buf, size_t len)
     snprintf(buf, len, "%s (%s)", CENSUS_NO_STACK, t->missing);
 }
 
-/* ---- debug=0 ------------------------------------------------------------- */
+/* ---- debug=0 ------------------------------------------------------------ */
 
 static int add_group(builder *b, const struct group *g)
 {
@@ -130,7 +130,7 @@ static int encode_proto(const struct group *groups, size_t n,
     return rc;
 }
 
-/* ---- Text forms ------------------------------------------------------------ */
+/* ---- Text forms --------------------------------------------------------- */
 
 /* The address to symbolize: a return address is looked up one byte back,
  * so that the line is the call's. */
@@ -264,7 +264,7 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
     return rc;
 }
 
-/* ---- The handler ------------------------------------------------------------ */
+/* ---- The handler -------------------------------------------------------- */
 
 /* `debug`: absent means 0; otherwise a decimal integer, 0, 1 or 2. */
 static long parse_debug(const char *s)

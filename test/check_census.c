@@ -234,7 +234,7 @@ START_TEST(unanswered_thread_given_up_at_timeout)
 }
 END_TEST
 
-/* ---- Threads exiting while censuses run ---------------------------------- */
+/* ---- Threads exiting while censuses run --------------------------------- */
 
 static atomic_bool churn_stop;
 
