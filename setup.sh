@@ -75,22 +75,24 @@ run_tests() {
   return $rc
 }
 
+demo_pid= demo_dir=
 run_demo() {
-  local addr=127.0.0.1:6060 dir
-  dir=$(mktemp -d)
-  trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+  local addr=127.0.0.1:6060
+  demo_dir=$(mktemp -d)
+  trap '[ -z "$demo_pid" ] || kill "$demo_pid" 2>/dev/null; rm -rf "$demo_dir"' EXIT
   ./build/examples/jobrunner --workers 4 --for 15 --addr "$addr" &
-  local pid=$!
+  demo_pid=$!
   sleep 1
   echo "demo: fetching a 5-second CPU profile from http://$addr/debug/pprof/profile"
-  curl -sf -o "$dir/profile" "http://$addr/debug/pprof/profile?seconds=5"
+  curl -sf -o "$demo_dir/profile" "http://$addr/debug/pprof/profile?seconds=5"
   echo "demo: go tool pprof -tags (CPU time by tenant and kind):"
-  HOME=$dir GOCACHE=$dir/go PPROF_TMPDIR=$dir go tool pprof -tags "$dir/profile" 2>/dev/null
+  HOME=$demo_dir GOCACHE=$demo_dir/go PPROF_TMPDIR=$demo_dir go tool pprof -tags "$demo_dir/profile" 2>/dev/null
   echo "demo: go tool pprof -top -tagfocus=tenant=initech:"
-  HOME=$dir GOCACHE=$dir/go PPROF_TMPDIR=$dir \
-    go tool pprof -top -nodecount=5 -tagfocus=tenant=initech "$dir/profile" 2>/dev/null
+  HOME=$demo_dir GOCACHE=$demo_dir/go PPROF_TMPDIR=$demo_dir \
+    go tool pprof -top -nodecount=5 -tagfocus=tenant=initech "$demo_dir/profile" 2>/dev/null
   echo "demo: the job runner's own measurement of each tenant's CPU time:"
-  wait "$pid"
+  wait "$demo_pid"
+  demo_pid=
 }
 
 case "${1:-}" in
