@@ -120,6 +120,23 @@ unsigned long cpprof_labelsets_folded(void);
  * errors: CPPROF_ESETTING, CPPROF_EVALUE (with the setting unchanged). */
 int cpprof_set(const char *name, const char *value);
 
+/* ---- Unlabelled profiles (Go: SetBlockProfileRate, SetMutexProfileFraction)
+ *
+ * The heap, allocs, block, mutex and threadcreate profiles carry no labels,
+ * exactly as in Go (README, "Unlabelled profiles").  Allocation sampling is
+ * on by default (setting "mem_profile_rate", 524288 bytes, 0 turns it off);
+ * block and mutex profiling are off until enabled here or by the settings
+ * "block_profile_rate" and "mutex_profile_fraction". */
+
+/* Go's runtime.SetBlockProfileRate: one blocking event sampled per `rate_ns`
+ * nanoseconds spent blocked (1: every event; <= 0: off). */
+void cpprof_set_block_profile_rate(long rate_ns);
+
+/* Go's runtime.SetMutexProfileFraction: on average 1 in `fraction`
+ * contention events is reported (0: off; negative: only reads).  Returns
+ * the previous fraction. */
+int cpprof_set_mutex_profile_fraction(int fraction);
+
 /* ---- CPU profiling and the HTTP server ---------------------------------- */
 
 /* Starts a CPU profile of every thread at the "cpu_hz" rate.

@@ -61,6 +61,17 @@ static struct setting settings[CFG__COUNT] = {
     [CFG_TRACEBACKLABELS] = {"tracebacklabels",
                              "0 to leave labels out of crash tracebacks", 0,
                              1, 1, NULL, NULL, 0, NULL},
+    /* Go's runtime.MemProfileRate, SetBlockProfileRate (in ns) and
+     * SetMutexProfileFraction: same meanings, same defaults. */
+    [CFG_MEM_PROFILE_RATE] = {"mem_profile_rate",
+                              "mean bytes allocated between heap samples",
+                              0, 1L << 40, 524288, NULL, NULL, 0, NULL},
+    [CFG_BLOCK_PROFILE_RATE] = {"block_profile_rate",
+                                "nanoseconds blocked per block sample", 0,
+                                1L << 40, 0, NULL, NULL, 0, NULL},
+    [CFG_MUTEX_PROFILE_FRACTION] = {"mutex_profile_fraction",
+                                    "1 in N mutex contentions sampled", 0,
+                                    1000000000, 0, NULL, NULL, 0, NULL},
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -16,6 +16,9 @@ typedef enum {
     CFG_CPU_SIGNAL,           /* signal the CPU sampler uses (SIGPROF) */
     CFG_PROFILE_MAX_SECONDS,  /* largest ?seconds= on /profile */
     CFG_HTTP_ADDR,            /* HOST:PORT served by cpprof_http_start(NULL) */
+    CFG_MEM_PROFILE_RATE,     /* mean bytes between heap samples; 0: off */
+    CFG_BLOCK_PROFILE_RATE,   /* ns blocked per block-profile sample; 0: off */
+    CFG_MUTEX_PROFILE_FRACTION, /* 1/N contention events sampled; 0: off */
     CFG_CENSUS_TIMEOUT_MS,    /* longest wait for threads' stacks in a census */
     CFG_CENSUS_SIGNAL,        /* real-time signal the census sends threads */
     CFG_CRASH_HANDLER,        /* 1: install the crash handler at load */

@@ -50,6 +50,11 @@ struct http_route {
 static const struct http_route routes[] = {
     {"profile", HTTP_GET, http_profile},
     {"goroutine", HTTP_GET, http_goroutine},
+    {"heap", HTTP_GET, http_heap},
+    {"allocs", HTTP_GET, http_allocs},
+    {"block", HTTP_GET, http_block},
+    {"mutex", HTTP_GET, http_mutex},
+    {"threadcreate", HTTP_GET, http_threadcreate},
 };
 
 struct http_req {

@@ -46,5 +46,10 @@ typedef int (*http_handler)(http_req *r);
  * exactly one response (http_reply or http_error) and returns its result. */
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
 int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
+int http_heap(http_req *r);        /* http_heap.c: .../heap */
+int http_allocs(http_req *r);      /* http_heap.c: .../allocs */
+int http_block(http_req *r);       /* http_heap.c: .../block */
+int http_mutex(http_req *r);       /* http_heap.c: .../mutex */
+int http_threadcreate(http_req *r);/* http_heap.c: .../threadcreate */
 
 #endif

@@ -1,0 +1,56 @@
+/*
+ * collect.h -- what the event collectors share (collect.c): the allocation
+ * profiler (heap.c), the contention profiler (contention.c) and the
+ * thread-creation profiler (threadcreate.c) all run inside functions the
+ * application calls (malloc, pthread_mutex_lock, pthread_create), so they
+ * need the same three things: a per-thread guard against recursion, a stack
+ * walk that starts from an ordinary call rather than a signal context, and
+ * cheap per-thread randomness for sampling.
+ */
+#ifndef CPPROF_COLLECT_H
+#define CPPROF_COLLECT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Non-zero while this thread runs collector code.  Anything a collector
+ * calls that comes back into an interposed function (its own malloc, a lock
+ * taken by pthread_getattr_np) sees it and passes straight through, and so
+ * does an application signal handler that interrupts a collector.  Every
+ * collector lock is held only with the guard set, so a thread can never
+ * wait for a collector lock it already holds. */
+extern __thread int collect_busy __attribute__((tls_model("initial-exec")));
+
+/* Walks the calling thread's frame-pointer chain and stores return
+ * addresses, leaf first, dropping the first `skip` (skip 0: pcs[0] is the
+ * return address into collect_stack's caller; each further skip drops one
+ * more caller), at most `max` in all; *flags gets STACK_TRUNCATED when the walk was cut.
+ * Every read stays inside the thread's own stack (bounds cached per thread,
+ * found once with pthread_getattr_np), so a frame pointer that a function
+ * without frame pointers used as data ends the walk instead of faulting.
+ * Call with collect_busy set. */
+size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
+                     unsigned *flags);
+
+/* Placed after a call that must not become a tail call: the walk's frame
+ * counts assume every interposer keeps its frame while it calls on. */
+#define COLLECT_NO_TAIL_CALL() __asm__ volatile("")
+
+/* The collectors' locks: spinlocks that yield, taken only with
+ * collect_busy set (so never by a thread that already holds one through a
+ * re-entered interposer) and held for a few table operations. */
+void collect_spin_lock(atomic_flag *lock);
+void collect_spin_unlock(atomic_flag *lock);
+
+/* A uniform 64-bit random number from a per-thread xorshift generator. */
+uint64_t collect_rand(void);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t collect_now_ns(void);
+
+/* CLOCK_REALTIME in nanoseconds (a profile's time_nanos). */
+int64_t collect_wall_ns(void);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * heap.h -- the sampling allocation profiler (heap.c): malloc and its
+ * relatives interposed, one allocation sampled per `mem_profile_rate`
+ * bytes on average, sampled objects tracked until freed.
+ */
+#ifndef CPPROF_HEAP_H
+#define CPPROF_HEAP_H
+
+#include "delta.h"
+
+/* Values of a heap snapshot, unscaled (counts of sampled objects and their
+ * bytes); the sampleset's numeric key is the object size. */
+enum {
+    HEAP_ALLOC_OBJECTS,
+    HEAP_ALLOC_BYTES,
+    HEAP_INUSE_OBJECTS,
+    HEAP_INUSE_BYTES,
+    HEAP_NVALUES
+};
+
+/* A snapshot of every (stack, size) bucket: cumulative allocations since
+ * start and what is still in use. */
+int heap_snapshot(sampleset **out);
+
+/* Samples a sampled allocation could not record, or frees that could not
+ * forget theirs, because the profiler was busy on the same thread (an
+ * application signal handler that interrupted it).  Never silent. */
+typedef struct {
+    unsigned long skipped_allocs;
+    unsigned long skipped_frees;
+} heap_stats;
+void heap_get_stats(heap_stats *out);
+
+/* Go's scaling of a sampled (count, bytes) of objects of `size` bytes at
+ * sampling rate `rate`: both divided by 1 - exp(-size/rate). */
+void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate);
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * http_heap.c -- GET /debug/pprof/heap, allocs, block, mutex and
+ * threadcreate: the profiles Go serves without labels.
+ *
+ * Each is a named_profile (delta.h): a snapshot function from its collector
+ * (heap.c, contention.c, threadcreate.c), the proto's sample types, period
+ * and samples exactly as Go's runtime/pprof writes them, and Go's debug=1
+ * text form.  None carries string labels, even when the work ran inside a
+ * labelled scope: in Go these profiles are unlabelled, so `-tagfocus`
+ * matches nothing on them (README, "Unlabelled profiles").
+ *
+ * heap and allocs are one data set (cumulative allocations and what is
+ * still in use, per stack and object size) with different default sample
+ * types: Go leaves heap's unset, which pprof reads as the last type,
+ * inuse_space; allocs' is alloc_space.  `?gc=1` is accepted on heap and
+ * does nothing: C has no collector to run, and the in-use figures are
+ * already current (Go's are as of the last GC).
+ */
+#define _GNU_SOURCE
+#include "http.h"
+#include "config.h"
+#include "contention.h"
+#include "delta.h"
+#include "heap.h"
+#include "threadcreate.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+
+/* ---- heap and allocs -------------------------------------------------- */
+
+static int heap_build(builder *b, const sampleset *s, const char *dflt)
+{
+    static const char *const types[][2] = {{"alloc_objects", "count"},
+                                           {"alloc_space", "bytes"},
+                                           {"inuse_objects", "count"},
+                                           {"inuse_space", "bytes"}};
+    long rate = cfg_int(CFG_MEM_PROFILE_RATE);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < HEAP_NVALUES; i++)
+        rc = builder_add_sample_type(b, types[i][0], types[i][1]);
+    if (rc == 0)
+        rc = builder_set_period(b, "space", "bytes", rate);
+    if (rc == 0 && dflt)
+        rc = builder_set_default_sample_type(b, dflt);
+    sampleset_entry *e;
+    size_t n;
+    if (rc == 0)
+        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int64_t v[HEAP_NVALUES];
+        for (size_t j = 0; j < HEAP_NVALUES; j++)
+            v[j] = e[i].values[j];
+        heap_scale(&v[HEAP_ALLOC_OBJECTS], &v[HEAP_ALLOC_BYTES], e[i].num,
+                   rate);
+        heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e[i].num,
+                   rate);
+        builder_numlabel size = {"bytes", e[i].num, "bytes"};
+        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags, v, NULL,
+                                &size, 1);
+    }
+    free(e);
+    return rc;
+}
+
+static int heap_build_inuse(builder *b, const sampleset *s)
+{
+    return heap_build(b, s, NULL);
+}
+
+static int heap_build_alloc(builder *b, const sampleset *s)
+{
+    return heap_build(b, s, "alloc_space");
+}
+
+/* Go's legacy heap text (runtime/pprof writeHeapInternal, debug=1): raw
+ * sampled counts, largest in-use first; then, where Go prints
+ * runtime.MemStats, glibc's mallinfo2 and the profiler's own counters. */
+static int heap_text(FILE *f, const sampleset *s, int debug)
+{
+    (void)debug;
+    sampleset_entry *e;
+    size_t n;
+    int rc = sampleset_sorted(s, HEAP_INUSE_BYTES, &e, &n);
+    if (rc != 0)
+        return rc;
+    int64_t t[HEAP_NVALUES] = {0};
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < HEAP_NVALUES; j++)
+            t[j] += e[i].values[j];
+    fprintf(f, "heap profile: %lld: %lld [%lld: %lld] @ heap/%ld\n",
+            (long long)t[HEAP_INUSE_OBJECTS], (long long)t[HEAP_INUSE_BYTES],
+            (long long)t[HEAP_ALLOC_OBJECTS], (long long)t[HEAP_ALLOC_BYTES],
+            2 * cfg_int(CFG_MEM_PROFILE_RATE));
+    for (size_t i = 0; i < n; i++) {
+        const int64_t *v = e[i].values;
+        fprintf(f, "%lld: %lld [%lld: %lld] @", (long long)v[HEAP_INUSE_OBJECTS],
+                (long long)v[HEAP_INUSE_BYTES],
+                (long long)v[HEAP_ALLOC_OBJECTS],
+                (long long)v[HEAP_ALLOC_BYTES]);
+        text_write_pcs(f, e[i].pcs, e[i].depth);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        fputc('\n', f);
+    }
+    free(e);
+    struct mallinfo2 mi = mallinfo2();
+    heap_stats st;
+    heap_get_stats(&st);
+    fprintf(f, "\n# glibc mallinfo2\n# Arena = %zu\n# InUse = %zu\n"
+               "# Free = %zu\n# Mmapped = %zu\n# MmappedChunks = %zu\n",
+            mi.arena, mi.uordblks, mi.fordblks, mi.hblkhd, mi.hblks);
+    fprintf(f, "\n# cpprof\n# MemProfileRate = %ld\n# SkippedSamples = %lu\n"
+               "# SkippedFrees = %lu\n",
+            cfg_int(CFG_MEM_PROFILE_RATE), st.skipped_allocs,
+            st.skipped_frees);
+    return 0;
+}
+
+static const named_profile heap_profile = {
+    "heap", true, heap_snapshot, heap_build_inuse, heap_text};
+static const named_profile allocs_profile = {
+    "allocs", true, heap_snapshot, heap_build_alloc, heap_text};
+
+int http_heap(http_req *r) { return http_serve_named(r, &heap_profile); }
+int http_allocs(http_req *r) { return http_serve_named(r, &allocs_profile); }
+
+/* ---- block and mutex ------------------------------------------------- */
+
+static int64_t events(int64_t count_milli)
+{
+    return (count_milli + 500) / 1000;
+}
+
+/* Go's printCountCycleProfile: contentions/count and delay/nanoseconds,
+ * period contentions/count 1. */
+static int contention_build(builder *b, const sampleset *s)
+{
+    int rc = builder_add_sample_type(b, "contentions", "count");
+    if (rc == 0)
+        rc = builder_add_sample_type(b, "delay", "nanoseconds");
+    if (rc == 0)
+        rc = builder_set_period(b, "contentions", "count", 1);
+    sampleset_entry *e;
+    size_t n;
+    if (rc == 0)
+        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int64_t v[2] = {events(e[i].values[CONT_COUNT_MILLI]),
+                        e[i].values[CONT_DELAY_NS]};
+        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags, v, NULL,
+                                NULL, 0);
+    }
+    free(e);
+    return rc;
+}
+
+/* Go's text form: "CYCLES COUNT @ PCS" per record, largest delay first;
+ * our cycles are nanoseconds, so cycles/second is 1e9. */
+static int contention_text(FILE *f, const sampleset *s, const char *title,
+                           bool mutex)
+{
+    sampleset_entry *e;
+    size_t n;
+    int rc = sampleset_sorted(s, CONT_DELAY_NS, &e, &n);
+    if (rc != 0)
+        return rc;
+    fprintf(f, "--- %s:\ncycles/second=1000000000\n", title);
+    if (mutex)
+        fprintf(f, "sampling period=%ld\n",
+                cfg_int(CFG_MUTEX_PROFILE_FRACTION));
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%lld %lld @", (long long)e[i].values[CONT_DELAY_NS],
+                (long long)events(e[i].values[CONT_COUNT_MILLI]));
+        text_write_pcs(f, e[i].pcs, e[i].depth);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        fputc('\n', f);
+    }
+    free(e);
+    return 0;
+}
+
+static int block_text(FILE *f, const sampleset *s, int debug)
+{
+    (void)debug;
+    return contention_text(f, s, "contention", false);
+}
+
+static int mutex_text(FILE *f, const sampleset *s, int debug)
+{
+    (void)debug;
+    return contention_text(f, s, "mutex", true);
+}
+
+static const named_profile block_profile = {
+    "block", true, block_snapshot, contention_build, block_text};
+static const named_profile mutex_profile = {
+    "mutex", true, mutex_snapshot, contention_build, mutex_text};
+
+int http_block(http_req *r) { return http_serve_named(r, &block_profile); }
+int http_mutex(http_req *r) { return http_serve_named(r, &mutex_profile); }
+
+/* ---- threadcreate ---------------------------------------------------- */
+
+static int threadcreate_build(builder *b, const sampleset *s)
+{
+    int rc = builder_add_sample_type(b, "threadcreate", "count");
+    if (rc == 0)
+        rc = builder_set_period(b, "threadcreate", "count", 1);
+    sampleset_entry *e;
+    size_t n;
+    if (rc == 0)
+        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags,
+                                e[i].values, NULL, NULL, 0);
+    free(e);
+    return rc;
+}
+
+/* Go's printCountProfile: "threadcreate profile: total N", then "COUNT @
+ * PCS" and the frames per stack, most frequent first. */
+static int threadcreate_text(FILE *f, const sampleset *s, int debug)
+{
+    (void)debug;
+    sampleset_entry *e;
+    size_t n;
+    int rc = sampleset_sorted(s, 0, &e, &n);
+    if (rc != 0)
+        return rc;
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += e[i].values[0];
+    fprintf(f, "threadcreate profile: total %lld\n", (long long)total);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%lld @", (long long)e[i].values[0]);
+        text_write_pcs(f, e[i].pcs, e[i].depth);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        fputc('\n', f);
+    }
+    free(e);
+    return 0;
+}
+
+static const named_profile threadcreate_profile = {
+    "threadcreate", true, threadcreate_snapshot, threadcreate_build,
+    threadcreate_text};
+
+int http_threadcreate(http_req *r)
+{
+    return http_serve_named(r, &threadcreate_profile);
+}

@@ -1,0 +1,98 @@
+/*
+ * threadcreate.c -- the thread-creation profiler behind
+ * /debug/pprof/threadcreate.
+ *
+ * pthread_create is defined here and exported, so it interposes on glibc's
+ * whether the library is linked or preloaded; glibc's is found with
+ * dlsym(RTLD_NEXT) on first use.  Every successful creation counts one at
+ * the creating stack, cumulatively, as Go's threadcreate profile counts
+ * the creation of OS threads.  cpprof_thread_create() creates its thread
+ * through this function, so it is counted once, at its caller's stack
+ * (with cpprof_thread_create's frame on top).
+ */
+#define _GNU_SOURCE
+#include "threadcreate.h"
+#include "collect.h"
+#include "stacktab.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
+                         void *(*)(void *), void *);
+static create_fn glibc_create;
+static atomic_flag table_lock = ATOMIC_FLAG_INIT;
+static stacktab *created; /* values: {threads}; under table_lock */
+
+static __attribute__((noinline)) void record_creation(void)
+{
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned flags;
+    int64_t one = 1;
+    collect_busy = 1;
+    /* Drops this function and pthread_create: the leaf is its caller. */
+    size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags);
+    collect_spin_lock(&table_lock);
+    if (!created)
+        created = stacktab_new(1);
+    if (created)
+        stacktab_add(created, pcs, depth, flags, NULL, &one);
+    collect_spin_unlock(&table_lock);
+    collect_busy = 0;
+}
+
+EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                          void *(*start)(void *), void *arg)
+{
+    create_fn real = __atomic_load_n(&glibc_create, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+        if (!real)
+            return EAGAIN;
+        __atomic_store_n(&glibc_create, real, __ATOMIC_RELEASE);
+    }
+    int rc = real(thread, attr, start, arg);
+    if (rc == 0 && !collect_busy)
+        record_creation();
+    return rc;
+}
+
+int threadcreate_snapshot(sampleset **out)
+{
+    sampleset *s = sampleset_new(1);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    collect_busy = 1;
+    collect_spin_lock(&table_lock);
+    if (created)
+        rc = sampleset_add_stacktab(s, created);
+    collect_spin_unlock(&table_lock);
+    collect_busy = 0;
+    if (rc != 0) {
+        sampleset_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static void atfork_prepare(void)
+{
+    collect_busy = 1;
+    collect_spin_lock(&table_lock);
+}
+
+static void atfork_release(void)
+{
+    collect_spin_unlock(&table_lock);
+    collect_busy = 0;
+}
+
+__attribute__((constructor)) static void threadcreate_init(void)
+{
+    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
