@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,32 +168,42 @@ START_TEST(stop_frees_sockets_and_threads)
 }
 END_TEST
 
-/* Waits (at most 10 s) until the server's handler holds the CPU profiler:
- * our own start then fails with EBUSY.  If ours wins the race instead, it is
- * stopped at once and we look again. */
-static void wait_for_profile_in_handler(void)
+static bool server_answered(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Connects and sends a 60-second profile request, and returns once the
+ * server's handler holds the profiler: probing with our own start then
+ * fails with EBUSY.  If our probe wins the race instead, the handler answers
+ * 500 (busy); the request is then sent again on a new connection. */
+static int start_profile_in_handler(void)
 {
     double give_up = now_s() + 10;
     for (;;) {
-        int rc = cpprof_cpu_profile_start();
-        if (rc == CPPROF_EBUSY)
-            return;
-        ck_assert_int_eq(rc, 0);
-        unsigned char *buf;
-        size_t len;
-        ck_assert_int_eq(cpprof_cpu_profile_stop(&buf, &len), 0);
-        free(buf);
-        ck_assert_msg(now_s() < give_up, "handler never started a profile");
-        usleep(10000);
+        int fd = connect_server(AF_INET);
+        send_get(fd, "/debug/pprof/profile?seconds=60");
+        while (!server_answered(fd)) {
+            int rc = cpprof_cpu_profile_start();
+            if (rc == CPPROF_EBUSY)
+                return fd;
+            ck_assert_int_eq(rc, 0);
+            unsigned char *buf;
+            size_t len;
+            ck_assert_int_eq(cpprof_cpu_profile_stop(&buf, &len), 0);
+            free(buf);
+            ck_assert_msg(now_s() < give_up, "handler never started a profile");
+            usleep(10000);
+        }
+        close(fd);
     }
 }
 
 START_TEST(stop_does_not_wait_out_a_profile)
 {
     ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
-    int fd = connect_server(AF_INET);
-    send_get(fd, "/debug/pprof/profile?seconds=60");
-    wait_for_profile_in_handler();
+    int fd = start_profile_in_handler();
     double t0 = now_s();
     ck_assert_int_eq(cpprof_http_stop(), 0);
     /* One 100 ms poll, plus the profile's own stop, not 60 s. */
