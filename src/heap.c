@@ -225,9 +225,11 @@ static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
 static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
 {
     if (collect_busy) {
-        countdown = RECHECK_BYTES;
-        drawn = 0;
-        if (p && cfg_int(CFG_MEM_PROFILE_RATE) > 0)
+        /* Not the application's allocation to sample, or one made by a
+         * handler interrupting the profiler: uncharged, so the thread's
+         * interrupted countdown goes on as if it had not happened. */
+        countdown += (long)n;
+        if (p)
             atomic_fetch_add(&skipped_allocs, 1);
         return;
     }
@@ -237,11 +239,17 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
         countdown = RECHECK_BYTES;
         drawn = 0;
     } else {
-        if (!drawn) { /* first crossing: this allocation starts an interval */
+        /* The first crossing after sampling was off starts an interval
+         * with this allocation.  Otherwise the caller saw the countdown
+         * run out: sample, whatever a signal handler has stored in the
+         * countdown since. */
+        bool due = true;
+        if (!drawn) {
             countdown = next_interval(rate) - (long)n;
             drawn = 1;
+            due = countdown < 0;
         }
-        if (countdown < 0) {
+        if (due) {
             if (p) {
                 uintptr_t pcs[STACK_MAX_FRAMES];
                 unsigned flags;

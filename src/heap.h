@@ -22,9 +22,11 @@ enum {
  * start and what is still in use. */
 int heap_snapshot(sampleset **out);
 
-/* Samples a sampled allocation could not record, or frees that could not
- * forget theirs, because the profiler was busy on the same thread (an
- * application signal handler that interrupted it).  Never silent. */
+/* What the profiler could not look at because it was busy on the same
+ * thread: allocations that ran out the countdown meanwhile (its own, and
+ * those of an application signal handler that interrupted it), which are
+ * neither sampled nor charged; and frees of possibly sampled blocks, whose
+ * records stay until the address is sampled again.  Never silent. */
 typedef struct {
     unsigned long skipped_allocs;
     unsigned long skipped_frees;
