@@ -38,7 +38,11 @@ enum cpprof_error {
     CPPROF_ESETTING = -10007,  /* no setting of that name */
     CPPROF_EVALUE = -10008,    /* bad value for a setting */
     CPPROF_ERUNNING = -10009,  /* the HTTP server is already running */
-    CPPROF_ENOTRUNNING = -10010/* the HTTP server or profile is not running */
+    CPPROF_ENOTRUNNING = -10010,/* the HTTP server or profile is not running */
+    CPPROF_EREMOTE = -10011,   /* non-loopback address without the
+                                  "http_allow_remote" setting */
+    CPPROF_ENOTOKEN = -10012   /* non-loopback address without an
+                                  "http_token" (or http_require_token=0) */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -148,7 +152,15 @@ int cpprof_cpu_profile_start(void);
 int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
 
 /* Serves /debug/pprof/ on addr, "HOST:PORT" (NULL: the "http_addr" setting,
- * default 127.0.0.1:6060), on threads of its own. */
+ * default 127.0.0.1:6060), on threads of its own.  Only loopback addresses
+ * unless the "http_allow_remote" setting is 1 (else CPPROF_EREMOTE); a
+ * non-loopback server then needs the "http_token" setting (else
+ * CPPROF_ENOTOKEN, unless "http_require_token" is 0).  When a token is set,
+ * every request must carry "Authorization: Bearer TOKEN" or gets a 401.
+ * Limits: settings "http_max_connections", "http_connection_timeout"
+ * (idle seconds), "http_max_body" (bytes).  Zero-code mode: with the
+ * environment variable CPPROF_HTTP=HOST:PORT the library starts the server
+ * itself when it is loaded (e.g. with LD_PRELOAD). */
 int cpprof_http_start(const char *addr);
 
 /* Stops the server and frees everything it holds. */

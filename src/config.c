@@ -34,6 +34,8 @@ struct setting {
 };
 
 static int check_host_port(const char *v);
+static int check_optional_host_port(const char *v);
+static int check_token(const char *v);
 
 static struct setting settings[CFG__COUNT] = {
     [CFG_LABEL_CAP] = {"label_cap", "distinct label sets before folding",
@@ -72,6 +74,30 @@ static struct setting settings[CFG__COUNT] = {
     [CFG_MUTEX_PROFILE_FRACTION] = {"mutex_profile_fraction",
                                     "1 in N mutex contentions sampled", 0,
                                     1000000000, 0, NULL, NULL, 0, NULL},
+    /* The HTTP server's exposure and limits (http.c): loopback only unless
+     * asked, a token whenever it is not, and bounds on what one client can
+     * hold (connections, idle seconds, body bytes). */
+    [CFG_HTTP] = {"http", "HOST:PORT to serve from program start", 0, 0, 0,
+                  "", check_optional_host_port, 0, NULL},
+    [CFG_HTTP_ALLOW_REMOTE] = {"http_allow_remote",
+                               "1 to let the HTTP server bind a non-loopback "
+                               "address", 0, 1, 0, NULL, NULL, 0, NULL},
+    [CFG_HTTP_REQUIRE_TOKEN] = {"http_require_token",
+                                "0 to serve a non-loopback address without "
+                                "a token", 0, 1, 1, NULL, NULL, 0, NULL},
+    [CFG_HTTP_TOKEN] = {"http_token", "bearer token of the HTTP server", 0,
+                        0, 0, "", check_token, 0, NULL},
+    [CFG_HTTP_MAX_CONNECTIONS] = {"http_max_connections",
+                                  "concurrent HTTP connections", 1, 10000,
+                                  32, NULL, NULL, 0, NULL},
+    [CFG_HTTP_CONNECTION_TIMEOUT] = {"http_connection_timeout",
+                                     "seconds an HTTP connection may idle",
+                                     1, 86400, 30, NULL, NULL, 0, NULL},
+    [CFG_HTTP_MAX_BODY] = {"http_max_body", "largest HTTP request body",
+                           1024, 16777216, 65536, NULL, NULL, 0, NULL},
+    [CFG_HTTP_CMDLINE] = {"http_cmdline",
+                          "0 to refuse /debug/pprof/cmdline", 0, 1, 1, NULL,
+                          NULL, 0, NULL},
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,6 +112,21 @@ static int check_host_port(const char *v)
     errno = 0;
     long port = strtol(colon + 1, &end, 10);
     return (*end || errno || port < 0 || port > 65535) ? -1 : 0;
+}
+
+/* Empty (off) or HOST:PORT. */
+static int check_optional_host_port(const char *v)
+{
+    return *v ? check_host_port(v) : 0;
+}
+
+/* Visible ASCII only: a token travels in an HTTP header. */
+static int check_token(const char *v)
+{
+    for (; *v; v++)
+        if (*v < 0x21 || *v > 0x7e)
+            return -1;
+    return 0;
 }
 
 static int parse_long(const char *v, long min, long max, long *out)
@@ -177,7 +218,11 @@ static void env_var_name(const char *name, char *buf, size_t len)
 static void describe_limits(const struct setting *s, char *buf, size_t len)
 {
     if (s->sdef)
-        snprintf(buf, len, "HOST:PORT, keeping %s", s->sdef);
+        snprintf(buf, len, "%s, keeping \"%s\"",
+                 s->check == check_token ? "visible ASCII characters"
+                 : s->check == check_optional_host_port ? "HOST:PORT or empty"
+                                                        : "HOST:PORT",
+                 s->sdef);
     else
         snprintf(buf, len, "an integer in %ld..%ld, keeping %ld", s->min,
                  s->max, s->def);

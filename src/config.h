@@ -23,6 +23,14 @@ typedef enum {
     CFG_CENSUS_SIGNAL,        /* real-time signal the census sends threads */
     CFG_CRASH_HANDLER,        /* 1: install the crash handler at load */
     CFG_TRACEBACKLABELS,      /* 0: the crash handler prints no labels */
+    CFG_HTTP,                 /* HOST:PORT served from load (zero-code); "" off */
+    CFG_HTTP_ALLOW_REMOTE,    /* 1: the server may bind a non-loopback address */
+    CFG_HTTP_REQUIRE_TOKEN,   /* 0: a non-loopback server needs no token */
+    CFG_HTTP_TOKEN,           /* bearer token every request needs, if set */
+    CFG_HTTP_MAX_CONNECTIONS, /* concurrent connections the server accepts */
+    CFG_HTTP_CONNECTION_TIMEOUT, /* seconds a connection may sit idle */
+    CFG_HTTP_MAX_BODY,        /* largest request body in bytes (413 past it) */
+    CFG_HTTP_CMDLINE,         /* 0: /debug/pprof/cmdline answers 403 */
     CFG__COUNT
 } cfg_id;
 

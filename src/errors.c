@@ -27,6 +27,11 @@ static const char *cpprof_code_message(int code)
     case CPPROF_EVALUE: return "bad value for this setting";
     case CPPROF_ERUNNING: return "the HTTP server is already running";
     case CPPROF_ENOTRUNNING: return "not running";
+    case CPPROF_EREMOTE:
+        return "a non-loopback address needs the http_allow_remote setting";
+    case CPPROF_ENOTOKEN:
+        return "a non-loopback address needs the http_token setting (or "
+               "http_require_token=0)";
     default: return NULL;
     }
 }

@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -35,31 +36,48 @@
 #include "cpprof.h"
 
 #define HTTP_PREFIX "/debug/pprof/"
-/* Largest request body kept (symbol lookups are the only bodies); a larger
- * one is answered 413 without being stored. */
-#define HTTP_MAX_BODY (64 * 1024)
 
-enum http_method { HTTP_GET = 1, HTTP_POST = 2 };
-
-struct http_route {
-    const char *name;     /* the path after /debug/pprof/ */
-    unsigned methods;     /* enum http_method bits it accepts */
-    http_handler handler;
-};
-
-static const struct http_route routes[] = {
-    {"profile", HTTP_GET, http_profile},
-    {"goroutine", HTTP_GET, http_goroutine},
-    {"heap", HTTP_GET, http_heap},
-    {"allocs", HTTP_GET, http_allocs},
-    {"block", HTTP_GET, http_block},
-    {"mutex", HTTP_GET, http_mutex},
-    {"threadcreate", HTTP_GET, http_threadcreate},
+/* Every endpoint.  The descriptions are Go's (net/http/pprof's
+ * profileDescriptions), with "threads" where Go says "goroutines". */
+static const http_route routes[] = {
+    {"", HTTP_GET, http_index, NULL, NULL},
+    {"www/", HTTP_GET, http_www, NULL, NULL},
+    {"labels", HTTP_GET, http_labels, NULL, NULL},
+    {"profile", HTTP_GET, http_profile,
+     "CPU profile. You can specify the duration in the seconds GET "
+     "parameter. After you get the profile file, use the go tool pprof "
+     "command to investigate the profile.", NULL},
+    {"goroutine", HTTP_GET, http_goroutine,
+     "Stack traces of all current threads. Use debug=2 as a query "
+     "parameter to export in the same format as an unrecovered panic.",
+     http_count_threads},
+    {"heap", HTTP_GET, http_heap,
+     "A sampling of memory allocations of live objects. You can specify "
+     "the gc GET parameter to run GC before taking the heap sample.",
+     http_count_heap},
+    {"allocs", HTTP_GET, http_allocs,
+     "A sampling of all past memory allocations", http_count_heap},
+    {"block", HTTP_GET, http_block,
+     "Stack traces that led to blocking on synchronization primitives",
+     http_count_block},
+    {"mutex", HTTP_GET, http_mutex,
+     "Stack traces of holders of contended mutexes", http_count_mutex},
+    {"threadcreate", HTTP_GET, http_threadcreate,
+     "Stack traces that led to the creation of new OS threads",
+     http_count_threadcreate},
+    {"cmdline", HTTP_GET, http_cmdline,
+     "The command line invocation of the current program", NULL},
+    {"symbol", HTTP_GET | HTTP_POST, http_symbol,
+     "Maps given program counters to function names. Counters can be "
+     "specified in a GET raw query or POST body, multiple counters are "
+     "separated by '+'.", NULL},
 };
 
 struct http_req {
     struct MHD_Connection *conn;
     unsigned method;      /* one enum http_method bit, 0 for any other */
+    char *raw_query;      /* as sent, without '?' */
+    const char *path;     /* after HTTP_PREFIX, set at dispatch */
     char *body;
     size_t body_len;
     bool body_too_big;
@@ -73,6 +91,10 @@ static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct MHD_Daemon *server;
 static int server_port;
 static atomic_bool server_stopping;
+/* Fixed for the server's life at start: the bearer token every request
+ * must carry ("" when none is needed) and the body limit. */
+static char *server_token;
+static size_t server_max_body;
 
 /* ---- Address parsing --------------------------------------------------- */
 
@@ -128,6 +150,16 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss,
     in4->sin_family = AF_INET;
     *len = sizeof *in4;
     return parse_port(colon + 1, &in4->sin_port);
+}
+
+/* 127.0.0.0/8 or ::1: only this machine can connect. */
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(
+            &((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) ==
+           127;
 }
 
 /* A listening socket on ss, or a negative errno. */
@@ -248,10 +280,52 @@ const char *http_query(http_req *r, const char *name)
     return value != NULL ? value : "";
 }
 
+int http_query_long(http_req *r, const char *name, long min, long max,
+                    long *out)
+{
+    const char *s = http_query(r, name);
+    long v = 0;
+    if (s == NULL)
+        return 1;
+    if (*s == '\0')
+        return -EINVAL;
+    for (; *s; s++) {
+        int digit = *s - '0';
+        if (digit < 0 || digit > 9 || v > (LONG_MAX - digit) / 10)
+            return -EINVAL;
+        v = v * 10 + digit;
+    }
+    if (v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
 const void *http_body(http_req *r, size_t *len)
 {
     *len = r->body_len;
     return r->body;
+}
+
+const char *http_raw_query(http_req *r)
+{
+    return r->raw_query != NULL ? r->raw_query : "";
+}
+
+bool http_is_post(http_req *r)
+{
+    return r->method == HTTP_POST;
+}
+
+const char *http_path(http_req *r)
+{
+    return r->path;
+}
+
+const http_route *http_routes(size_t *n)
+{
+    *n = sizeof routes / sizeof routes[0];
+    return routes;
 }
 
 bool http_client_gone(http_req *r)
@@ -286,12 +360,72 @@ static unsigned method_bit(const char *method)
     return 0;
 }
 
-static const struct http_route *find_route(const char *name)
+/* The route serving `name`: an exact row, or a row "DIR/" for any name
+ * under DIR/. */
+static const http_route *find_route(const char *name)
 {
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (strcmp(routes[i].name, name) == 0)
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const char *rn = routes[i].name;
+        size_t len = strlen(rn);
+        if (len > 0 && rn[len - 1] == '/' ? strncmp(rn, name, len) == 0
+                                          : strcmp(rn, name) == 0)
             return &routes[i];
+    }
     return NULL;
+}
+
+/* Compares without an early exit, so the time taken does not tell a client
+ * how much of a guessed token was right. */
+static bool same_secret(const char *given, const char *secret)
+{
+    size_t n = strlen(secret), given_len = strlen(given);
+    unsigned char diff = given_len != n;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)secret[i] ^
+                (unsigned char)(i < given_len ? given[i] : 0);
+    return diff == 0;
+}
+
+/* Whether the request may be served: always when the server needs no
+ * token, else only with "Authorization: Bearer <token>". */
+static bool authorized(struct MHD_Connection *conn)
+{
+    if (server_token[0] == '\0')
+        return true;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    static const char scheme[] = "Bearer ";
+    return auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0 &&
+           same_secret(auth + sizeof scheme - 1, server_token);
+}
+
+/* The Content-Length the client announced, or 0. */
+static unsigned long long announced_length(struct MHD_Connection *conn)
+{
+    const char *v = MHD_lookup_connection_value(
+        conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return v != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
+/* Answers a request that cannot be served, as soon as its headers are in,
+ * before any body is read: 401 without the token, 413 for an announced
+ * body over the limit.  Returns whether it answered. */
+static bool refuse_early(http_req *r)
+{
+    if (!authorized(r->conn)) {
+        const char *headers[] = {"Content-Type", "text/plain; charset=utf-8",
+                                 "X-Go-Pprof", "1", "WWW-Authenticate",
+                                 "Bearer", NULL};
+        static const char msg[] = "Unauthorized\n";
+        send_response(r, MHD_HTTP_UNAUTHORIZED, headers, msg, sizeof msg - 1);
+        return true;
+    }
+    if (announced_length(r->conn) > server_max_body) {
+        http_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
+                   "request body larger than %zu bytes", server_max_body);
+        return true;
+    }
+    return false;
 }
 
 /* The Allow header's value for a route's method bits. */
@@ -307,9 +441,15 @@ static const char *allowed_methods(unsigned methods)
 /* Routes a complete request (body received) to its handler. */
 static int dispatch(http_req *r, const char *url)
 {
+    if (strcmp(url, "/debug/pprof") == 0) {
+        /* As Go's ServeMux: the directory without its slash redirects. */
+        const char *headers[] = {"Location", HTTP_PREFIX, NULL};
+        return send_response(r, MHD_HTTP_MOVED_PERMANENTLY, headers, "", 0);
+    }
     if (strncmp(url, HTTP_PREFIX, strlen(HTTP_PREFIX)) != 0)
         return http_error(r, MHD_HTTP_NOT_FOUND, "404 page not found");
-    const struct http_route *route = find_route(url + strlen(HTTP_PREFIX));
+    r->path = url + strlen(HTTP_PREFIX);
+    const http_route *route = find_route(r->path);
     if (route == NULL)
         return http_error(r, MHD_HTTP_NOT_FOUND, "Unknown profile");
     if (!(route->methods & r->method))
@@ -318,7 +458,8 @@ static int dispatch(http_req *r, const char *url)
                           "Method Not Allowed");
     if (r->body_too_big)
         return http_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
-                          "request body larger than %d bytes", HTTP_MAX_BODY);
+                          "request body larger than %zu bytes",
+                          server_max_body);
     int rc = route->handler(r);
     if (!r->responded)
         return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
@@ -326,11 +467,11 @@ static int dispatch(http_req *r, const char *url)
     return rc;
 }
 
-/* Keeps up to HTTP_MAX_BODY bytes of the body; past that, remembers only
+/* Keeps up to server_max_body bytes of the body; past that, remembers only
  * that it was too big, so a huge upload costs no memory. */
 static void take_body(http_req *r, const char *data, size_t len)
 {
-    if (r->body_too_big || r->body_len + len > HTTP_MAX_BODY) {
+    if (r->body_too_big || r->body_len + len > server_max_body) {
         r->body_too_big = true;
         return;
     }
@@ -356,13 +497,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     http_req *r = *con_cls;
     (void)cls, (void)version;
 
-    if (r == NULL) {
-        r = calloc(1, sizeof *r);
-        if (r == NULL)
-            return MHD_NO;
+    if (r == NULL)
+        return MHD_NO; /* new_request() failed to allocate */
+    if (r->conn == NULL) {
         r->conn = conn;
         r->method = method_bit(method);
-        *con_cls = r;
+        refuse_early(r);
+        return MHD_YES;
+    }
+    if (r->responded) {
+        *upload_len = 0; /* refused early: the body is dropped unread */
         return MHD_YES;
     }
     if (*upload_len > 0) {
@@ -373,12 +517,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     return dispatch(r, url) == 0 ? MHD_YES : MHD_NO;
 }
 
+/* libmicrohttpd's first call for a request, with the URI exactly as sent:
+ * the only place the raw query string can be had (later calls see it
+ * decoded and split).  What it returns becomes the request's *con_cls. */
+static void *new_request(void *cls, const char *uri,
+                         struct MHD_Connection *conn)
+{
+    (void)cls, (void)conn;
+    http_req *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    const char *q = strchr(uri, '?');
+    r->raw_query = strdup(q != NULL ? q + 1 : "");
+    if (r->raw_query == NULL) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn,
                          void **con_cls, enum MHD_RequestTerminationCode why)
 {
     http_req *r = *con_cls;
     (void)cls, (void)conn, (void)why;
     if (r != NULL) {
+        free(r->raw_query);
         free(r->body);
         free(r);
         *con_cls = NULL;
@@ -387,6 +551,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
 
 /* ---- Lifecycle -------------------------------------------------------------- */
 
+/* The token a server on ss will require, in *token (malloc'd): the
+ * "http_token" setting ("" for none).  Profiles and the command line can
+ * hold secrets, so anything but loopback needs "http_allow_remote", and
+ * then a token unless "http_require_token" is 0. */
+static int choose_token(const struct sockaddr_storage *ss, char **token)
+{
+    const char *t = cfg_str(CFG_HTTP_TOKEN);
+    if (!is_loopback(ss)) {
+        if (!cfg_int(CFG_HTTP_ALLOW_REMOTE))
+            return CPPROF_EREMOTE;
+        if (t[0] == '\0' && cfg_int(CFG_HTTP_REQUIRE_TOKEN))
+            return CPPROF_ENOTOKEN;
+    }
+    *token = strdup(t);
+    return *token != NULL ? 0 : -ENOMEM;
+}
+
 static int start_locked(const char *addr)
 {
     struct sockaddr_storage ss;
@@ -394,18 +575,30 @@ static int start_locked(const char *addr)
     int rc = parse_addr(addr, &ss, &len);
     if (rc < 0)
         return rc;
+    if ((rc = choose_token(&ss, &server_token)) < 0)
+        return rc;
     int fd = listen_on(&ss, len);
-    if (fd < 0)
+    if (fd < 0) {
+        free(server_token);
         return fd;
+    }
+    server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_INTERNAL_POLLING_THREAD |
                      (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    server = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
-                              MHD_OPTION_LISTEN_SOCKET, fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                              MHD_OPTION_END);
+    /* The timeout counts idle time (a client trickling its request or not
+     * reading the answer), never a handler's own wait for a profile. */
+    server = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
+        MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
     if (server == NULL) {
         close(fd);
+        free(server_token);
         return -EIO;
     }
     server_port = bound_port(fd);
@@ -438,6 +631,8 @@ int cpprof_http_stop(void)
         atomic_store(&server_stopping, false);
         server = NULL;
         server_port = 0;
+        free(server_token);
+        server_token = NULL;
     }
     pthread_mutex_unlock(&server_lock);
     return rc;
@@ -449,4 +644,22 @@ int http_port(void)
     int port = server != NULL ? server_port : CPPROF_ENOTRUNNING;
     pthread_mutex_unlock(&server_lock);
     return port;
+}
+
+/* Zero-code mode: `LD_PRELOAD=libcpprof.so CPPROF_HTTP=HOST:PORT program`
+ * serves /debug/pprof/ from any dynamically linked program that never heard
+ * of cpprof.  A constructor without a priority runs after every prioritised
+ * one, so the settings (config_load) and the interposers are ready.  The
+ * variable is removed first, while the process still has one thread, so
+ * that programs it starts do not all fight for the same port. */
+__attribute__((constructor)) static void http_serve_from_load(void)
+{
+    const char *addr = cfg_str(CFG_HTTP);
+    if (addr[0] == '\0')
+        return;
+    unsetenv("CPPROF_HTTP");
+    int rc = cpprof_http_start(addr);
+    if (rc < 0)
+        fprintf(stderr, "cpprof: cannot serve CPPROF_HTTP=%s: %s\n", addr,
+                cpprof_strerror(rc));
 }

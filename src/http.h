@@ -17,6 +17,13 @@ typedef struct http_req http_req;
 /* A query parameter's value, or NULL when absent. */
 const char *http_query(http_req *r, const char *name);
 
+/* Parses query parameter `name` as a decimal integer in min..max (digits
+ * only) into *out.  Returns 0, 1 when the parameter is absent (*out
+ * untouched), or -EINVAL for a bad value, which the caller answers with a
+ * 400 naming the parameter. */
+int http_query_long(http_req *r, const char *name, long min, long max,
+                    long *out);
+
 /* Sends a 200 response.  `attachment` (may be NULL) becomes
  * Content-Disposition: attachment; filename="<attachment>". */
 int http_reply(http_req *r, const char *content_type, const char *attachment,
@@ -28,9 +35,19 @@ int http_error(http_req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The request body (NUL-terminated, *len bytes; NULL with *len 0 when
- * there is none).  Bodies over 64 KiB are answered 413 before any handler
- * runs. */
+ * there is none).  Bodies over the "http_max_body" setting (default 64 KiB)
+ * are answered 413 before any handler runs. */
 const void *http_body(http_req *r, size_t *len);
+
+/* The query string exactly as sent, without the '?' ("" when none):
+ * /symbol reads addresses from it undecoded, as Go reads RawQuery. */
+const char *http_raw_query(http_req *r);
+
+/* Whether the request is a POST (else a GET). */
+bool http_is_post(http_req *r);
+
+/* The path after /debug/pprof/ ("" for the index itself). */
+const char *http_path(http_req *r);
 
 /* Whether the client has closed its connection (polls the socket).  Also
  * true once cpprof_http_stop() has begun, which shuts every connection. */
@@ -42,6 +59,26 @@ int http_port(void);
 
 typedef int (*http_handler)(http_req *r);
 
+enum http_method { HTTP_GET = 1, HTTP_POST = 2 };
+
+/* A row of http.c's route table: the one list of endpoints, which the index
+ * page (http_index.c) renders, so a new profile shows up there by adding
+ * its row. */
+typedef struct {
+    const char *name;   /* path after /debug/pprof/; "" is the index; a name
+                           ending in '/' serves every path under it */
+    unsigned methods;   /* enum http_method bits it accepts */
+    http_handler handler;
+    const char *desc;   /* the index's one-line description (Go's wording);
+                           NULL: not a profile, not listed */
+    long (*count)(void);/* the index's Count column; NULL shows 0 as Go does
+                           for cmdline, profile and symbol; a negative
+                           result shows as unknown */
+} http_route;
+
+/* The route table, *n rows, in the order http.c lists them. */
+const http_route *http_routes(size_t *n);
+
 /* Handlers, one per file, listed in http.c's route table.  Each sends
  * exactly one response (http_reply or http_error) and returns its result. */
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
@@ -51,5 +88,18 @@ int http_allocs(http_req *r);      /* http_heap.c: .../allocs */
 int http_block(http_req *r);       /* http_heap.c: .../block */
 int http_mutex(http_req *r);       /* http_heap.c: .../mutex */
 int http_threadcreate(http_req *r);/* http_heap.c: .../threadcreate */
+int http_index(http_req *r);       /* http_index.c: /debug/pprof/ */
+int http_www(http_req *r);         /* http_index.c: .../www/ (page files) */
+int http_symbol(http_req *r);      /* http_symbol.c: .../symbol */
+int http_cmdline(http_req *r);     /* http_cmdline.c: .../cmdline */
+int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
+
+/* The index's counts (http_index.c): live threads, heap and allocs
+ * buckets, block and mutex records, threads created. */
+long http_count_threads(void);
+long http_count_heap(void);
+long http_count_block(void);
+long http_count_mutex(void);
+long http_count_threadcreate(void);
 
 #endif

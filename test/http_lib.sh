@@ -34,11 +34,12 @@ fail() {
 
 # start_demo ARGS...: runs the demo with --addr on a free port, waits (at
 # most 10 s) until it says it is serving, and sets $port, $base, $demo_pid.
-# The demo's stdout goes to $tmp/demo.out.
+# The demo's stdout goes to $tmp/demo.out.  It binds $DEMO_HOST (default
+# 127.0.0.1); $base always reaches it through loopback.
 start_demo() {
     for attempt in 1 2 3 4 5 6 7 8; do
         port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        "$JOBRUNNER" --addr "127.0.0.1:$port" "$@" >"$tmp/demo.out" \
+        "$JOBRUNNER" --addr "${DEMO_HOST:-127.0.0.1}:$port" "$@" >"$tmp/demo.out" \
             2>"$tmp/demo.err" &
         demo_pid=$!
         for tick in $(seq 100); do

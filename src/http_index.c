@@ -1,0 +1,250 @@
+/*
+ * http_index.c -- GET /debug/pprof/: the index of every endpoint, as HTML
+ * (Go's page, plus the labels view) or, with ?format=json, as JSON for ops
+ * tooling; the page's own files under /debug/pprof/www/; and the counts the
+ * index shows.
+ *
+ * The list comes from http.c's route table (every row with a description),
+ * so a profile added there is listed without touching this file.  The HTML
+ * is www/index.html with its table filled in here, on the server, so the
+ * page is useful without JavaScript as Go's is; only the labels view needs
+ * scripts.  Entries are sorted by name, as Go sorts them.
+ */
+#define _GNU_SOURCE /* open_memstream */
+#include "contention.h"
+#include "delta.h"
+#include "heap.h"
+#include "http.h"
+#include "threadcreate.h"
+#include "www.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENTRIES 32
+
+/* ---- Counts ------------------------------------------------------------- */
+
+long http_count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return -errno;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Go's count of a stack-record profile: its records (non-zero entries),
+ * or, with `sum`, the total of their first value (threadcreate counts
+ * threads, not creation sites). */
+static long count_snapshot(int (*snapshot)(sampleset **), bool sum)
+{
+    sampleset *s;
+    sampleset_entry *e;
+    size_t n;
+    int rc = snapshot(&s);
+    if (rc < 0)
+        return rc;
+    rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
+    long count = rc < 0 ? rc : (long)n;
+    if (rc == 0 && sum) {
+        count = 0;
+        for (size_t i = 0; i < n; i++)
+            count += (long)e[i].values[0];
+    }
+    if (rc == 0)
+        free(e);
+    sampleset_free(s);
+    return count;
+}
+
+long http_count_heap(void) { return count_snapshot(heap_snapshot, false); }
+long http_count_block(void) { return count_snapshot(block_snapshot, false); }
+long http_count_mutex(void) { return count_snapshot(mutex_snapshot, false); }
+long http_count_threadcreate(void)
+{
+    return count_snapshot(threadcreate_snapshot, true);
+}
+
+/* ---- The list ----------------------------------------------------------- */
+
+typedef struct {
+    const char *name, *desc;
+    long count; /* negative: unknown */
+} index_entry;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const index_entry *)a)->name,
+                  ((const index_entry *)b)->name);
+}
+
+/* The listed routes with their counts now, sorted by name. */
+static size_t list_entries(index_entry *out)
+{
+    size_t nroutes, n = 0;
+    const http_route *routes = http_routes(&nroutes);
+    for (size_t i = 0; i < nroutes && n < MAX_ENTRIES; i++) {
+        if (routes[i].desc == NULL)
+            continue;
+        out[n++] = (index_entry){routes[i].name, routes[i].desc,
+                                 routes[i].count ? routes[i].count() : 0};
+    }
+    qsort(out, n, sizeof *out, by_name);
+    return n;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* {"profiles": [{"name", "count" (null when unknown), "description",
+ * "path"}]} */
+static int reply_json(http_req *r, const index_entry *e, size_t n)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/debug/pprof/%s", e[i].name);
+        json_array_append_new(
+            list, json_pack("{s:s, s:o, s:s, s:s}", "name", e[i].name,
+                            "count", e[i].count < 0
+                                         ? json_null()
+                                         : json_integer(e[i].count),
+                            "description", e[i].desc, "path", path));
+    }
+    json_t *root = json_pack("{s:o}", "profiles", list);
+    char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
+    json_decref(root);
+    if (text == NULL)
+        return -ENOMEM;
+    int rc = http_reply(r, "application/json", NULL, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+/* ---- HTML --------------------------------------------------------------- */
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&#34;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* Go's rows: Count, then the name linking to NAME?debug=1. */
+static void put_rows(FILE *f, const index_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        fputs("<tr data-profile=\"", f);
+        put_escaped(f, e[i].name);
+        if (e[i].count < 0)
+            fputs("\"><td class=\"num\">?</td>", f);
+        else
+            fprintf(f, "\"><td class=\"num\">%ld</td>", e[i].count);
+        fputs("<td><a href=\"", f);
+        put_escaped(f, e[i].name);
+        fputs("?debug=1\">", f);
+        put_escaped(f, e[i].name);
+        fputs("</a></td></tr>\n", f);
+    }
+}
+
+static void put_descriptions(FILE *f, const index_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        fputs("<li><div class=\"profile-name\">", f);
+        put_escaped(f, e[i].name);
+        fputs(": </div> ", f);
+        put_escaped(f, e[i].desc);
+        fputs("</li>\n", f);
+    }
+}
+
+static const www_file *find_file(const char *name)
+{
+    for (const www_file *w = www_files; w->name != NULL; w++)
+        if (strcmp(w->name, name) == 0)
+            return w;
+    return NULL;
+}
+
+/* Writes the template with each placeholder comment replaced. */
+static void put_page(FILE *f, const www_file *page, const index_entry *e,
+                     size_t n)
+{
+    static const char rows[] = "<!--rows-->",
+                      descriptions[] = "<!--descriptions-->";
+    const char *p = (const char *)page->data, *end = p + page->len;
+    while (p < end) {
+        const char *mark = memchr(p, '<', (size_t)(end - p));
+        if (mark == NULL)
+            mark = end;
+        fwrite(p, 1, (size_t)(mark - p), f);
+        p = mark;
+        if (p == end)
+            break;
+        size_t left = (size_t)(end - p);
+        if (left >= sizeof rows - 1 && !memcmp(p, rows, sizeof rows - 1)) {
+            put_rows(f, e, n);
+            p += sizeof rows - 1;
+        } else if (left >= sizeof descriptions - 1 &&
+                   !memcmp(p, descriptions, sizeof descriptions - 1)) {
+            put_descriptions(f, e, n);
+            p += sizeof descriptions - 1;
+        } else {
+            fputc(*p++, f);
+        }
+    }
+}
+
+static int reply_html(http_req *r, const index_entry *e, size_t n)
+{
+    const www_file *page = find_file("index.html");
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    if (page == NULL || f == NULL)
+        return -ENOMEM;
+    put_page(f, page, e, n);
+    if (fclose(f) != 0)
+        return -ENOMEM;
+    int rc = http_reply(r, page->content_type, NULL, text, len);
+    free(text);
+    return rc;
+}
+
+int http_index(http_req *r)
+{
+    const char *format = http_query(r, "format");
+    bool json = format != NULL && strcmp(format, "json") == 0;
+    if (format != NULL && !json && strcmp(format, "html") != 0)
+        return http_error(r, 400,
+                          "invalid value for \"format\" - must be html or "
+                          "json");
+    index_entry e[MAX_ENTRIES];
+    size_t n = list_entries(e);
+    return json ? reply_json(r, e, n) : reply_html(r, e, n);
+}
+
+/* /debug/pprof/www/NAME: the page's stylesheet and script. */
+int http_www(http_req *r)
+{
+    const www_file *w = find_file(http_path(r) + strlen("www/"));
+    if (w == NULL)
+        return http_error(r, 404, "404 page not found");
+    return http_reply(r, w->content_type, NULL, w->data, w->len);
+}

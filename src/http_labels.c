@@ -1,0 +1,218 @@
+/*
+ * http_labels.c -- GET /debug/pprof/labels: the labels summary as JSON, the
+ * numbers `go tool pprof -tags` would show, for scrapers and for the index
+ * page's labels view.
+ *
+ *   /debug/pprof/labels            a thread census: threads per label key
+ *                                  and value, now.
+ *   /debug/pprof/labels?seconds=N  a CPU profile of N seconds (the same
+ *                                  single-profile rule as /profile): CPU
+ *                                  samples per label key and value.
+ *
+ * Both answer one schema (README, "JSON labels summary"):
+ *   {"source": "threads"|"cpu", "total": N, ["seconds": N,
+ *    "cpu_nanoseconds": N,] "labels": {KEY: {VALUE: {"count": N,
+ *    ["cpu_nanoseconds": N,] "share": F}}}}
+ * where share is count / total: threads or samples without the key make
+ * the shares of a key sum to less than 1.
+ *
+ * The CPU side reads the profile the public API returns (gunzip, then
+ * protobuf-c's generated parser) rather than the sampler's internals, so it
+ * sees exactly what a client of /profile would see.
+ */
+#include "census.h"
+#include "config.h"
+#include "delta.h"
+#include "http.h"
+#include "profile.pb-c.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Adds `count` (and `ns` when ns >= 0) to labels[key][value]. */
+static void tally(json_t *labels, const char *key, const char *value,
+                  json_int_t count, json_int_t ns)
+{
+    json_t *values = json_object_get(labels, key);
+    if (values == NULL)
+        json_object_set_new(labels, key, values = json_object());
+    json_t *v = json_object_get(values, value);
+    if (v == NULL) {
+        v = ns >= 0 ? json_pack("{s:I, s:I}", "count", (json_int_t)0,
+                                "cpu_nanoseconds", (json_int_t)0)
+                    : json_pack("{s:I}", "count", (json_int_t)0);
+        json_object_set_new(values, value, v);
+    }
+    json_t *c = json_object_get(v, "count");
+    json_integer_set(c, json_integer_value(c) + count);
+    if (ns >= 0) {
+        json_t *t = json_object_get(v, "cpu_nanoseconds");
+        json_integer_set(t, json_integer_value(t) + ns);
+    }
+}
+
+/* Sets every value's share: its count over `total`. */
+static void add_shares(json_t *labels, json_int_t total)
+{
+    const char *key, *value;
+    json_t *values, *v;
+    json_object_foreach(labels, key, values) {
+        json_object_foreach(values, value, v) {
+            json_int_t count = json_integer_value(json_object_get(v, "count"));
+            json_object_set_new(v, "share",
+                                json_real(total ? (double)count / total : 0));
+        }
+    }
+}
+
+static int reply(http_req *r, json_t *root)
+{
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS |
+                                       JSON_REAL_PRECISION(6))
+                      : NULL;
+    json_decref(root);
+    if (text == NULL)
+        return -ENOMEM;
+    int rc = http_reply(r, "application/json", NULL, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+/* ---- Threads (census) ---------------------------------------------------- */
+
+static bool tally_thread_label(const char *key, const char *value, void *arg)
+{
+    tally(arg, key, value, 1, -1);
+    return true;
+}
+
+static int reply_census(http_req *r)
+{
+    census c;
+    int rc = census_take(&c);
+    if (rc < 0)
+        return http_error(r, 500, "Could not take a thread census: %s",
+                          cpprof_strerror(rc));
+    json_t *labels = json_object();
+    for (size_t i = 0; i < c.n; i++)
+        cpprof_labels_foreach(c.threads[i].labels, tally_thread_label, labels);
+    add_shares(labels, (json_int_t)c.n);
+    json_t *root = json_pack("{s:s, s:I, s:o}", "source", "threads", "total",
+                             (json_int_t)c.n, "labels", labels);
+    census_release(&c);
+    return reply(r, root);
+}
+
+/* ---- CPU ------------------------------------------------------------------ */
+
+/* Inflates gzip data into a malloc'd buffer. */
+static int gunzip(const unsigned char *in, size_t len, unsigned char **out,
+                  size_t *out_len)
+{
+    z_stream z = {.next_in = (unsigned char *)in, .avail_in = (uInt)len};
+    size_t cap = len * 4 + 4096, n = 0;
+    unsigned char *buf = NULL;
+    int zrc = inflateInit2(&z, 16 + MAX_WBITS);
+    while (zrc == Z_OK) {
+        unsigned char *grown = realloc(buf, cap);
+        if (grown == NULL)
+            break;
+        buf = grown;
+        z.next_out = buf + n;
+        z.avail_out = (uInt)(cap - n);
+        zrc = inflate(&z, Z_NO_FLUSH);
+        n = cap - z.avail_out;
+        cap *= 2;
+    }
+    inflateEnd(&z);
+    if (zrc != Z_STREAM_END) {
+        free(buf);
+        return zrc == Z_MEM_ERROR || buf == NULL ? -ENOMEM : -EIO;
+    }
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+/* Tallies a CPU profile's samples (values: samples/count, cpu/nanoseconds)
+ * by their string labels. */
+static json_t *tally_profile(const Perftools__Profiles__Profile *p,
+                             json_int_t *total, json_int_t *total_ns)
+{
+    json_t *labels = json_object();
+    *total = *total_ns = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const Perftools__Profiles__Sample *s = p->sample[i];
+        if (s->n_value < 2)
+            continue;
+        *total += s->value[0];
+        *total_ns += s->value[1];
+        for (size_t j = 0; j < s->n_label; j++) {
+            const Perftools__Profiles__Label *l = s->label[j];
+            if (l->str > 0 && (size_t)l->str < p->n_string_table &&
+                l->key > 0 && (size_t)l->key < p->n_string_table)
+                tally(labels, p->string_table[l->key],
+                      p->string_table[l->str], s->value[0], s->value[1]);
+        }
+    }
+    add_shares(labels, *total);
+    return labels;
+}
+
+/* The summary of a gzip'd CPU profile, or NULL when it does not parse. */
+static json_t *summarize_profile(const unsigned char *gz, size_t len,
+                                 long seconds)
+{
+    unsigned char *raw;
+    size_t raw_len;
+    if (gunzip(gz, len, &raw, &raw_len) < 0)
+        return NULL;
+    Perftools__Profiles__Profile *p =
+        perftools__profiles__profile__unpack(NULL, raw_len, raw);
+    free(raw);
+    if (p == NULL)
+        return NULL;
+    json_int_t total, total_ns;
+    json_t *labels = tally_profile(p, &total, &total_ns);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "source", "cpu", "seconds",
+                     (json_int_t)seconds, "total", total, "cpu_nanoseconds",
+                     total_ns, "labels", labels);
+}
+
+static int reply_cpu(http_req *r, long seconds)
+{
+    unsigned char *buf;
+    size_t len;
+    int rc = cpprof_cpu_profile_start();
+    if (rc < 0)
+        return http_error(r, 500, "Could not enable CPU profiling: %s",
+                          cpprof_strerror(rc));
+    bool complete = http_wait_window(r, seconds);
+    rc = cpprof_cpu_profile_stop(&buf, &len);
+    if (rc < 0)
+        return http_error(r, 500, "Could not finish CPU profile: %s",
+                          cpprof_strerror(rc));
+    json_t *root = complete ? summarize_profile(buf, len, seconds) : NULL;
+    free(buf);
+    if (!complete)
+        return http_error(r, 500, "client went away before the profile ended");
+    if (root == NULL)
+        return http_error(r, 500, "Could not read the CPU profile");
+    return reply(r, root);
+}
+
+int http_labels(http_req *r)
+{
+    long max = cfg_int(CFG_PROFILE_MAX_SECONDS), seconds;
+    int rc = http_query_long(r, "seconds", 1, max, &seconds);
+    if (rc < 0)
+        return http_error(r, 400,
+                          "invalid value for \"seconds\" - must be an integer "
+                          "from 1 to %ld",
+                          max);
+    return rc > 0 ? reply_census(r) : reply_cpu(r, seconds);
+}

@@ -1,0 +1,41 @@
+#!/bin/sh
+# browser_index.sh -- the /debug/pprof/ index in a real browser: Debian's
+# headless chromium, driven by test/browsercheck over the DevTools protocol,
+# opens the page served by the demo (--park 3: one parked thread per
+# tenant), waits for its scripts, presses "Profile CPU", and reports the
+# profile table and both labels views.  The table must list every profile,
+# both views the three tenants, and the page must fit a phone's width.
+# Screenshots (phone.png, wide.png) are kept in test/browser-shots/ under
+# the build tree.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+BROWSERCHECK=$top_builddir/test/browsercheck/browsercheck
+SHOTS=$top_builddir/test/browser-shots
+command -v chromium >/dev/null || fail "chromium is missing: apt-get install chromium"
+
+start_demo --workers 2 --park 3 --for 120
+mkdir -p "$SHOTS"
+rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
+"$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 >"$tmp/page" ||
+    fail "the browser could not show the page"
+
+[ "$(awk '$1 == "profile" { printf "%s ", $2 }' "$tmp/page")" = \
+  'allocs block cmdline goroutine heap mutex profile symbol threadcreate ' ] ||
+    fail "profile table: $(grep '^profile' "$tmp/page")"
+awk '$1 == "profile" && $2 == "goroutine" && $3 >= 6 { ok = 1 } END { exit !ok }' \
+    "$tmp/page" || fail "goroutine count: $(grep goroutine "$tmp/page")"
+for view in threads cpu; do
+    [ "$(awk -v v=$view '$1 == v && $2 == "tenant" { print $3 }' "$tmp/page" | sort | tr '\n' ' ')" = \
+      'acme globex initech ' ] ||
+        fail "$view view: tenants $(grep "^$view tenant" "$tmp/page")"
+done
+# The demo's tenants cost 1:2:5: the CPU view puts initech first.
+[ "$(awk '$1 == "cpu" && $2 == "tenant" { print $3; exit }' "$tmp/page")" = initech ] ||
+    fail "cpu view: $(grep '^cpu tenant' "$tmp/page")"
+! grep '^overflow' "$tmp/page" || fail "the page is wider than the screen"
+for shot in phone wide; do
+    [ "$(od -An -N4 -tx1 "$SHOTS/$shot.png" | tr -d ' ')" = 89504e47 ] ||
+        fail "no $shot.png screenshot"
+done
+stop_demo
+echo "browser_index: ok (screenshots in $SHOTS)"

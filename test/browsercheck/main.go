@@ -1,0 +1,298 @@
+// browsercheck: opens the /debug/pprof/ index in Debian's headless chromium,
+// the way a user would, and reports what the page shows.
+//
+// Usage: browsercheck -url URL -shots DIR [-cpu SECONDS]
+//
+// It drives chromium over the DevTools protocol on a pipe
+// (--remote-debugging-pipe: NUL-terminated JSON on file descriptors 3 and
+// 4), so it needs nothing beyond Go's standard library and the browser: no
+// network, no npm.  It loads the page at a wide (1400 px) viewport, waits
+// for the page's scripts to fill the labels view, presses "Profile CPU"
+// with SECONDS and waits for that view too, then saves full-page
+// screenshots at phone (390 px) and wide width into DIR (phone.png,
+// wide.png).  It prints, one per line:
+//
+//	profile NAME COUNT        per row of the profile table
+//	threads KEY VALUE COUNT   per row of the threads-by-label view
+//	cpu KEY VALUE SHARE       per row of the CPU-by-label view
+//	overflow WIDTH PX         when the page is wider than the viewport
+//
+// and exits 1 with the reason on stderr when the browser or the page fails.
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The browser, killed however the check ends.
+var browser *exec.Cmd
+
+type cdp struct {
+	in      *os.File      // our end of the browser's fd 3 (commands)
+	out     *bufio.Reader // our end of the browser's fd 4 (replies, events)
+	nextID  int
+	session string
+}
+
+type reply struct {
+	ID     int             `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call sends one command and waits for its reply, skipping events.
+func (c *cdp) call(method string, params map[string]any) (json.RawMessage, error) {
+	c.nextID++
+	msg := map[string]any{"id": c.nextID, "method": method, "params": params}
+	if c.session != "" {
+		msg["sessionId"] = c.session
+	}
+	b, _ := json.Marshal(msg)
+	if _, err := c.in.Write(append(b, 0)); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := c.out.ReadBytes(0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: browser closed the pipe: %v", method, err)
+		}
+		var r reply
+		if err := json.Unmarshal(line[:len(line)-1], &r); err != nil {
+			return nil, err
+		}
+		if r.ID != c.nextID {
+			continue
+		}
+		if r.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, r.Error.Message)
+		}
+		return r.Result, nil
+	}
+}
+
+// eval runs a JavaScript expression (awaiting a promise) and decodes its
+// value into v.
+func (c *cdp) eval(expr string, v any) error {
+	res, err := c.call("Runtime.evaluate", map[string]any{
+		"expression": expr, "awaitPromise": true, "returnByValue": true})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text      string `json:"text"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return err
+	}
+	if r.ExceptionDetails != nil {
+		return fmt.Errorf("page: %s %s", r.ExceptionDetails.Text,
+			r.ExceptionDetails.Exception.Description)
+	}
+	return json.Unmarshal(r.Result.Value, v)
+}
+
+// waitFor is a page-side poll: resolves with fn()'s value once it is
+// truthy, rejects after ms milliseconds.
+func waitFor(fn string, ms int) string {
+	return fmt.Sprintf(`new Promise((resolve, reject) => {
+  const end = Date.now() + %d;
+  const poll = () => {
+    const v = (%s)();
+    if (v) resolve(v);
+    else if (Date.now() > end) reject(new Error('timed out: ' + %q));
+    else setTimeout(poll, 50);
+  };
+  poll();
+})`, ms, fn, fn)
+}
+
+// The rows of a labels view, as [key, value, text of column col].
+func labelRows(view string, col int) string {
+	return fmt.Sprintf(`() => {
+  const rows = [...document.querySelectorAll('#%s tr[data-key]')];
+  return rows.length ? rows.map(r => [r.dataset.key, r.dataset.value,
+                                      r.cells[%d].textContent]) : null;
+}`, view, col)
+}
+
+func (c *cdp) viewport(width, height int, mobile bool) error {
+	_, err := c.call("Emulation.setDeviceMetricsOverride", map[string]any{
+		"width": width, "height": height, "deviceScaleFactor": 1,
+		"mobile": mobile})
+	return err
+}
+
+// screenshot saves the whole page at the given width.
+func (c *cdp) screenshot(path string, width int, mobile bool) error {
+	if err := c.viewport(width, 800, mobile); err != nil {
+		return err
+	}
+	var height int
+	if err := c.eval(`document.documentElement.scrollHeight`, &height); err != nil {
+		return err
+	}
+	var scroll int
+	if err := c.eval(`document.documentElement.scrollWidth`, &scroll); err != nil {
+		return err
+	}
+	if scroll > width {
+		fmt.Printf("overflow %d %d\n", width, scroll)
+	}
+	if err := c.viewport(width, height, mobile); err != nil {
+		return err
+	}
+	res, err := c.call("Page.captureScreenshot", map[string]any{"format": "png"})
+	if err != nil {
+		return err
+	}
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(res, &shot); err != nil {
+		return err
+	}
+	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, png, 0o644)
+}
+
+func run(url, shots string, cpuSeconds int) error {
+	profileDir, err := os.MkdirTemp("", "browsercheck")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(profileDir)
+	cmdR, cmdW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	browser = exec.Command("chromium", "--headless", "--no-sandbox",
+		"--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--hide-scrollbars", "--remote-debugging-pipe",
+		"--user-data-dir="+profileDir, "about:blank")
+	browser.ExtraFiles = []*os.File{cmdR, outW} // fds 3 and 4
+	if err := browser.Start(); err != nil {
+		return fmt.Errorf("chromium: %v (apt-get install chromium)", err)
+	}
+	cmdR.Close()
+	outW.Close()
+	defer func() {
+		browser.Process.Kill()
+		browser.Wait()
+	}()
+	c := &cdp{in: cmdW, out: bufio.NewReader(outR)}
+
+	res, err := c.call("Target.createTarget", map[string]any{"url": "about:blank"})
+	if err != nil {
+		return err
+	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	json.Unmarshal(res, &target)
+	res, err = c.call("Target.attachToTarget", map[string]any{
+		"targetId": target.TargetID, "flatten": true})
+	if err != nil {
+		return err
+	}
+	var attached struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(res, &attached)
+	c.session = attached.SessionID
+
+	if err := c.viewport(1400, 1000, false); err != nil {
+		return err
+	}
+	if _, err := c.call("Page.navigate", map[string]any{"url": url}); err != nil {
+		return err
+	}
+	var profiles [][]string
+	if err := c.eval(waitFor(`() => {
+  const rows = [...document.querySelectorAll('tr[data-profile]')];
+  return rows.length ? rows.map(r => [r.dataset.profile, r.cells[0].textContent]) : null;
+}`, 10000), &profiles); err != nil {
+		return err
+	}
+	for _, p := range profiles {
+		fmt.Printf("profile %s %s\n", p[0], p[1])
+	}
+	var threads [][]string
+	if err := c.eval(waitFor(labelRows("census", 1), 10000), &threads); err != nil {
+		return err
+	}
+	for _, t := range threads {
+		fmt.Printf("threads %s %s %s\n", t[0], t[1], t[2])
+	}
+	// Press the button, as a user would.
+	var ok bool
+	if err := c.eval(fmt.Sprintf(`(() => {
+  document.getElementById('cpu-seconds').value = '%d';
+  document.getElementById('cpu-start').click();
+  return true;
+})()`, cpuSeconds), &ok); err != nil {
+		return err
+	}
+	var cpu [][]string
+	if err := c.eval(waitFor(labelRows("cpu", 2), 1000*(cpuSeconds+15)), &cpu); err != nil {
+		return err
+	}
+	for _, r := range cpu {
+		fmt.Printf("cpu %s %s %s\n", r[0], r[1], strings.TrimSuffix(r[2], "%"))
+	}
+	if err := c.screenshot(filepath.Join(shots, "phone.png"), 390, true); err != nil {
+		return err
+	}
+	if err := c.screenshot(filepath.Join(shots, "wide.png"), 1400, false); err != nil {
+		return err
+	}
+	c.session = ""
+	c.call("Browser.close", nil)
+	return nil
+}
+
+func main() {
+	url := flag.String("url", "", "the index page")
+	shots := flag.String("shots", ".", "directory for phone.png and wide.png")
+	cpu := flag.Int("cpu", 2, "seconds of the CPU view")
+	flag.Parse()
+	if *url == "" {
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS]")
+		os.Exit(2)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(*url, *shots, *cpu) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "browsercheck:", err)
+			os.Exit(1)
+		}
+	case <-time.After(time.Duration(*cpu+60) * time.Second):
+		fmt.Fprintln(os.Stderr, "browsercheck: no answer from the browser in time")
+		if browser != nil && browser.Process != nil {
+			browser.Process.Kill()
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,123 @@
+#!/bin/bash
+# http_security.sh -- who may reach the server and how much one client can
+# hold:
+#   - a non-loopback address is refused without http_allow_remote, and then
+#     without a token unless http_require_token=0;
+#   - with a token, a request without "Authorization: Bearer TOKEN" (none,
+#     a wrong one, a prefix of it, another scheme) is a 401 with no data,
+#     also for a POST whose body is then never read;
+#   - http_max_connections: with the limit held by idle connections, a new
+#     request is not served until one is released;
+#   - http_connection_timeout: an idle connection is closed;
+#   - http_max_body: the cap is a setting;
+#   - http_cmdline=0 turns cmdline off (403);
+#   - a bad CPPROF_* value is reported once on stderr and the default kept.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+
+# expect_status NAME WANT GOT
+expect_status() {
+    [ "$3" = "$2" ] || fail "$1: status $3, want $2: $(cat "$tmp/$1.body" 2>/dev/null)"
+}
+
+# refused ENV...: the demo, given a non-loopback address under ENV, must
+# exit non-zero saying why (it never serves, so any port will do).
+refused() {
+    want=$1
+    shift
+    env "$@" "$JOBRUNNER" --addr "0.0.0.0:$((20000 + $$ % 40000))" --for 1 \
+        >/dev/null 2>"$tmp/refused.err" && fail "served with $*"
+    grep -qF "$want" "$tmp/refused.err" ||
+        fail "refusal with $* says: $(cat "$tmp/refused.err")"
+}
+refused 'needs the http_allow_remote setting'
+refused 'needs the http_token setting' CPPROF_HTTP_ALLOW_REMOTE=1
+
+# --- A token on a non-loopback address --------------------------------------
+token=s3cret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+export CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN="$token"
+DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+for auth in '' "Bearer wrong" "Bearer ${token%?}" "Bearer ${token}x" \
+            "Basic $token" "bearer$token"; do
+    code=$(fetch noauth "$base/goroutine?debug=2" ${auth:+-H "Authorization: $auth"})
+    expect_status "no token ($auth)" 401 "$code"
+    [ "$(cat "$tmp/noauth.body")" = Unauthorized ] ||
+        fail "401 carries data: $(head -c 200 "$tmp/noauth.body")"
+    [ "$(header noauth www-authenticate)" = Bearer ] ||
+        fail "401 without WWW-Authenticate: Bearer"
+done
+code=$(fetch postnoauth "$base/symbol" --data-binary '0x1234')
+expect_status "POST without token" 401 "$code"
+code=$(fetch auth "$base/goroutine?debug=2" -H "Authorization: Bearer $token")
+expect_status "with the token" 200 "$code"
+grep -q '^thread ' "$tmp/auth.body" || fail "token: no thread dump"
+code=$(fetch authsym "$base/symbol" -H "Authorization: Bearer $token" \
+    --data-binary '0x1')
+expect_status "POST with the token" 200 "$code"
+stop_demo
+
+# --- http_require_token=0: explicitly open ------------------------------------
+unset CPPROF_HTTP_TOKEN
+CPPROF_HTTP_REQUIRE_TOKEN=0 DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+code=$(fetch open "$base/")
+expect_status "open server" 200 "$code"
+stop_demo
+unset CPPROF_HTTP_ALLOW_REMOTE
+
+# --- Limits, cmdline off, a bad value ----------------------------------------
+# demo_sockets: the demo's open sockets (its listener and the connections
+# the server has accepted).
+demo_sockets() {
+    ls -l "/proc/$demo_pid/fd" 2>/dev/null | grep -c 'socket:'
+}
+CPPROF_HTTP_MAX_CONNECTIONS=2 CPPROF_HTTP_CONNECTION_TIMEOUT=3 \
+CPPROF_HTTP_MAX_BODY=2048 CPPROF_HTTP_CMDLINE=0 CPPROF_LABEL_CAP=lots \
+    start_demo --workers 1 --for 120
+[ "$(grep -c 'CPPROF_LABEL_CAP="lots" is not valid' "$tmp/demo.err")" = 1 ] ||
+    fail "bad CPPROF_LABEL_CAP not reported once: $(cat "$tmp/demo.err")"
+
+code=$(fetch cmdline "$base/cmdline")
+expect_status "cmdline off" 403 "$code"
+grep -q 'http_cmdline' "$tmp/cmdline.body" || fail "403 does not name the setting"
+head -c 3000 /dev/zero | tr '\0' '+' >"$tmp/body3k"
+code=$(fetch big "$base/symbol" --data-binary @"$tmp/body3k")
+expect_status "3000-byte body over a 2048 cap" 413 "$code"
+head -c 1000 /dev/zero | tr '\0' '+' >"$tmp/body1k"
+code=$(fetch small "$base/symbol" --data-binary @"$tmp/body1k")
+expect_status "1000-byte body" 200 "$code"
+
+# Two idle connections take both slots: wait until the server has accepted
+# them (two more sockets in the demo), then a request cannot be served
+# within 1.5 s; when the idle timeout (3 s) closes them, it is.
+idle=$(demo_sockets)
+exec 7<>"/dev/tcp/127.0.0.1/$port" 8<>"/dev/tcp/127.0.0.1/$port"
+for tick in $(seq 50); do
+    [ "$(demo_sockets)" -ge $((idle + 2)) ] && break
+    sleep 0.1
+done
+[ "$(demo_sockets)" -ge $((idle + 2)) ] || fail "idle connections not accepted"
+start=$(date +%s)
+curl -s -o /dev/null --max-time 1.5 "$base/" && fail "served past http_max_connections=2"
+# The server closes an idle connection after http_connection_timeout: the
+# read sees EOF (status 0), long before timeout(1)'s 15 s (status 124).
+timeout 15 cat <&7 >/dev/null || fail "idle connection not closed by the server"
+timeout 15 cat <&8 >/dev/null || fail "idle connection not closed by the server"
+exec 7<&- 8<&-
+elapsed=$(($(date +%s) - start))
+[ "$elapsed" -le 6 ] || fail "idle connections closed after ${elapsed}s, timeout 3s"
+code=$(fetch after "$base/")
+expect_status "after the idle connections closed" 200 "$code"
+# A handler's own wait is not idleness: a 4 s profile outlives the 3 s
+# timeout.
+code=$(fetch long "$base/profile?seconds=4")
+expect_status "4 s profile with a 3 s idle timeout" 200 "$code"
+stop_demo
+
+# --- A token on loopback: asked for, so required --------------------------------
+CPPROF_HTTP_TOKEN="$token" start_demo --workers 1 --for 120
+code=$(fetch loopnoauth "$base/")
+expect_status "loopback without the token" 401 "$code"
+code=$(fetch loopauth "$base/" -H "Authorization: Bearer $token")
+expect_status "loopback with the token" 200 "$code"
+stop_demo
+echo "http_security: ok"

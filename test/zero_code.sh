@@ -1,0 +1,103 @@
+#!/bin/sh
+# zero_code.sh -- zero-code mode: LD_PRELOAD=libcpprof.so CPPROF_HTTP=ADDR
+# serves /debug/pprof/ from programs that never heard of cpprof:
+#   - test/zero_code_prog (built without cpprof): CPU, goroutine, heap,
+#     allocs, block, mutex and threadcreate profiles, each accepted by
+#     google/pprof's parser (gocheck), the CPU one naming its hot function;
+#   - Debian's gzip compressing a stream of 8 MiB random chunks: a CPU
+#     profile of gzip itself, and gzip's output still right;
+#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+PRELOAD=$top_builddir/.libs/libcpprof.so
+PROG=$top_builddir/test/zero_code_prog
+[ -f "$PRELOAD" ] || fail "no $PRELOAD"
+
+# serve_preloaded CMD...: runs CMD with the library preloaded serving on a
+# free port (in the background, stdin from $PROG_IN or /dev/null, stdout to
+# $PROG_OUT or $tmp/prog.out), waits until the
+# index answers, and sets $port, $base, $demo_pid (killed at exit).
+serve_preloaded() {
+    for attempt in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+        base=http://127.0.0.1:$port/debug/pprof
+        LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$@" \
+            <"${PROG_IN:-/dev/null}" >"${PROG_OUT:-$tmp/prog.out}" \
+            2>"$tmp/prog.err" &
+        demo_pid=$!
+        for tick in $(seq 100); do
+            curl -s -o /dev/null --max-time 2 "$base/" && return 0
+            kill -0 "$demo_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$demo_pid" 2>/dev/null
+        wait "$demo_pid" 2>/dev/null
+        demo_pid=
+    done
+    fail "preloaded $* never served: $(cat "$tmp/prog.err")"
+}
+
+# check_profile NAME [GOCHECK ARGS]: fetches NAME (a path with its query)
+# into $tmp/NAME.pb and has gocheck parse it into $tmp/NAME.check.
+check_profile() {
+    name=$1
+    shift
+    file=$tmp/$(echo "$name" | tr -c 'a-z0-9\n' _)
+    code=$(curl -s -o "$file.pb" -w '%{http_code}' --max-time 30 "$base/$name")
+    [ "$code" = 200 ] || fail "$name: status $code: $(head -c 200 "$file.pb")"
+    "$GOCHECK" "$@" "$file.pb" >"$file.check" ||
+        fail "$name: google/pprof rejects the profile"
+}
+
+# --- A program built without cpprof -----------------------------------------
+CPPROF_BLOCK_PROFILE_RATE=1 CPPROF_MUTEX_PROFILE_FRACTION=1 \
+    serve_preloaded "$PROG" 60
+check_profile 'profile?seconds=2' -frames
+grep -q '^frame zero_code_burn .*zero_code_prog.c:' "$tmp/profile_seconds_2.check" ||
+    fail "CPU profile: no zero_code_burn frame: $(cat "$tmp/profile_seconds_2.check")"
+for p in goroutine heap allocs block mutex threadcreate; do
+    check_profile $p
+done
+# Its three threads (main and two workers) plus the server's.
+[ "$(awk '$1 == "total" && $2 == 0 { print $3 }' "$tmp/goroutine.check")" -ge 3 ] ||
+    fail "goroutine: $(cat "$tmp/goroutine.check")"
+[ "$(awk '$1 == "total" && $2 == 0 { print $3 }' "$tmp/threadcreate.check")" -ge 2 ] ||
+    fail "threadcreate: $(cat "$tmp/threadcreate.check")"
+# The workers allocate and contend all the time.
+for p in allocs mutex block; do
+    [ "$(awk '$1 == "samples" { print $2 }' "$tmp/$p.check")" -ge 1 ] ||
+        fail "$p: no samples: $(cat "$tmp/$p.check")"
+done
+kill "$demo_pid"
+wait "$demo_pid" 2>/dev/null
+demo_pid=
+
+# --- Debian's gzip ------------------------------------------------------------
+# gzip reads a stream we end when the profile is in, so it is busy for the
+# whole window however fast the machine.
+head -c 8388608 /dev/urandom >"$tmp/chunk"
+mkfifo "$tmp/stream"
+(while [ ! -e "$tmp/stop" ]; do cat "$tmp/chunk" || break; done) >"$tmp/stream" &
+feeder=$!
+PROG_IN=$tmp/stream PROG_OUT=$tmp/out.gz serve_preloaded gzip -6
+check_profile 'profile?seconds=2' -mappings
+grep -q '^mapping /usr/bin/gzip ' "$tmp/profile_seconds_2.check" ||
+    fail "gzip: no gzip mapping: $(cat "$tmp/profile_seconds_2.check")"
+[ "$(awk '$1 == "samples" { print $2 }' "$tmp/profile_seconds_2.check")" -ge 10 ] ||
+    fail "gzip: few samples: $(cat "$tmp/profile_seconds_2.check")"
+check_profile goroutine
+touch "$tmp/stop"
+wait "$feeder"
+wait "$demo_pid" || fail "gzip exited with status $?"
+demo_pid=
+gzip -t "$tmp/out.gz" || fail "gzip's output is corrupt"
+gunzip -c "$tmp/out.gz" | head -c 8388608 | cmp -s - "$tmp/chunk" ||
+    fail "gzip's output does not start with the input"
+
+# --- A bad CPPROF_HTTP --------------------------------------------------------
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=nonsense sh -c 'echo ran' >"$tmp/bad.out" \
+    2>"$tmp/bad.err" || fail "bad CPPROF_HTTP: the program failed"
+[ "$(cat "$tmp/bad.out")" = ran ] || fail "bad CPPROF_HTTP: the program did not run"
+[ "$(grep -c 'CPPROF_HTTP="nonsense" is not valid' "$tmp/bad.err")" = 1 ] ||
+    fail "bad CPPROF_HTTP not reported once: $(cat "$tmp/bad.err")"
+echo "zero_code: ok"

@@ -1,0 +1,107 @@
+// The labels view of /debug/pprof/: tables of label key -> value -> share,
+// rendered from /debug/pprof/labels (thread census, refreshed every
+// CENSUS_EVERY_MS) and /debug/pprof/labels?seconds=N (CPU, on request).
+// Plain DOM calls and textContent only: label values come from the
+// program and are never parsed as HTML.
+'use strict';
+
+const CENSUS_EVERY_MS = 5000;
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children)
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function percent(share) {
+  return (100 * share).toFixed(1) + '%';
+}
+
+// One table per label key: value, count, share with a bar.
+function renderSummary(target, summary, unit) {
+  const keys = Object.keys(summary.labels).sort();
+  const parts = [el('p', {class: 'note'},
+    `${summary.total} ${unit} in all` +
+    (summary.seconds ? ` over ${summary.seconds} s` : '') +
+    (keys.length ? '' : '; none carries labels'))];
+  for (const key of keys) {
+    const values = summary.labels[key];
+    const body = el('tbody');
+    const names = Object.keys(values)
+      .sort((a, b) => values[b].count - values[a].count || a.localeCompare(b));
+    for (const v of names) {
+      const {count, share} = values[v];
+      const bar = el('div', {class: 'bar'});
+      bar.style.width = percent(share);
+      body.append(el('tr', {'data-key': key, 'data-value': v},
+        el('td', {class: 'value'}, v),
+        el('td', {class: 'num'}, count),
+        el('td', {class: 'num'}, percent(share)),
+        el('td', {class: 'share'}, bar)));
+    }
+    parts.push(el('table', {class: 'labelkey', 'data-key': key},
+      el('caption', {}, key),
+      el('thead', {}, el('tr', {},
+        el('th', {}, 'value'), el('th', {class: 'num'}, unit),
+        el('th', {class: 'num'}, 'share'), el('th', {}, ''))),
+      body));
+  }
+  target.replaceChildren(...parts);
+}
+
+async function fetchSummary(url) {
+  const resp = await fetch(url, {cache: 'no-store'});
+  if (!resp.ok) throw new Error((await resp.text()).trim() || resp.statusText);
+  return resp.json();
+}
+
+async function refreshCensus() {
+  const status = document.getElementById('census-status');
+  try {
+    renderSummary(document.getElementById('census'),
+                  await fetchSummary('labels'), 'threads');
+    status.textContent = 'as of ' + new Date().toLocaleTimeString();
+    status.classList.remove('error');
+  } catch (err) {
+    status.textContent = String(err.message);
+    status.classList.add('error');
+  }
+  setTimeout(refreshCensus, CENSUS_EVERY_MS);
+}
+
+async function profileCpu(event) {
+  event.preventDefault();
+  const seconds = document.getElementById('cpu-seconds').value;
+  const button = document.getElementById('cpu-start');
+  const status = document.getElementById('cpu-status');
+  button.disabled = true;
+  status.classList.remove('error');
+  status.textContent = `profiling for ${seconds} s…`;
+  try {
+    const url = 'labels?seconds=' + encodeURIComponent(seconds);
+    renderSummary(document.getElementById('cpu'), await fetchSummary(url),
+                  'samples');
+    status.textContent = 'done ' + new Date().toLocaleTimeString();
+  } catch (err) {
+    status.textContent = String(err.message);
+    status.classList.add('error');
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// index.html#cpu=N starts an N-second CPU view as the page opens, so a
+// link (or a headless browser) can ask for one without a click.
+function startFromHash() {
+  const m = /^#cpu=(\d+)$/.exec(location.hash);
+  if (m) {
+    document.getElementById('cpu-seconds').value = m[1];
+    document.getElementById('cpu-form').requestSubmit();
+  }
+}
+
+document.getElementById('cpu-form').addEventListener('submit', profileCpu);
+refreshCensus();
+startFromHash();
