@@ -468,23 +468,47 @@ START_TEST(one_profile_at_a_time)
 }
 END_TEST
 
+/* The two burners of dropped_samples_are_reported, whose CPU the stalled
+ * collector watches. */
+static clockid_t burner_clocks[2];
+
+static double clock_seconds(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs on the collector thread: it does not drain until both burners have
+ * burned 0.3 s more of CPU (300 samples each at 1000 Hz, far more than the
+ * 64-slot ring holds), however loaded the machine is; at most 20 s. */
 static void stall(int sig)
 {
     (void)sig;
-    struct timespec second = {1, 0};
-    nanosleep(&second, NULL);
+    double start[2] = {clock_seconds(burner_clocks[0]),
+                       clock_seconds(burner_clocks[1])};
+    struct timespec tick = {0, 10000000};
+    for (int i = 0; i < 2000; i++) {
+        if (clock_seconds(burner_clocks[0]) - start[0] >= 0.3 &&
+            clock_seconds(burner_clocks[1]) - start[1] >= 0.3)
+            return;
+        nanosleep(&tick, NULL);
+    }
 }
 
-/* With a tiny buffer and the collector stalled for a second while two
- * threads burn CPU at 1000 Hz, samples are dropped, and the profile says
- * how many under the pseudo-frame cpprof.lostProfileEvent. */
+/* With a tiny buffer and the collector stalled while two threads burn CPU
+ * at 1000 Hz, samples are dropped, and the profile says how many under the
+ * pseudo-frame cpprof.lostProfileEvent. */
 START_TEST(dropped_samples_are_reported)
 {
     set_hz(1000);
     sampler_set_ring_slots(64);
-    struct burner t[2] = {{.seconds = 1.2}, {.seconds = 1.2}};
-    for (int i = 0; i < 2; i++)
+    struct burner t[2] = {{.seconds = 1.0}, {.seconds = 1.0}};
+    for (int i = 0; i < 2; i++) {
         pthread_create(&t[i].thread, NULL, burner_main, &t[i]);
+        ck_assert_int_eq(pthread_getcpuclockid(t[i].thread, &burner_clocks[i]),
+                         0);
+    }
     ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
     struct sigaction sa = {.sa_handler = stall};
     ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
