@@ -16,7 +16,7 @@ top=$PWD
 packages=(autoconf automake libtool pkg-config make gcc g++ curl
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libjansson-dev check libunwind-dev libdw-dev
-  golang-go golang-github-google-pprof-dev)
+  golang-go golang-github-google-pprof-dev chromium jq)
 
 install_missing() {
   local missing=()
