@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,6 +117,33 @@ int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
 /* Number of label sets folded into the overflow set by the cardinality cap
  * (setting "label_cap"). */
 unsigned long cpprof_labelsets_folded(void);
+
+/* ---- Fleet profilers (OpenTelemetry thread and process context) -------- */
+
+/* Publishes every thread's current labels where out-of-process profilers
+ * read them: the OpenTelemetry thread context (TLS symbol
+ * otel_thread_ctx_v1, OTEP 4947) with its key table in the process context
+ * (the OTEL_CTX mapping, OTEP 4719, with service.name from the
+ * "service_name" setting), and the polarsignals custom-labels v1 symbols.
+ * Each label set's record is built once, on its first use; applying a set
+ * then costs two pointer stores more.  A thread's labels appear from its
+ * next apply (the calling thread's at once).  There is no off switch: the
+ * context stays until the process exits.  Calling it again republishes the
+ * process context (after changing "service_name").  The environment
+ * variable CPPROF_OTEL_CONTEXT=1 calls it at load.  Returns 0 or a
+ * negative errno. */
+int cpprof_otel_context_enable(void);
+
+/* Like cpprof_labels_with(): parent plus a W3C trace context, stored as the
+ * labels "trace_id" (32 lowercase hex digits), "span_id" (16) and
+ * "trace_flags" (2), which pprof shows as labels and the OpenTelemetry
+ * thread context carries in its trace-id, span-id and trace-flags fields.
+ * Each span makes a new set, so the "label_cap" setting bounds how many
+ * spans can be live at once.  Errors as cpprof_labels_with(). */
+int cpprof_labels_with_trace(cpprof_labelset **out,
+                             const cpprof_labelset *parent,
+                             const uint8_t trace_id[16],
+                             const uint8_t span_id[8], uint8_t trace_flags);
 
 /* ---- Settings ------------------------------------------------------------ */
 

@@ -34,6 +34,7 @@ struct setting {
 };
 
 static int check_host_port(const char *v);
+static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
 
@@ -63,6 +64,13 @@ static struct setting settings[CFG__COUNT] = {
     [CFG_TRACEBACKLABELS] = {"tracebacklabels",
                              "0 to leave labels out of crash tracebacks", 0,
                              1, 1, NULL, NULL, 0, NULL},
+    [CFG_OTEL_CONTEXT] = {"otel_context",
+                          "1 to publish the OpenTelemetry thread and process "
+                          "context at load", 0, 1, 0, NULL, NULL, 0, NULL},
+    /* "" stands for OpenTelemetry's default, unknown_service:EXECUTABLE. */
+    [CFG_SERVICE_NAME] = {"service_name",
+                          "service.name of the OpenTelemetry process context",
+                          0, 0, 0, "", check_nonempty, 0, NULL},
     /* Go's runtime.MemProfileRate, SetBlockProfileRate (in ns) and
      * SetMutexProfileFraction: same meanings, same defaults. */
     [CFG_MEM_PROFILE_RATE] = {"mem_profile_rate",
@@ -127,6 +135,11 @@ static int check_token(const char *v)
         if (*v < 0x21 || *v > 0x7e)
             return -1;
     return 0;
+}
+
+static int check_nonempty(const char *v)
+{
+    return *v ? 0 : -1;
 }
 
 static int parse_long(const char *v, long min, long max, long *out)

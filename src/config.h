@@ -23,6 +23,8 @@ typedef enum {
     CFG_CENSUS_SIGNAL,        /* real-time signal the census sends threads */
     CFG_CRASH_HANDLER,        /* 1: install the crash handler at load */
     CFG_TRACEBACKLABELS,      /* 0: the crash handler prints no labels */
+    CFG_OTEL_CONTEXT,         /* 1: publish the OpenTelemetry context at load */
+    CFG_SERVICE_NAME,         /* service.name in it ("": unknown_service:EXE) */
     CFG_HTTP,                 /* HOST:PORT served from load (zero-code); "" off */
     CFG_HTTP_ALLOW_REMOTE,    /* 1: the server may bind a non-loopback address */
     CFG_HTTP_REQUIRE_TOKEN,   /* 0: a non-loopback server needs no token */

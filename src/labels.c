@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "labels.h"
 #include "config.h"
+#include "otel.h"
 #include "thread.h"
 
 #include <errno.h>
@@ -37,6 +38,7 @@ struct cpprof_labelset {
     uint64_t hash;
     struct cpprof_labelset *chain; /* next in the intern bucket */
     size_t n;                      /* number of pairs */
+    _Atomic(void *) published;     /* otel.c's record, built on first use */
     const char *kv[];              /* key0, value0, key1, ... then strings */
 };
 
@@ -146,6 +148,7 @@ static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
     s->hash = hash;
     s->chain = NULL;
     s->n = n;
+    atomic_init(&s->published, NULL);
     char *text = (char *)&s->kv[2 * n];
     for (size_t i = 0; i < 2 * n; i++) {
         const char *src = (i % 2) ? p[i / 2].value : p[i / 2].key;
@@ -169,6 +172,7 @@ static void reclaim_unreferenced(void)
             struct cpprof_labelset *s = *link;
             if (atomic_load(&s->refs) == 0) {
                 *link = s->chain;
+                otel_record_free(atomic_load(&s->published));
                 free(s);
                 ninterned--;
             } else {
@@ -420,6 +424,24 @@ int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len)
     if (len)
         buf[at < len ? at : len - 1] = '\0';
     return at > INT32_MAX ? -EOVERFLOW : (int)at;
+}
+
+/* ---- Out-of-process record (otel.c) ----------------------------------- */
+
+void *labelset_published(const cpprof_labelset *set)
+{
+    return atomic_load_explicit(&((cpprof_labelset *)set)->published,
+                                memory_order_acquire);
+}
+
+void *labelset_attach_published(const cpprof_labelset *set, void *record)
+{
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(
+            &((cpprof_labelset *)set)->published, &expected, record,
+            memory_order_acq_rel, memory_order_acquire))
+        return record;
+    return expected;
 }
 
 /* ---- Counters --------------------------------------------------------- */

@@ -27,6 +27,12 @@ void labelset_ref_signal_safe(const cpprof_labelset *set);
 int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
                    const cpprof_labelset *labels);
 
+/* The record otel.c built for the set, or NULL; attaching keeps the first
+ * record any thread attached and returns it (the loser frees its own).
+ * labels.c frees the attached record with the set. */
+void *labelset_published(const cpprof_labelset *set);
+void *labelset_attach_published(const cpprof_labelset *set, void *record);
+
 /* Number of interned sets now (for tests and the index page). */
 size_t labelset_interned_count(void);
 

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "thread.h"
 #include "labels.h"
+#include "otel.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -55,11 +56,22 @@ static void unlink_entry(struct thread_entry *e)
     registry_len--;
 }
 
+/* Mirrors the thread's current set where out-of-process profilers read it
+ * (otel.c), before the replaced set's reference goes; while that is off,
+ * one predictable branch. */
+static inline void publish(const cpprof_labelset *set)
+{
+    if (__builtin_expect(
+            atomic_load_explicit(&otel_enabled, memory_order_relaxed), 0))
+        otel_publish(set);
+}
+
 /* pthread key destructor: the thread is exiting; drop its entry and the
  * reference its current set held. */
 static void thread_exited(void *arg)
 {
     struct thread_entry *e = arg;
+    publish(NULL);
     registry_lock();
     unlink_entry(e);
     registry_unlock();
@@ -140,6 +152,7 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
 {
     const cpprof_labelset *old =
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
+    publish(set);
     cpprof_labelset_release(old);
 }
 
@@ -191,6 +204,7 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
     /* The thread's reference to `previous` moves into the scope; the
      * thread takes merge's reference to `derived`. */
     atomic_store_explicit(&e->labels, derived, memory_order_release);
+    publish(derived);
     struct do_scope scope __attribute__((cleanup(do_restore))) = {e, previous};
     fn(arg, derived);
     return 0;
