@@ -54,18 +54,18 @@
  *     left out of the record; it stays in cpprof's own profiles and in the
  *     custom-labels view, which has no such limits.
  *   - trace-id and span-id: cpprof_labels_with_trace() stores them as the
- *     labels "trace_id" (32 lowercase hex digits), "span_id" (16) and, when
- *     not zero, "trace_flags" (2), the keys Pyroscope's span profiles use;
+ *     labels "trace_id" (32 lowercase hex digits), "span_id" (16) and
+ *     "trace_flags" (2), the first two the keys Pyroscope's span profiles use;
  *     a record takes them into its fixed fields (and out of attrs-data) only
  *     when both ids are well formed and not all zero, as the spec requires
  *     both or neither.
  *   - threadlocal.schema_version is "tlsdesc_v1_dev", the value the OTEP
  *     prescribes until it is merged.  The TLS symbol is reached through a
- *     TLS descriptor (gcc -mtls-dialect=gnu2; Makefile.am builds this file
- *     alone with it), the dialect both specs name for shared libraries (otel_tlsdesc.c).
+ *     TLS descriptor, the dialect both specs name for shared libraries
+ *     (otel_tlsdesc.c, the one file built with gcc -mtls-dialect=gnu2).
  *   - custom-labels v1 requires the exporting library's file name to match
  *     libcustomlabels.*\.so; libcpprof.so does not, so readers that follow
- *     that rule literally skip it (README says what to do).
+ *     that rule literally skip it (README says so).
  *   - OTEP 4719 names the memfd "OTEL_CTX"; where memfd_create is refused
  *     the fallback is a shared anonymous mapping, named with
  *     PR_SET_VMA_ANON_NAME ("[anon_shmem:OTEL_CTX]", the name its reading
