@@ -13,6 +13,15 @@
  *   jobs 1234
  *   jobs_per_second 123.4
  *
+ * Each job also allocates (and frees) a scratch buffer of 4096 bytes per
+ * cost unit and counts itself with cpprof_counter_add("jobs", 1), so
+ * per-label-set accounting (CPPROF_ACCOUNTING=1) has an exact truth too:
+ *
+ *   tenant acme alloc_bytes 4096000 jobs 1000
+ *
+ * With --hold the program keeps serving after printing its truth, until
+ * SIGINT or SIGTERM, so a test can read the final counters.
+ *
  * With --addr it serves /debug/pprof/ there while it runs.  With --park N,
  * N more threads hold a tenant's labels (tenant by turn, kind "wait") while
  * blocked until the end, as work waiting on I/O would: what the thread
@@ -58,6 +67,7 @@ static struct {
 static cpprof_labelset *job_labels[NTENANTS][NKINDS];
 static cpprof_labelset *wait_labels[NTENANTS];
 static atomic_llong tenant_cpu_ns[NTENANTS];
+static atomic_llong tenant_jobs[NTENANTS];
 static atomic_llong jobs_done;
 static volatile sig_atomic_t stop_requested;
 
@@ -97,13 +107,27 @@ __attribute__((noinline)) static uint32_t export_rows(int units)
 }
 
 static volatile uint32_t sink;
+/* Where the scratch buffer escapes to, so no compiler drops the malloc. */
+static void *volatile scratch_escape;
+
+static size_t job_alloc_bytes(int tenant)
+{
+    return 4096 * (size_t)tenant_cost[tenant];
+}
 
 static void run_job(void *arg, const cpprof_labelset *labels)
 {
     (void)labels;
     const struct job *j = arg;
     int units = tenant_cost[j->tenant];
-    sink = j->kind == 0 ? reindex(units) : export_rows(units);
+    uint8_t *scratch = malloc(job_alloc_bytes(j->tenant));
+    if (!scratch)
+        abort();
+    scratch_escape = scratch;
+    scratch[0] = (uint8_t)(j->kind == 0 ? reindex(units) : export_rows(units));
+    sink = scratch[0];
+    free(scratch);
+    cpprof_counter_add("jobs", 1);
 }
 
 static int queue_pop(struct job *out)
@@ -155,6 +179,7 @@ static void *worker(void *arg)
         atomic_fetch_add(&tenant_cpu_ns[j.tenant],
                          clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0);
         atomic_fetch_add(&jobs_done, 1);
+        atomic_fetch_add(&tenant_jobs[j.tenant], 1);
     }
     return NULL;
 }
@@ -219,6 +244,11 @@ static void print_truth(double wall_seconds)
         printf("tenant %s cpu_seconds %.3f share %.4f\n", tenants[t],
                ns / 1e9, total ? (double)ns / total : 0.0);
     }
+    for (int t = 0; t < NTENANTS; t++) {
+        long long jobs = atomic_load(&tenant_jobs[t]);
+        printf("tenant %s alloc_bytes %lld jobs %lld\n", tenants[t],
+               jobs * (long long)job_alloc_bytes(t), jobs);
+    }
     printf("jobs %lld\n", (long long)atomic_load(&jobs_done));
     printf("jobs_per_second %.1f\n", atomic_load(&jobs_done) / wall_seconds);
 }
@@ -232,7 +262,7 @@ static void on_stop_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
-                    "[--addr HOST:PORT] [--park N]\n");
+                    "[--addr HOST:PORT] [--park N] [--hold]\n");
     exit(2);
 }
 
@@ -252,6 +282,7 @@ static long parse_count(const char *flag, const char *v, long max)
 int main(int argc, char **argv)
 {
     long workers = 4, seconds = 10, nparked = 0;
+    int hold = 0;
     const char *addr = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -261,6 +292,8 @@ int main(int argc, char **argv)
             seconds = parse_count("--for", v, 86400), i++;
         else if (!strcmp(argv[i], "--park"))
             nparked = parse_count("--park", v, MAX_WORKERS), i++;
+        else if (!strcmp(argv[i], "--hold"))
+            hold = 1;
         else if (!strcmp(argv[i], "--addr") && v)
             addr = v, i++;
         else
@@ -301,6 +334,9 @@ int main(int argc, char **argv)
     for (long i = 0; i < nparked; i++)
         pthread_join(parked_threads[i], NULL);
     print_truth((clock_ns(CLOCK_MONOTONIC) - start) / 1e9);
+    fflush(stdout);
+    while (hold && !stop_requested)
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
     if (addr)
         cpprof_http_stop();
     return 0;

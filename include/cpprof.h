@@ -145,6 +145,34 @@ int cpprof_labels_with_trace(cpprof_labelset **out,
                              const uint8_t trace_id[16],
                              const uint8_t span_id[8], uint8_t trace_flags);
 
+/* ---- Per-label-set accounting (README, "Per-tenant memory and contention")
+ *
+ * Exact counters per label set, for ops tooling rather than profiles: CPU
+ * time, bytes and objects allocated (through the interposed allocator), time
+ * blocked waiting for contended pthread mutexes and rwlocks (while block or
+ * mutex profiling is on), threads holding the set now, and the
+ * application's own counters.  Served as JSON at /debug/pprof/accounting and
+ * as Prometheus text at /metrics. */
+
+/* Starts accounting for the whole process, for good (there is no off
+ * switch).  Each thread is accounted from its first label switch after
+ * this call; while it keeps one set, a timer on its CPU-time clock
+ * (setting "accounting_hz", default 19 per CPU-second; signal
+ * "accounting_signal", default 40) brings its CPU count up to date.
+ * Applying a set then costs two cycle-counter reads more per scoped apply
+ * (bench/accounting).  The environment variable CPPROF_ACCOUNTING=1 calls
+ * it at load.  Calling it again does nothing.  Errors: CPPROF_ESIGTAKEN
+ * (the application handles that signal), -errno. */
+int cpprof_accounting_enable(void);
+
+/* Adds `value` to the counter `name` of the calling thread's current label
+ * set (the empty set when it has none), served as cpprof_user_NAME_total.
+ * `name` matches [a-zA-Z_][a-zA-Z0-9_]* and has at most 48 characters; at
+ * most 32 distinct names per process.  Works whether or not accounting is
+ * enabled.  Errors: -EINVAL (bad name), -ENOSPC (too many names),
+ * -ENOMEM. */
+int cpprof_counter_add(const char *name, uint64_t value);
+
 /* ---- Settings ------------------------------------------------------------ */
 
 /* Every setting has a name and an environment variable CPPROF_<NAME> read at

@@ -106,6 +106,18 @@ static struct setting settings[CFG__COUNT] = {
     [CFG_HTTP_CMDLINE] = {"http_cmdline",
                           "0 to refuse /debug/pprof/cmdline", 0, 1, 1, NULL,
                           NULL, 0, NULL},
+    /* Per-label-set accounting (accounting.c).  The tick only sets how
+     * fresh a thread's CPU count is while it keeps one set; 40 is
+     * SIGRTMIN + 6 under glibc, next to the census's. */
+    [CFG_ACCOUNTING] = {"accounting",
+                        "1 to count CPU, allocations and lock waits per "
+                        "label set from load", 0, 1, 0, NULL, NULL, 0, NULL},
+    [CFG_ACCOUNTING_HZ] = {"accounting_hz",
+                           "accounting ticks per thread CPU-second", 1, 1000,
+                           19, NULL, NULL, 0, NULL},
+    [CFG_ACCOUNTING_SIGNAL] = {"accounting_signal",
+                               "real-time signal number of the accounting "
+                               "tick", 1, 64, 40, NULL, NULL, 0, NULL},
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -187,6 +199,8 @@ static int apply(struct setting *s, const char *value)
     if (s == &settings[CFG_CPU_SIGNAL] && !cpu_signal_usable(n))
         return CPPROF_EVALUE;
     if (s == &settings[CFG_CENSUS_SIGNAL] && !census_signal_usable(n))
+        return CPPROF_EVALUE;
+    if (s == &settings[CFG_ACCOUNTING_SIGNAL] && !census_signal_usable(n))
         return CPPROF_EVALUE;
     atomic_store(&s->ival, n);
     return 0;

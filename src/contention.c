@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include "contention.h"
+#include "accounting.h"
 #include "collect.h"
 #include "config.h"
 #include "stacktab.h"
@@ -211,9 +212,12 @@ static __attribute__((noinline)) void charge_unlocker(const pthread_mutex_t *m)
 typedef int (*lock_fn)(void *);
 
 /* Waits with `lock` on a lock whose trylock failed: timed, the waiter
- * joined to the mutex profile's table when `mutex` is non-NULL and drawn. */
+ * joined to the mutex profile's table when `mutex` is non-NULL and drawn.
+ * A wait for a lock (`is_lock`, not a condition) is also charged to the
+ * thread's label set by accounting.c. */
 static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
-                                                const pthread_mutex_t *mutex)
+                                                const pthread_mutex_t *mutex,
+                                                bool is_lock)
 {
     long fraction = cfg_int(CFG_MUTEX_PROFILE_FRACTION);
     collect_busy = 1;
@@ -229,6 +233,8 @@ static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
         waiter_leave(mutex, t0);
     if (rc == 0)
         block_event(t1 - t0);
+    if (rc == 0 && is_lock)
+        accounting_lock_wait(t1 - t0);
     collect_busy = 0;
     return rc;
 }
@@ -245,7 +251,7 @@ EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
         return glibc_mutex_lock(m);
     int rc = glibc_mutex_trylock(m);
     if (rc == EBUSY) {
-        rc = wait_timed(mutex_lock_fn, m, m);
+        rc = wait_timed(mutex_lock_fn, m, m, true);
         COLLECT_NO_TAIL_CALL();
     }
     return rc;
@@ -266,7 +272,7 @@ EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
         return glibc_rwlock_rdlock(l);
     int rc = glibc_rwlock_tryrdlock(l);
     if (rc == EBUSY) {
-        rc = wait_timed(rdlock_fn, l, NULL);
+        rc = wait_timed(rdlock_fn, l, NULL, true);
         COLLECT_NO_TAIL_CALL();
     }
     return rc;
@@ -278,7 +284,7 @@ EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
         return glibc_rwlock_wrlock(l);
     int rc = glibc_rwlock_trywrlock(l);
     if (rc == EBUSY) {
-        rc = wait_timed(wrlock_fn, l, NULL);
+        rc = wait_timed(wrlock_fn, l, NULL, true);
         COLLECT_NO_TAIL_CALL();
     }
     return rc;
@@ -324,7 +330,7 @@ EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
     struct cond_args a = {c, m, NULL};
     if (collect_busy || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
         return cond_wait_fn_(&a);
-    int rc = wait_timed(cond_wait_fn_, &a, NULL);
+    int rc = wait_timed(cond_wait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();
     return rc;
 }
@@ -335,7 +341,7 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
     struct cond_args a = {c, m, abstime};
     if (collect_busy || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
         return cond_timedwait_fn_(&a);
-    int rc = wait_timed(cond_timedwait_fn_, &a, NULL);
+    int rc = wait_timed(cond_timedwait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();
     return rc;
 }

@@ -41,6 +41,7 @@
  */
 #define _GNU_SOURCE
 #include "heap.h"
+#include "accounting.h"
 #include "collect.h"
 #include "config.h"
 #include "stacktab.h"
@@ -262,8 +263,11 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
     collect_busy = 0;
 }
 
+/* Every allocation the application makes passes here: accounting's exact
+ * per-set byte count (a thread-local add while it is on) and sampling. */
 static inline __attribute__((always_inline)) void *track(void *p, size_t n)
 {
+    accounting_alloc(p, n);
     if (__builtin_expect((countdown -= (long)n) < 0, 0))
         sample_alloc(p, n);
     return p;

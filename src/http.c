@@ -43,6 +43,8 @@ static const http_route routes[] = {
     {"", HTTP_GET, http_index, NULL, NULL},
     {"www/", HTTP_GET, http_www, NULL, NULL},
     {"labels", HTTP_GET, http_labels, NULL, NULL},
+    {"accounting", HTTP_GET, http_accounting, NULL, NULL},
+    {"metrics", HTTP_GET, http_metrics, NULL, NULL},
     {"profile", HTTP_GET, http_profile,
      "CPU profile. You can specify the duration in the seconds GET "
      "parameter. After you get the profile file, use the go tool pprof "
@@ -446,6 +448,9 @@ static int dispatch(http_req *r, const char *url)
         const char *headers[] = {"Location", HTTP_PREFIX, NULL};
         return send_response(r, MHD_HTTP_MOVED_PERMANENTLY, headers, "", 0);
     }
+    /* Prometheus scrapes /metrics by convention: the "metrics" route. */
+    if (strcmp(url, "/metrics") == 0)
+        url = HTTP_PREFIX "metrics";
     if (strncmp(url, HTTP_PREFIX, strlen(HTTP_PREFIX)) != 0)
         return http_error(r, MHD_HTTP_NOT_FOUND, "404 page not found");
     r->path = url + strlen(HTTP_PREFIX);

@@ -93,6 +93,8 @@ int http_www(http_req *r);         /* http_index.c: .../www/ (page files) */
 int http_symbol(http_req *r);      /* http_symbol.c: .../symbol */
 int http_cmdline(http_req *r);     /* http_cmdline.c: .../cmdline */
 int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
+int http_accounting(http_req *r);  /* http_metrics.c: .../accounting */
+int http_metrics(http_req *r);     /* http_metrics.c: /metrics */
 
 /* The index's counts (http_index.c): live threads, heap and allocs
  * buckets, block and mutex records, threads created. */

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "labels.h"
+#include "accounting.h"
 #include "config.h"
 #include "otel.h"
 #include "thread.h"
@@ -39,6 +40,7 @@ struct cpprof_labelset {
     struct cpprof_labelset *chain; /* next in the intern bucket */
     size_t n;                      /* number of pairs */
     _Atomic(void *) published;     /* otel.c's record, built on first use */
+    struct acct_counters acct;     /* accounting.c's counters */
     const char *kv[];              /* key0, value0, key1, ... then strings */
 };
 
@@ -149,6 +151,7 @@ static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
     s->chain = NULL;
     s->n = n;
     atomic_init(&s->published, NULL);
+    memset(&s->acct, 0, sizeof s->acct);
     char *text = (char *)&s->kv[2 * n];
     for (size_t i = 0; i < 2 * n; i++) {
         const char *src = (i % 2) ? p[i / 2].value : p[i / 2].key;
@@ -173,6 +176,7 @@ static void reclaim_unreferenced(void)
             if (atomic_load(&s->refs) == 0) {
                 *link = s->chain;
                 otel_record_free(atomic_load(&s->published));
+                accounting_retire(&s->acct);
                 free(s);
                 ninterned--;
             } else {
@@ -442,6 +446,24 @@ void *labelset_attach_published(const cpprof_labelset *set, void *record)
             memory_order_acq_rel, memory_order_acquire))
         return record;
     return expected;
+}
+
+/* ---- Accounting (accounting.c) ----------------------------------------- */
+
+struct acct_counters *labelset_counters(const cpprof_labelset *set)
+{
+    return &((cpprof_labelset *)set)->acct;
+}
+
+void labelset_foreach_interned(void (*fn)(cpprof_labelset *set, void *arg),
+                               void *arg)
+{
+    pthread_mutex_lock(&intern_lock);
+    for (size_t b = 0; b < nbuckets; b++)
+        for (struct cpprof_labelset *s = buckets[b]; s; s = s->chain)
+            fn(s, arg);
+    fn(&overflow.set, arg);
+    pthread_mutex_unlock(&intern_lock);
 }
 
 /* ---- Counters --------------------------------------------------------- */

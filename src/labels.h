@@ -33,6 +33,14 @@ int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
 void *labelset_published(const cpprof_labelset *set);
 void *labelset_attach_published(const cpprof_labelset *set, void *record);
 
+/* The set's accounting counters (accounting.c); set must not be NULL. */
+struct acct_counters *labelset_counters(const cpprof_labelset *set);
+
+/* Calls fn for every interned set and the overflow set, under the intern
+ * lock: fn may take references but must not build or release sets. */
+void labelset_foreach_interned(void (*fn)(cpprof_labelset *set, void *arg),
+                               void *arg);
+
 /* Number of interned sets now (for tests and the index page). */
 size_t labelset_interned_count(void);
 

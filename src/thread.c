@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "thread.h"
+#include "accounting.h"
 #include "labels.h"
 #include "otel.h"
 
@@ -66,11 +67,22 @@ static inline void publish(const cpprof_labelset *set)
         otel_publish(set);
 }
 
+/* Per-label-set accounting (accounting.c) charges the set a thread is
+ * leaving, while the thread still holds it; while that is off, one
+ * predictable branch. */
+static inline void account(const cpprof_labelset *leaving)
+{
+    if (__builtin_expect(
+            atomic_load_explicit(&accounting_on, memory_order_relaxed), 0))
+        accounting_switch(leaving);
+}
+
 /* pthread key destructor: the thread is exiting; drop its entry and the
  * reference its current set held. */
 static void thread_exited(void *arg)
 {
     struct thread_entry *e = arg;
+    accounting_thread_exit(atomic_load(&e->labels));
     publish(NULL);
     registry_lock();
     unlink_entry(e);
@@ -150,6 +162,7 @@ static inline struct thread_entry *self_entry(void)
  * releases the reference of the set it replaces. */
 static void install(struct thread_entry *e, const cpprof_labelset *set)
 {
+    account(atomic_load_explicit(&e->labels, memory_order_relaxed));
     const cpprof_labelset *old =
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
     publish(set);
@@ -203,6 +216,7 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
         return rc;
     /* The thread's reference to `previous` moves into the scope; the
      * thread takes merge's reference to `derived`. */
+    account(previous);
     atomic_store_explicit(&e->labels, derived, memory_order_release);
     publish(derived);
     struct do_scope scope __attribute__((cleanup(do_restore))) = {e, previous};

@@ -1,0 +1,566 @@
+/*
+ * accounting.c -- exact counters per label set: CPU time, bytes and objects
+ * allocated, time blocked in contended locks, and the application's own
+ * counters (cpprof_counter_add).
+ *
+ * Why not sample.  A low-rate sampler (19 Hz of each thread's CPU time)
+ * charging the set current at each tick sees 19 samples per CPU-second: a
+ * tenant with an eighth of two busy cores over 20 s gets about 100, a 10%
+ * error.  So CPU time is measured, not sampled:
+ *
+ *  - At each label switch the thread charges the set it leaves with the
+ *    time since its previous charge point, read from the cycle counter
+ *    (rdtsc, about 10 ns; CLOCK_MONOTONIC elsewhere).  That is wall time,
+ *    which equals CPU time unless the thread was off the CPU, and a thread
+ *    off the CPU for long (blocked, preempted for a timeslice) makes a long
+ *    segment: a segment of SHORT_NS or more is charged instead from the
+ *    thread's own CPU clock (an exact read, about 400 ns, amortised over at
+ *    least SHORT_NS): its CPU since the previous exact read, less what the
+ *    short segments since then were charged.  An overcharge (a short
+ *    segment that blocked) is carried and taken off the next exact charge,
+ *    so each thread's total stays its CPU time.
+ *  - A thread that holds one set for long charges nothing at switches, so
+ *    each accounted thread has a timer on its own CPU-time clock (the
+ *    "accounting_hz" setting, default 19 per CPU-second) whose signal makes
+ *    an exact charge to the current set.  The tick decides how fresh the
+ *    counters are, not how accurate.  It uses its own signal and timers,
+ *    so CPU profiles (SIGPROF, sampler.c) run independently of it.
+ *
+ * Allocation: heap.c adds each allocation's size to thread-local totals
+ * (no lock, no atomic); a label switch and thread exit flush them into the
+ * set left.  Exact: every byte allocated while a thread holds a set is
+ * charged to that set.  Lock waits come from contention.c's timed waits.
+ *
+ * Storage: the counters are embedded in each label set (labels.c), the
+ * empty set's are `unlabelled` here.  A set reclaimed by the label cap's
+ * reclaim (refcount zero) moves its counts into `retired`, so no count is
+ * ever lost, and the set's labels are forgotten with it.
+ *
+ * A thread is accounted from its first label switch after the enable (the
+ * registry gives no other hook into threads); its CPU and allocations
+ * before that are not charged to any set.
+ */
+#define _GNU_SOURCE
+#include "accounting.h"
+#include "config.h"
+#include "labels.h"
+#include "thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+extern void *__libc_calloc(size_t, size_t);
+extern void __libc_free(void *);
+
+#define SHORT_NS 100000   /* segments from here on are charged exactly */
+#define TICK_COOKIE 0x41434354 /* "ACCT" in the timer signal's si_value */
+
+__thread struct acct_thread acct_self __attribute__((tls_model("initial-exec")));
+atomic_int accounting_on;
+
+static struct acct_counters unlabelled, retired;
+static pthread_mutex_t enable_mu = PTHREAD_MUTEX_INITIALIZER;
+static int tick_signal;
+static long tick_hz;
+static uint64_t short_ticks;   /* SHORT_NS in clock ticks */
+static uint64_t ns_per_tick32; /* ns per clock tick, times 2^32 */
+
+static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
+static char name_store[ACCT_USER_MAX][ACCT_NAME_MAX + 1];
+static const char *names[ACCT_USER_MAX];
+static atomic_size_t nnames;
+
+static struct acct_counters *counters_of(const cpprof_labelset *set)
+{
+    return set ? labelset_counters(set) : &unlabelled;
+}
+
+/* ---- Clocks ----------------------------------------------------------- */
+
+/* SIGNAL-SAFE: the cheap clock charged for short segments. */
+static inline uint64_t clock_ticks(void)
+{
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+
+static inline int64_t ticks_to_ns(uint64_t ticks)
+{
+    return (int64_t)(((unsigned __int128)ticks * ns_per_tick32) >> 32);
+}
+
+/* SIGNAL-SAFE: the calling thread's CPU time. */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t raw_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The cycle counter's rate against CLOCK_MONOTONIC_RAW over 2 ms: each
+ * end is read within a few tens of ns, so the rate is good to 1e-4. */
+static void calibrate(void)
+{
+    int64_t n0 = raw_ns();
+    uint64_t t0 = clock_ticks();
+    struct timespec pause = {0, 2000000};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
+        ;
+    int64_t n1 = raw_ns();
+    uint64_t t1 = clock_ticks();
+    uint64_t dt = t1 - t0 ? t1 - t0 : 1;
+    ns_per_tick32 = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / dt);
+    short_ticks = (uint64_t)(((unsigned __int128)SHORT_NS << 32) /
+                             (ns_per_tick32 ? ns_per_tick32 : 1));
+}
+
+/* ---- Charging (the thread's own state) --------------------------------- */
+
+/* SIGNAL-SAFE: charges `set` with the thread's CPU since its last exact
+ * read, less what estimates charged meanwhile. */
+static void charge_exact(struct acct_thread *t, const cpprof_labelset *set)
+{
+    int64_t cpu = thread_cpu_ns();
+    int64_t owed = cpu - t->cpu_mark - t->estimated;
+    t->cpu_mark = cpu;
+    t->estimated = owed < 0 ? -owed : 0;
+    if (owed > 0)
+        atomic_fetch_add_explicit(&counters_of(set)->cpu_ns, (uint64_t)owed,
+                                  memory_order_relaxed);
+}
+
+static void charge_segment(struct acct_thread *t, const cpprof_labelset *set)
+{
+    uint64_t now = clock_ticks(), d = now - t->last;
+    t->last = now;
+    if (d >= short_ticks) {
+        charge_exact(t, set);
+        return;
+    }
+    int64_t ns = ticks_to_ns(d);
+    t->estimated += ns;
+    atomic_fetch_add_explicit(&counters_of(set)->cpu_ns, (uint64_t)ns,
+                              memory_order_relaxed);
+}
+
+static void flush_allocations(struct acct_thread *t,
+                              const cpprof_labelset *set)
+{
+    uint64_t bytes = t->bytes, objects = t->objects;
+    if (!objects)
+        return;
+    struct acct_counters *c = counters_of(set);
+    atomic_fetch_add_explicit(&c->alloc_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->alloc_objects, objects,
+                              memory_order_relaxed);
+    /* Subtracted, not zeroed: an allocation by a signal handler that
+     * interrupted us since the reads above stays counted. */
+    t->bytes -= bytes;
+    t->objects -= objects;
+}
+
+/* SIGNAL-SAFE: the CPU-time tick of an accounted thread. */
+static void on_tick(int signo, siginfo_t *si, void *uc)
+{
+    (void)signo, (void)uc;
+    if (si->si_code != SI_TIMER || si->si_value.sival_int != TICK_COOKIE)
+        return;
+    int saved_errno = errno;
+    struct acct_thread *t = &acct_self;
+    if (t->started && !t->busy) {
+        charge_exact(t, thread_current_labels());
+        t->last = clock_ticks();
+    }
+    errno = saved_errno;
+}
+
+/* Arms the thread's tick on its CPU-time clock; without one (no timers
+ * left) the thread is still charged at its switches and exit. */
+static void arm_tick(struct acct_thread *t)
+{
+    struct sigevent ev = {0};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = tick_signal;
+    ev.sigev_value.sival_int = TICK_COOKIE;
+    ev._sigev_un._tid = gettid();
+    timer_t timer;
+    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0)
+        return;
+    long period = 1000000000L / tick_hz;
+    struct itimerspec its = {{0, period}, {0, period}};
+    if (timer_settime(timer, 0, &its, NULL) != 0) {
+        timer_delete(timer);
+        return;
+    }
+    t->timer = timer;
+}
+
+static void start_thread(struct acct_thread *t)
+{
+    t->cpu_mark = thread_cpu_ns();
+    t->estimated = 0;
+    t->last = clock_ticks();
+    t->timer = NULL;
+    arm_tick(t);
+    t->started = 1;
+}
+
+void accounting_switch(const cpprof_labelset *leaving)
+{
+    struct acct_thread *t = &acct_self;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(t->started, 1))
+        charge_segment(t, leaving);
+    else
+        start_thread(t);
+    flush_allocations(t, leaving);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+}
+
+void accounting_thread_exit(const cpprof_labelset *current)
+{
+    struct acct_thread *t = &acct_self;
+    if (!t->started)
+        return;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (t->timer)
+        timer_delete((timer_t)t->timer);
+    t->timer = NULL;
+    t->started = 0;
+    charge_exact(t, current);
+    flush_allocations(t, current);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+}
+
+void accounting_lock_wait(int64_t ns)
+{
+    if (ns > 0 && atomic_load_explicit(&accounting_on, memory_order_relaxed))
+        atomic_fetch_add_explicit(
+            &counters_of(thread_current_labels())->lock_wait_ns,
+            (uint64_t)ns, memory_order_relaxed);
+}
+
+/* ---- Enabling ------------------------------------------------------------ */
+
+static int install_tick_handler(int signo)
+{
+    struct sigaction cur;
+    if (sigaction(signo, NULL, &cur) != 0)
+        return -errno;
+    if (cur.sa_flags & SA_SIGINFO)
+        return cur.sa_sigaction == on_tick ? 0 : CPPROF_ESIGTAKEN;
+    if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)
+        return CPPROF_ESIGTAKEN;
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_tick;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+/* fork(): the child's threads have no timers and their CPU clocks start
+ * again from zero; its one thread starts over at its next switch. */
+static void atfork_child(void)
+{
+    acct_self.started = 0;
+    acct_self.timer = NULL;
+}
+
+int cpprof_accounting_enable(void)
+{
+    pthread_mutex_lock(&enable_mu);
+    int rc = 0;
+    if (!atomic_load(&accounting_on)) {
+        tick_signal = (int)cfg_int(CFG_ACCOUNTING_SIGNAL);
+        tick_hz = cfg_int(CFG_ACCOUNTING_HZ);
+        rc = install_tick_handler(tick_signal);
+        if (rc == 0) {
+            calibrate();
+            pthread_atfork(NULL, NULL, atfork_child);
+            atomic_store(&accounting_on, 1);
+        }
+    }
+    pthread_mutex_unlock(&enable_mu);
+    return rc;
+}
+
+int accounting_enabled(void)
+{
+    return atomic_load(&accounting_on);
+}
+
+__attribute__((constructor)) static void accounting_from_environment(void)
+{
+    if (cfg_int(CFG_ACCOUNTING)) {
+        int rc = cpprof_accounting_enable();
+        if (rc)
+            fprintf(stderr, "cpprof: CPPROF_ACCOUNTING=1: %s\n",
+                    cpprof_strerror(rc));
+    }
+}
+
+/* ---- User counters ------------------------------------------------------ */
+
+static int valid_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > ACCT_NAME_MAX || (name[0] >= '0' && name[0] <= '9'))
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') ||
+              (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            return 0;
+    return 1;
+}
+
+/* The slot of `name`, registering it; -ENOSPC when every slot is taken. */
+static int name_slot(const char *name)
+{
+    size_t n = atomic_load_explicit(&nnames, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    pthread_mutex_lock(&names_mu);
+    n = atomic_load(&nnames);
+    int slot = -ENOSPC;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            slot = (int)i;
+    if (slot < 0 && n < ACCT_USER_MAX) {
+        strcpy(name_store[n], name);
+        names[n] = name_store[n];
+        atomic_store_explicit(&nnames, n + 1, memory_order_release);
+        slot = (int)n;
+    }
+    pthread_mutex_unlock(&names_mu);
+    return slot;
+}
+
+/* The set's user slots, allocated on first use from glibc directly so the
+ * bookkeeping is not charged to the set as an allocation. */
+static _Atomic uint64_t *user_slots(struct acct_counters *c)
+{
+    _Atomic uint64_t *u = atomic_load_explicit(&c->user, memory_order_acquire);
+    if (u)
+        return u;
+    _Atomic uint64_t *fresh = __libc_calloc(ACCT_USER_MAX, sizeof *fresh);
+    if (!fresh)
+        return NULL;
+    if (atomic_compare_exchange_strong(&c->user, &u, fresh))
+        return fresh;
+    __libc_free(fresh);
+    return u;
+}
+
+int cpprof_counter_add(const char *name, uint64_t value)
+{
+    if (!name || !valid_name(name))
+        return -EINVAL;
+    int slot = name_slot(name);
+    if (slot < 0)
+        return slot;
+    _Atomic uint64_t *u = user_slots(counters_of(thread_current_labels()));
+    if (!u)
+        return -ENOMEM;
+    atomic_fetch_add_explicit(&u[slot], value, memory_order_relaxed);
+    return 0;
+}
+
+const char *const *accounting_user_names(size_t *n)
+{
+    *n = atomic_load_explicit(&nnames, memory_order_acquire);
+    return names;
+}
+
+/* ---- Retiring and reading ------------------------------------------------ */
+
+static void add_counters(struct acct_counters *to, struct acct_counters *from)
+{
+    atomic_fetch_add(&to->cpu_ns, atomic_load(&from->cpu_ns));
+    atomic_fetch_add(&to->alloc_bytes, atomic_load(&from->alloc_bytes));
+    atomic_fetch_add(&to->alloc_objects, atomic_load(&from->alloc_objects));
+    atomic_fetch_add(&to->lock_wait_ns, atomic_load(&from->lock_wait_ns));
+    _Atomic uint64_t *u = atomic_load(&from->user);
+    _Atomic uint64_t *r = u ? user_slots(to) : NULL;
+    for (size_t i = 0; r && i < ACCT_USER_MAX; i++)
+        atomic_fetch_add(&r[i], atomic_load(&u[i]));
+}
+
+void accounting_retire(struct acct_counters *c)
+{
+    add_counters(&retired, c);
+    __libc_free((void *)atomic_load(&c->user));
+}
+
+static void read_counters(acct_row *row, struct acct_counters *c)
+{
+    row->cpu_ns = atomic_load(&c->cpu_ns);
+    row->alloc_bytes = atomic_load(&c->alloc_bytes);
+    row->alloc_objects = atomic_load(&c->alloc_objects);
+    row->lock_wait_ns = atomic_load(&c->lock_wait_ns);
+    _Atomic uint64_t *u = atomic_load(&c->user);
+    for (size_t i = 0; i < ACCT_USER_MAX; i++)
+        row->user[i] = u ? atomic_load(&u[i]) : 0;
+}
+
+struct row_list {
+    acct_row *rows;
+    size_t n, cap;
+    int failed;
+};
+
+static acct_row *append_row(struct row_list *l)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        acct_row *grown = realloc(l->rows, cap * sizeof *grown);
+        if (!grown) {
+            l->failed = 1;
+            return NULL;
+        }
+        l->rows = grown, l->cap = cap;
+    }
+    acct_row *r = &l->rows[l->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* Under the intern lock: takes a reference, reads later. */
+static void collect_set(cpprof_labelset *set, void *arg)
+{
+    acct_row *r = append_row(arg);
+    if (r) {
+        r->kind = ACCT_ROW_SET;
+        r->set = cpprof_labelset_ref(set);
+    }
+}
+
+static int by_set(const void *a, const void *b)
+{
+    const acct_row *x = a, *y = b;
+    return (x->set > y->set) - (x->set < y->set);
+}
+
+struct thread_tally {
+    acct_row *rows;
+    size_t n;
+    long unlabelled;
+};
+
+/* Under the registry lock. */
+static void tally_thread(pid_t tid, const char *name,
+                         const cpprof_labelset *labels, void *arg)
+{
+    (void)tid, (void)name;
+    struct thread_tally *t = arg;
+    if (!labels) {
+        t->unlabelled++;
+        return;
+    }
+    acct_row key = {.set = (cpprof_labelset *)labels};
+    acct_row *r = bsearch(&key, t->rows, t->n, sizeof key, by_set);
+    if (r)
+        r->threads++;
+}
+
+static int compare_labels(const cpprof_labelset *a, const cpprof_labelset *b)
+{
+    size_t na = cpprof_labelset_size(a), nb = cpprof_labelset_size(b);
+    for (size_t i = 0; i < na && i < nb; i++) {
+        int c = strcmp(labelset_key(a, i), labelset_key(b, i));
+        if (!c)
+            c = strcmp(labelset_value(a, i), labelset_value(b, i));
+        if (c)
+            return c;
+    }
+    return (na > nb) - (na < nb);
+}
+
+static int by_labels(const void *a, const void *b)
+{
+    return compare_labels(((const acct_row *)a)->set,
+                          ((const acct_row *)b)->set);
+}
+
+static int row_is_empty(const acct_row *r)
+{
+    if (r->cpu_ns || r->alloc_bytes || r->alloc_objects || r->lock_wait_ns ||
+        r->threads)
+        return 0;
+    for (size_t i = 0; i < ACCT_USER_MAX; i++)
+        if (r->user[i])
+            return 0;
+    return 1;
+}
+
+int accounting_rows(acct_row **rows, size_t *n)
+{
+    struct row_list l = {0};
+    labelset_foreach_interned(collect_set, &l);
+    acct_row *lead = append_row(&l), *tail = append_row(&l);
+    if (l.failed) {
+        accounting_rows_free(l.rows, l.n);
+        return -ENOMEM;
+    }
+    lead->kind = ACCT_ROW_UNLABELLED;
+    tail->kind = ACCT_ROW_RETIRED;
+    size_t nsets = l.n - 2;
+    qsort(l.rows, nsets, sizeof *l.rows, by_set);
+    struct thread_tally tally = {l.rows, nsets, 0};
+    registry_foreach(tally_thread, &tally);
+    l.rows[nsets].threads = tally.unlabelled;
+    for (size_t i = 0; i < nsets; i++)
+        read_counters(&l.rows[i], labelset_counters(l.rows[i].set));
+    read_counters(&l.rows[nsets], &unlabelled);
+    read_counters(&l.rows[nsets + 1], &retired);
+    qsort(l.rows, nsets, sizeof *l.rows, by_labels);
+    /* Unlabelled first, then sets with something to show, retired last
+     * (once there is something retired). */
+    size_t out = 0;
+    acct_row first = l.rows[nsets];
+    for (size_t i = 0; i < nsets; i++) {
+        if (row_is_empty(&l.rows[i]))
+            cpprof_labelset_release(l.rows[i].set);
+        else
+            l.rows[out++] = l.rows[i];
+    }
+    memmove(&l.rows[1], &l.rows[0], out * sizeof *l.rows);
+    l.rows[0] = first;
+    l.rows[out + 1] = l.rows[nsets + 1];
+    *rows = l.rows;
+    *n = out + 1 + !row_is_empty(&l.rows[out + 1]);
+    return 0;
+}
+
+void accounting_rows_free(acct_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].kind == ACCT_ROW_SET)
+            cpprof_labelset_release(rows[i].set);
+    free(rows);
+}
