@@ -207,8 +207,9 @@ static void arm_tick(struct acct_thread *t)
     timer_t timer;
     if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0)
         return;
-    long period = 1000000000L / tick_hz;
-    struct itimerspec its = {{0, period}, {0, period}};
+    long period = 1000000000L / tick_hz; /* 1 Hz: a whole second */
+    struct timespec every = {period / 1000000000L, period % 1000000000L};
+    struct itimerspec its = {every, every};
     if (timer_settime(timer, 0, &its, NULL) != 0) {
         timer_delete(timer);
         return;
