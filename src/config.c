@@ -22,102 +22,103 @@
 #include <string.h>
 
 typedef int (*str_check_fn)(const char *value);
+typedef int (*int_check_fn)(long value);
 
 struct setting {
     const char *name;
-    const char *doc;     /* what it means, for messages */
-    long min, max, def;  /* integer settings */
-    const char *sdef;    /* string settings: non-NULL default */
-    str_check_fn check;  /* string settings: returns 0 when valid */
+    const char *doc;      /* what it means, for messages */
+    const char *expect;   /* the form a value must have, for messages */
+    long min, max, def;   /* integer settings */
+    int_check_fn icheck;  /* integer settings: extra rule, 1 when valid */
+    const char *sdef;     /* string settings: non-NULL default */
+    str_check_fn check;   /* string settings: returns 0 when valid */
     atomic_long ival;
     char *sval;
 };
+
+/* Table rows.  An integer's expected form defaults to its range. */
+#define INT(id, nm, what, lo, hi, dflt) \
+    [id] = {.name = nm, .doc = what, .min = lo, .max = hi, .def = dflt}
+#define SIGNAL(id, nm, what, dflt, rule, form) \
+    [id] = {.name = nm, .doc = what, .min = 1, .max = 64, .def = dflt, \
+            .icheck = rule, .expect = form}
+#define STR(id, nm, what, dflt, rule, form) \
+    [id] = {.name = nm, .doc = what, .sdef = dflt, .check = rule, \
+            .expect = form}
 
 static int check_host_port(const char *v);
 static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
+static int cpu_signal_usable(long sig);
+static int realtime_signal(long sig);
 
 static struct setting settings[CFG__COUNT] = {
-    [CFG_LABEL_CAP] = {"label_cap", "distinct label sets before folding",
-                       1, 100000000, 10000, NULL, NULL, 0, NULL},
-    [CFG_CPU_HZ] = {"cpu_hz", "CPU samples per second", 1, 1000, 100, NULL,
-                    NULL, 0, NULL},
-    [CFG_CPU_SIGNAL] = {"cpu_signal", "signal number of the CPU sampler", 1,
-                        64, SIGPROF, NULL, NULL, 0, NULL},
-    [CFG_PROFILE_MAX_SECONDS] = {"profile_max_seconds",
-                                 "largest seconds= of a CPU profile", 1,
-                                 86400, 3600, NULL, NULL, 0, NULL},
-    [CFG_HTTP_ADDR] = {"http_addr", "HOST:PORT of the HTTP server", 0, 0, 0,
-                       "127.0.0.1:6060", check_host_port, 0, NULL},
-    [CFG_CENSUS_TIMEOUT_MS] = {"census_timeout_ms",
-                               "longest wait in ms for threads' stacks in a "
-                               "thread census", 1, 10000, 100, NULL, NULL, 0,
-                               NULL},
+    INT(CFG_LABEL_CAP, "label_cap", "distinct label sets before folding", 1,
+        100000000, 10000),
+    INT(CFG_CPU_HZ, "cpu_hz", "CPU samples per second", 1, 1000, 100),
+    SIGNAL(CFG_CPU_SIGNAL, "cpu_signal", "signal number of the CPU sampler",
+           SIGPROF, cpu_signal_usable, "a signal number other than 9 and 19"),
+    INT(CFG_PROFILE_MAX_SECONDS, "profile_max_seconds",
+        "largest seconds= of a CPU profile", 1, 86400, 3600),
+    STR(CFG_HTTP_ADDR, "http_addr", "HOST:PORT of the HTTP server",
+        "127.0.0.1:6060", check_host_port, "HOST:PORT"),
+    INT(CFG_CENSUS_TIMEOUT_MS, "census_timeout_ms",
+        "longest wait in ms for threads' stacks in a thread census", 1, 10000,
+        100),
     /* 39 is SIGRTMIN + 5 under glibc (which keeps 32 and 33 for itself). */
-    [CFG_CENSUS_SIGNAL] = {"census_signal",
-                           "real-time signal number of the thread census", 1,
-                           64, 39, NULL, NULL, 0, NULL},
-    [CFG_CRASH_HANDLER] = {"crash_handler",
-                           "1 to install the crash handler at load", 0, 1, 0,
-                           NULL, NULL, 0, NULL},
-    [CFG_TRACEBACKLABELS] = {"tracebacklabels",
-                             "0 to leave labels out of crash tracebacks", 0,
-                             1, 1, NULL, NULL, 0, NULL},
-    [CFG_OTEL_CONTEXT] = {"otel_context",
-                          "1 to publish the OpenTelemetry thread and process "
-                          "context at load", 0, 1, 0, NULL, NULL, 0, NULL},
+    SIGNAL(CFG_CENSUS_SIGNAL, "census_signal",
+           "real-time signal number of the thread census", 39,
+           realtime_signal, "a real-time signal number (SIGRTMIN..SIGRTMAX)"),
+    INT(CFG_CRASH_HANDLER, "crash_handler",
+        "1 to install the crash handler at load", 0, 1, 0),
+    INT(CFG_TRACEBACKLABELS, "tracebacklabels",
+        "0 to leave labels out of crash tracebacks", 0, 1, 1),
+    INT(CFG_OTEL_CONTEXT, "otel_context",
+        "1 to publish the OpenTelemetry thread and process context at load",
+        0, 1, 0),
     /* "" stands for OpenTelemetry's default, unknown_service:EXECUTABLE. */
-    [CFG_SERVICE_NAME] = {"service_name",
-                          "service.name of the OpenTelemetry process context",
-                          0, 0, 0, "", check_nonempty, 0, NULL},
+    STR(CFG_SERVICE_NAME, "service_name",
+        "service.name of the OpenTelemetry process context", "",
+        check_nonempty, "a non-empty name"),
     /* Go's runtime.MemProfileRate, SetBlockProfileRate (in ns) and
      * SetMutexProfileFraction: same meanings, same defaults. */
-    [CFG_MEM_PROFILE_RATE] = {"mem_profile_rate",
-                              "mean bytes allocated between heap samples",
-                              0, 1L << 40, 524288, NULL, NULL, 0, NULL},
-    [CFG_BLOCK_PROFILE_RATE] = {"block_profile_rate",
-                                "nanoseconds blocked per block sample", 0,
-                                1L << 40, 0, NULL, NULL, 0, NULL},
-    [CFG_MUTEX_PROFILE_FRACTION] = {"mutex_profile_fraction",
-                                    "1 in N mutex contentions sampled", 0,
-                                    1000000000, 0, NULL, NULL, 0, NULL},
+    INT(CFG_MEM_PROFILE_RATE, "mem_profile_rate",
+        "mean bytes allocated between heap samples", 0, 1L << 40, 524288),
+    INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
+        "nanoseconds blocked per block sample", 0, 1L << 40, 0),
+    INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",
+        "1 in N mutex contentions sampled", 0, 1000000000, 0),
     /* The HTTP server's exposure and limits (http.c): loopback only unless
      * asked, a token whenever it is not, and bounds on what one client can
      * hold (connections, idle seconds, body bytes). */
-    [CFG_HTTP] = {"http", "HOST:PORT to serve from program start", 0, 0, 0,
-                  "", check_optional_host_port, 0, NULL},
-    [CFG_HTTP_ALLOW_REMOTE] = {"http_allow_remote",
-                               "1 to let the HTTP server bind a non-loopback "
-                               "address", 0, 1, 0, NULL, NULL, 0, NULL},
-    [CFG_HTTP_REQUIRE_TOKEN] = {"http_require_token",
-                                "0 to serve a non-loopback address without "
-                                "a token", 0, 1, 1, NULL, NULL, 0, NULL},
-    [CFG_HTTP_TOKEN] = {"http_token", "bearer token of the HTTP server", 0,
-                        0, 0, "", check_token, 0, NULL},
-    [CFG_HTTP_MAX_CONNECTIONS] = {"http_max_connections",
-                                  "concurrent HTTP connections", 1, 10000,
-                                  32, NULL, NULL, 0, NULL},
-    [CFG_HTTP_CONNECTION_TIMEOUT] = {"http_connection_timeout",
-                                     "seconds an HTTP connection may idle",
-                                     1, 86400, 30, NULL, NULL, 0, NULL},
-    [CFG_HTTP_MAX_BODY] = {"http_max_body", "largest HTTP request body",
-                           1024, 16777216, 65536, NULL, NULL, 0, NULL},
-    [CFG_HTTP_CMDLINE] = {"http_cmdline",
-                          "0 to refuse /debug/pprof/cmdline", 0, 1, 1, NULL,
-                          NULL, 0, NULL},
+    STR(CFG_HTTP, "http", "HOST:PORT to serve from program start", "",
+        check_optional_host_port, "HOST:PORT or empty"),
+    INT(CFG_HTTP_ALLOW_REMOTE, "http_allow_remote",
+        "1 to let the HTTP server bind a non-loopback address", 0, 1, 0),
+    INT(CFG_HTTP_REQUIRE_TOKEN, "http_require_token",
+        "0 to serve a non-loopback address without a token", 0, 1, 1),
+    STR(CFG_HTTP_TOKEN, "http_token", "bearer token of the HTTP server", "",
+        check_token, "visible ASCII characters"),
+    INT(CFG_HTTP_MAX_CONNECTIONS, "http_max_connections",
+        "concurrent HTTP connections", 1, 10000, 32),
+    INT(CFG_HTTP_CONNECTION_TIMEOUT, "http_connection_timeout",
+        "seconds an HTTP connection may idle", 1, 86400, 30),
+    INT(CFG_HTTP_MAX_BODY, "http_max_body", "largest HTTP request body", 1024,
+        16777216, 65536),
+    INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
+        0, 1, 1),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */
-    [CFG_ACCOUNTING] = {"accounting",
-                        "1 to count CPU, allocations and lock waits per "
-                        "label set from load", 0, 1, 0, NULL, NULL, 0, NULL},
-    [CFG_ACCOUNTING_HZ] = {"accounting_hz",
-                           "accounting ticks per thread CPU-second", 1, 1000,
-                           19, NULL, NULL, 0, NULL},
-    [CFG_ACCOUNTING_SIGNAL] = {"accounting_signal",
-                               "real-time signal number of the accounting "
-                               "tick", 1, 64, 40, NULL, NULL, 0, NULL},
+    INT(CFG_ACCOUNTING, "accounting",
+        "1 to count CPU, allocations and lock waits per label set from load",
+        0, 1, 0),
+    INT(CFG_ACCOUNTING_HZ, "accounting_hz",
+        "accounting ticks per thread CPU-second", 1, 1000, 19),
+    SIGNAL(CFG_ACCOUNTING_SIGNAL, "accounting_signal",
+           "real-time signal number of the accounting tick", 40,
+           realtime_signal, "a real-time signal number (SIGRTMIN..SIGRTMAX)"),
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -172,9 +173,9 @@ static int cpu_signal_usable(long sig)
     return sig != SIGKILL && sig != SIGSTOP && sig <= SIGRTMAX;
 }
 
-/* The census needs a queued signal of its own: a real-time one that glibc
- * has not kept for itself. */
-static int census_signal_usable(long sig)
+/* The census and the accounting tick need queued signals of their own:
+ * real-time ones that glibc has not kept for itself. */
+static int realtime_signal(long sig)
 {
     return sig >= SIGRTMIN && sig <= SIGRTMAX;
 }
@@ -196,11 +197,7 @@ static int apply(struct setting *s, const char *value)
     long n;
     if (parse_long(value, s->min, s->max, &n) != 0)
         return CPPROF_EVALUE;
-    if (s == &settings[CFG_CPU_SIGNAL] && !cpu_signal_usable(n))
-        return CPPROF_EVALUE;
-    if (s == &settings[CFG_CENSUS_SIGNAL] && !census_signal_usable(n))
-        return CPPROF_EVALUE;
-    if (s == &settings[CFG_ACCOUNTING_SIGNAL] && !census_signal_usable(n))
+    if (s->icheck && !s->icheck(n))
         return CPPROF_EVALUE;
     atomic_store(&s->ival, n);
     return 0;
@@ -245,11 +242,9 @@ static void env_var_name(const char *name, char *buf, size_t len)
 static void describe_limits(const struct setting *s, char *buf, size_t len)
 {
     if (s->sdef)
-        snprintf(buf, len, "%s, keeping \"%s\"",
-                 s->check == check_token ? "visible ASCII characters"
-                 : s->check == check_optional_host_port ? "HOST:PORT or empty"
-                                                        : "HOST:PORT",
-                 s->sdef);
+        snprintf(buf, len, "%s, keeping \"%s\"", s->expect, s->sdef);
+    else if (s->expect)
+        snprintf(buf, len, "%s, keeping %ld", s->expect, s->def);
     else
         snprintf(buf, len, "an integer in %ld..%ld, keeping %ld", s->min,
                  s->max, s->def);
@@ -268,7 +263,7 @@ __attribute__((constructor(101))) static void config_load(void)
         env_var_name(s->name, var, sizeof var);
         const char *v = getenv(var);
         if (v && apply(s, v) != 0) {
-            char limits[96];
+            char limits[128];
             describe_limits(s, limits, sizeof limits);
             fprintf(stderr, "cpprof: %s=\"%s\" is not valid for %s: expected "
                     "%s\n", var, v, s->doc, limits);
