@@ -54,7 +54,7 @@ awk -v cpu0="$cpu0" -v cpu1="$cpu1" -v truth="$tmp/demo.out" '
         flush()
         while ((getline line < truth) > 0) {
             split(line, f, " ")
-            if (f[1] == "tenant") true_share[f[2]] = f[6]
+            if (f[1] == "tenant" && f[5] == "share") true_share[f[2]] = f[6]
         }
         # The truth covers job CPU only, so shares are of labelled samples.
         labelled = total - count["(none)"]
