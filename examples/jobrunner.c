@@ -106,9 +106,11 @@ __attribute__((noinline)) static uint32_t export_rows(int units)
     return h;
 }
 
-static volatile uint32_t sink;
-/* Where the scratch buffer escapes to, so no compiler drops the malloc. */
-static void *volatile scratch_escape;
+/* Where results and the scratch buffer escape to, so no compiler drops the
+ * work or the malloc.  Atomic, not volatile: every worker stores to them,
+ * and concurrent volatile stores are a data race (ThreadSanitizer). */
+static _Atomic uint32_t sink;
+static void *_Atomic scratch_escape;
 
 static size_t job_alloc_bytes(int tenant)
 {
@@ -123,9 +125,9 @@ static void run_job(void *arg, const cpprof_labelset *labels)
     uint8_t *scratch = malloc(job_alloc_bytes(j->tenant));
     if (!scratch)
         abort();
-    scratch_escape = scratch;
+    atomic_store_explicit(&scratch_escape, scratch, memory_order_relaxed);
     scratch[0] = (uint8_t)(j->kind == 0 ? reindex(units) : export_rows(units));
-    sink = scratch[0];
+    atomic_store_explicit(&sink, scratch[0], memory_order_relaxed);
     free(scratch);
     cpprof_counter_add("jobs", 1);
 }

@@ -319,8 +319,11 @@ static int attach_labels(census *c)
     struct label_index ix = {0};
     registry_foreach(collect_labels, &ix);
     int rc = ix.failed ? -ENOMEM : 0;
-    qsort(ix.v, ix.n, sizeof *ix.v, by_tid);
-    for (size_t i = 0; rc == 0 && i < c->n; i++) {
+    /* ix.v is NULL when no thread has labels, and qsort and bsearch must
+     * not be given NULL even for zero elements (UBSan stops there). */
+    if (ix.n > 0)
+        qsort(ix.v, ix.n, sizeof *ix.v, by_tid);
+    for (size_t i = 0; rc == 0 && ix.n > 0 && i < c->n; i++) {
         struct tid_labels *hit = bsearch(&c->threads[i].tid, ix.v, ix.n,
                                          sizeof *ix.v, by_tid);
         if (hit) {

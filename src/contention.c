@@ -59,6 +59,7 @@
 #define GLIBC_ALIAS(ours, theirs) \
     __asm__(".symver " #ours "," #theirs "@" GLIBC_BASE)
 
+#ifndef CPPROF_SANITIZER_INTERCEPTS
 GLIBC_ALIAS(glibc_mutex_lock, __pthread_mutex_lock);
 GLIBC_ALIAS(glibc_mutex_trylock, __pthread_mutex_trylock);
 GLIBC_ALIAS(glibc_mutex_unlock, __pthread_mutex_unlock);
@@ -73,6 +74,30 @@ extern int glibc_rwlock_rdlock(pthread_rwlock_t *);
 extern int glibc_rwlock_tryrdlock(pthread_rwlock_t *);
 extern int glibc_rwlock_wrlock(pthread_rwlock_t *);
 extern int glibc_rwlock_trywrlock(pthread_rwlock_t *);
+#else
+/* ASan and TSan (--enable-asan-ubsan, --enable-tsan) intercept the
+ * __pthread_* names too, with interceptors whose real function they never
+ * find (glibc 2.34 keeps those names only as compat symbols): bound to
+ * them, the first lock jumps to address 0.  A sanitized build reaches the
+ * next definition of the public names instead, the sanitizer's interceptor
+ * or glibc, so the sanitizer also sees every lock. */
+static void *next_symbol(void **cache, const char *name);
+#define NEXT_LOCK_FN(ours, name, type)                                  \
+    static int ours(type *l)                                            \
+    {                                                                   \
+        static void *f;                                                 \
+        return ((int (*)(type *))next_symbol(&f, name))(l);             \
+    }
+NEXT_LOCK_FN(glibc_mutex_lock, "pthread_mutex_lock", pthread_mutex_t)
+NEXT_LOCK_FN(glibc_mutex_trylock, "pthread_mutex_trylock", pthread_mutex_t)
+NEXT_LOCK_FN(glibc_mutex_unlock, "pthread_mutex_unlock", pthread_mutex_t)
+NEXT_LOCK_FN(glibc_rwlock_rdlock, "pthread_rwlock_rdlock", pthread_rwlock_t)
+NEXT_LOCK_FN(glibc_rwlock_tryrdlock, "pthread_rwlock_tryrdlock",
+             pthread_rwlock_t)
+NEXT_LOCK_FN(glibc_rwlock_wrlock, "pthread_rwlock_wrlock", pthread_rwlock_t)
+NEXT_LOCK_FN(glibc_rwlock_trywrlock, "pthread_rwlock_trywrlock",
+             pthread_rwlock_t)
+#endif
 
 typedef int (*cond_wait_fn)(pthread_cond_t *, pthread_mutex_t *);
 typedef int (*cond_timedwait_fn)(pthread_cond_t *, pthread_mutex_t *,

@@ -55,6 +55,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Under ASan or TSan (--enable-asan-ubsan, --enable-tsan) the sanitizer's
+ * allocator owns the heap: blocks it hands out (its strdup, its internals)
+ * reach our free(), and a block from glibc would escape its checks.  Pass
+ * through to its interceptors instead, which every sanitizer runtime
+ * exports under these names. */
+#ifdef CPPROF_SANITIZER_INTERCEPTS
+#define __libc_malloc __interceptor_malloc
+#define __libc_calloc __interceptor_calloc
+#define __libc_realloc __interceptor_realloc
+#define __libc_free __interceptor_free
+#define __libc_memalign __interceptor_memalign
+#define __libc_valloc __interceptor_valloc
+#define __libc_pvalloc __interceptor_pvalloc
+/* The sanitizer's own start-up allocates and frees through us before its
+ * shadow memory exists, when our checked accesses would fault: nothing is
+ * sampled or looked up until our constructor has run. */
+static bool sanitizer_ready;
+#endif
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -64,7 +82,16 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
+#ifndef CPPROF_SANITIZER_INTERCEPTS
 #define EXPORT __attribute__((visibility("default")))
+#else
+/* The entry points run before the sanitizer has started (see
+ * sanitizer_ready): not instrumented, or TSan's function-entry hook faults
+ * there. */
+#define EXPORT                                                         \
+    __attribute__((visibility("default"), no_sanitize_address,         \
+                   no_sanitize_thread))
+#endif
 
 /* Bytes this thread may still allocate before the next sample. */
 static __thread long countdown TLS_IE;
@@ -110,8 +137,13 @@ static inline size_t addr_slot(const void *p)
                     (64 - FILTER_BITS));
 }
 
-static inline bool maybe_sampled(const void *p)
+static inline __attribute__((always_inline)) bool
+maybe_sampled(const void *p)
 {
+#ifdef CPPROF_SANITIZER_INTERCEPTS
+    if (!sanitizer_ready)
+        return false;
+#endif
     return atomic_load_explicit(&filter[addr_slot(p)],
                                 memory_order_relaxed) != 0;
 }
@@ -267,6 +299,10 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
  * per-set byte count (a thread-local add while it is on) and sampling. */
 static inline __attribute__((always_inline)) void *track(void *p, size_t n)
 {
+#ifdef CPPROF_SANITIZER_INTERCEPTS
+    if (!sanitizer_ready)
+        return p;
+#endif
     accounting_alloc(p, n);
     if (__builtin_expect((countdown -= (long)n) < 0, 0))
         sample_alloc(p, n);
@@ -468,4 +504,10 @@ __attribute__((constructor)) static void heap_init(void)
 {
     pthread_atfork(atfork_prepare, atfork_release, atfork_release);
     malloc_usable_size(NULL); /* resolves glibc's now, not on first use */
+#if defined(CPPROF_SANITIZER_INTERCEPTS) && !defined(__SANITIZE_THREAD__)
+    /* Under TSan never: each new thread allocates before TSan has set it
+     * up, when any instrumented code the sampling reaches faults, so a
+     * TSan build has no heap profile and no allocation accounting. */
+    sanitizer_ready = true;
+#endif
 }

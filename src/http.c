@@ -588,8 +588,11 @@ static int start_locked(const char *addr)
         return fd;
     }
     server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
+    /* MHD_USE_POLL: libmicrohttpd's default, select(), drops every
+     * connection whose fd is 1024 or more, and the host process may well
+     * hold that many (test/http_badinput's 1,000 connections found it). */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* The timeout counts idle time (a client trickling its request or not
      * reading the answer), never a handler's own wait for a profile. */

@@ -486,7 +486,10 @@ size_t labelset_interned_count(void)
  * registry lock). */
 void labels_atfork_prepare(void) { pthread_mutex_lock(&intern_lock); }
 void labels_atfork_parent(void) { pthread_mutex_unlock(&intern_lock); }
+/* The forking thread holds the lock in the child too: it unlocks it, as
+ * re-initialising a locked mutex is undefined (and ThreadSanitizer then
+ * believes it held forever). */
 void labels_atfork_child(void)
 {
-    pthread_mutex_init(&intern_lock, NULL);
+    pthread_mutex_unlock(&intern_lock);
 }

@@ -603,7 +603,9 @@ static void atfork_parent(void) { pthread_mutex_unlock(&ctx_lock); }
  * own (another pid), so it publishes its own context. */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&ctx_lock, NULL);
+    /* Held by the forking thread since atfork_prepare: unlocked, not
+     * re-initialised (undefined for a locked mutex). */
+    pthread_mutex_unlock(&ctx_lock);
     ctx_map = NULL;
     if (atomic_load(&otel_enabled))
         publish_context();

@@ -107,7 +107,6 @@ static void atfork_parent(void)
 /* In the child only the forking thread exists: forget the others. */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&registry_mu, NULL);
     struct thread_entry *e = registry_head, *next;
     for (; e; e = next) {
         next = e->next;
@@ -120,6 +119,9 @@ static void atfork_child(void)
         self->prev = self->next = NULL;
         self->tid = gettid();
     }
+    /* The forking thread holds the lock: unlocked, not re-initialised
+     * (undefined for a locked mutex; ThreadSanitizer reports it). */
+    registry_unlock();
     labels_atfork_child();
 }
 
