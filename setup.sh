@@ -4,7 +4,11 @@
 #
 #   ./setup.sh demo    install what is missing, build, run the job runner
 #                      serving /debug/pprof/ and show a labelled profile
-#   ./setup.sh test    install what is missing, build, run every test
+#   ./setup.sh test    install what is missing, build, run every test; then
+#                      (issue 8) `make check` again under ASan+UBSan
+#                      (./build-asan) and under TSan (./build-tsan), and
+#                      each libFuzzer target for FUZZ_SECONDS (default 45)
+#                      (./build-fuzz, clang); SANITIZERS=0 skips those
 #
 # Missing Debian packages are installed with apt-get when run as root;
 # otherwise the script prints the exact sudo line and stops.  The build goes
@@ -16,7 +20,8 @@ top=$PWD
 packages=(autoconf automake libtool pkg-config make gcc g++ curl
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libjansson-dev check libunwind-dev libdw-dev
-  golang-go golang-github-google-pprof-dev chromium jq)
+  golang-go golang-github-google-pprof-dev chromium jq
+  clang libclang-rt-14-dev libgoogle-perftools-dev)
 
 install_missing() {
   local missing=()
@@ -35,42 +40,114 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# build DIR [CONFIGURE ARGS...]: configures (once) and builds in DIR.
 build() {
+  local dir=${1:-build}
+  shift || true
   [ -x configure ] && [ configure -nt configure.ac ] && [ configure -nt Makefile.am ] \
     || autoreconf -fi >/dev/null
-  mkdir -p build
-  cd build
-  [ -f Makefile ] || ../configure -q
+  mkdir -p "$dir"
+  cd "$dir"
+  [ -f Makefile ] || ../configure -q "$@"
   make -j"$(nproc)" >/dev/null
   cd "$top"
 }
 
 # Prints every Check summary and ends with one line in Check's format that
-# counts all tests: each Check test case, and each other test as one check.
+# counts all tests of every build run: each Check test case, and each other
+# test (a shell test, a fuzzer) as one check.  A Check program whose own
+# summary is clean but that failed anyway (a sanitizer's report at exit)
+# counts one error more.
 summarize_tests() {
-  local checks=0 fails=0 errors=0
-  for f in build/test/*.log; do
-    local line
-    line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$f" | tail -n 1 || true)
-    if [ -n "$line" ]; then
-      echo "$(basename "$f" .log): $line"
-      checks=$((checks + $(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")))
-      fails=$((fails + $(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")))
-      errors=$((errors + $(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")))
-    elif [ -f "${f%.log}.trs" ]; then
-      checks=$((checks + 1))
-      grep -q ':test-result: PASS\|:test-result: SKIP' "${f%.log}.trs" \
-        || fails=$((fails + 1))
-    fi
+  local checks=0 fails=0 errors=0 dir f
+  for dir in build build-asan build-tsan build-fuzz; do
+    for f in "$dir"/test/*.log; do
+      [ -f "$f" ] || continue
+      local line trs=${f%.log}.trs passed_trs=1
+      [ -f "$trs" ] || continue
+      grep -q ':test-result: PASS\|:test-result: SKIP' "$trs" || passed_trs=0
+      line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$f" | tail -n 1 || true)
+      if [ -n "$line" ]; then
+        echo "$dir/$(basename "$f" .log): $line"
+        local c fl e
+        c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+        fl=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+        e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+        [ "$passed_trs" = 1 ] || [ $((fl + e)) -gt 0 ] || e=$((e + 1))
+        checks=$((checks + c)) fails=$((fails + fl)) errors=$((errors + e))
+      else
+        checks=$((checks + 1))
+        [ "$passed_trs" = 1 ] || fails=$((fails + 1))
+      fi
+    done
   done
   local passed=$((checks - fails - errors))
+  [ $passed -ge 0 ] || passed=0
   echo "$(( checks ? passed * 100 / checks : 0 ))%: Checks: $checks, Failures: $fails, Errors: $errors"
+}
+
+# check_in DIR [MAKE ARGS...]: make check in DIR; shows the failures' logs.
+check_in() {
+  local dir=$1 rc=0
+  shift
+  (cd "$dir" && make -j"$(nproc)" check "$@") >"$dir/check.out" 2>&1 || rc=$?
+  grep -E '^(PASS|FAIL|XPASS|ERROR|SKIP):' "$dir/check.out" | sed "s|^|$dir: |"
+  [ $rc -eq 0 ] || cat "$dir/test-suite.log" >&2 || true
+  return $rc
+}
+
+# Tests left out under TSan, each for a reason TSan itself causes:
+#  - check_heap, check_accounting, http_metrics.sh: the allocation profiler
+#    and allocation accounting are off in a TSan build (src/heap.c);
+#  - check_census, check_http: they count the process's threads, and TSan
+#    runs one of its own;
+#  - http_pprof.sh, http_surface.sh: they hold a TSan-instrumented demo's
+#    CPU shares and frames to bands measured on the real code.
+tsan_skipped="test/check_heap test/check_accounting test/http_metrics.sh
+  test/check_census test/check_http test/http_pprof.sh test/http_surface.sh"
+
+# run_fuzzers SECONDS: each libFuzzer target from its seed corpus, written
+# up as a test (test/fuzz_NAME.log and .trs) for summarize_tests.  A crash,
+# a sanitizer report or a failed check in the target fails it.
+run_fuzzers() {
+  local seconds=$1 rc=0 name
+  mkdir -p build-fuzz/test
+  for name in http labels; do
+    local corpus=build-fuzz/test/corpus_$name log=build-fuzz/test/fuzz_$name.log
+    local result=PASS extra=()
+    mkdir -p "$corpus"
+    # fuzz_http's connection threads outlive each input: libFuzzer's
+    # per-input leak check would count their stacks (ASan still checks
+    # every access; the leak checks are make check's).
+    [ $name = http ] && extra=(-detect_leaks=0 "-dict=$top/test/fuzz/http.dict")
+    (cd build-fuzz/test && ASAN_OPTIONS=halt_on_error=1:detect_leaks=0 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      ../test/fuzz/fuzz_$name -max_total_time="$seconds" -timeout=30 \
+        -artifact_prefix=./fuzz_$name- "${extra[@]}" \
+        "corpus_$name" "$top/test/fuzz/corpus/$name") >"$log" 2>&1 || result=FAIL
+    echo ":test-result: $result" >"${log%.log}.trs"
+    echo "build-fuzz: $result: fuzz_$name ($(grep -o 'Done [0-9]* runs' "$log" || echo 'no run'))"
+    [ $result = PASS ] || { tail -n 40 "$log" >&2; rc=1; }
+  done
+  return $rc
 }
 
 run_tests() {
   local rc=0
-  (cd build && make -j"$(nproc)" check) || rc=$?
-  [ $rc -eq 0 ] || cat build/test-suite.log >&2 || true
+  check_in build || rc=$?
+  if [ "${SANITIZERS:-1}" != 0 ]; then
+    build build-asan --enable-asan-ubsan
+    check_in build-asan || rc=$?
+    build build-tsan --enable-tsan
+    local all tsan_tests=() t
+    all=$(make -s -C build-tsan -f Makefile -f - print-tests <<<'print-tests: ; @echo $(TESTS)')
+    for t in $all; do
+      grep -qw -- "$t" <<<"$tsan_skipped" || tsan_tests+=("$t")
+    done
+    check_in build-tsan TESTS="${tsan_tests[*]}" || rc=$?
+    CC=clang CXX=clang++ build build-fuzz --enable-fuzzing --enable-asan-ubsan
+    run_fuzzers "${FUZZ_SECONDS:-45}" || rc=$?
+  fi
   summarize_tests
   return $rc
 }
@@ -96,7 +173,7 @@ run_demo() {
 }
 
 case "${1:-}" in
-  demo) install_missing; build; run_demo ;;
-  test) install_missing; build; run_tests ;;
+  demo) install_missing; build build; run_demo ;;
+  test) install_missing; build build; run_tests ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
