@@ -545,7 +545,8 @@ static bool parse_exposition(const char *text, struct exposition *x)
                       ? parse_meta(x, buf, fam, types, &nfam, helps, &nhelp,
                                    &current)
                       : parse_sample(x, buf, current,
-                                     !strcmp(types[nfam - 1], "counter"));
+                                     nfam > 0 &&
+                                         !strcmp(types[nfam - 1], "counter"));
         if (!ok)
             return false;
     }

@@ -75,8 +75,13 @@ for tenant in acme globex initech; do
     cpu=$(sum cpprof_cpu_seconds_total "$tenant") || fail "$tenant: no cpu"
     echo "$tenant: alloc_bytes $bytes (truth $truth_bytes)" \
         "jobs $jobs (truth $truth_jobs) cpu_seconds $cpu (truth $truth_cpu)"
-    awk -v a="$bytes" -v b="$truth_bytes" 'BEGIN { exit !(a == b) }' ||
-        fail "$tenant: alloc_bytes $bytes, truth $truth_bytes"
+    # Under ASan or TSan (issue 8) the sanitizer's malloc comes before
+    # libcpprof's in the demo, so no allocation is counted.
+    case ${CPPROF_SANITIZER:-none} in
+    asan | tsan) ;;
+    *) awk -v a="$bytes" -v b="$truth_bytes" 'BEGIN { exit !(a == b) }' ||
+        fail "$tenant: alloc_bytes $bytes, truth $truth_bytes" ;;
+    esac
     awk -v a="$jobs" -v b="$truth_jobs" 'BEGIN { exit !(a == b) }' ||
         fail "$tenant: jobs $jobs, truth $truth_jobs"
     awk -v a="$cpu" -v b="$truth_cpu" 'BEGIN {
