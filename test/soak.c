@@ -29,6 +29,8 @@
  *
  * Usage: soak [SECONDS]   (default 120; the SOAK_SECONDS variable too)
  *   SOAK_RSS_SLACK_KB: allowed RSS growth after warm-up (default 32768)
+ *   SOAK_STALL_SECONDS: the watchdog's limit (default 10; sanitized builds,
+ *   several times slower, raise it)
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -50,7 +52,6 @@
 
 #include "http.h"
 
-#define STALL_SECONDS 10
 #define CPU_PROFILE_SECONDS 2
 
 static atomic_bool stopping;
@@ -241,12 +242,15 @@ static void gocheck(const char *file, const char *what)
 /* Counts scrapes one by one: a whole round of them takes long in a
  * sanitized build, and the watchdog must see each. */
 static atomic_ulong *scrape_progress;
+/* The path being scraped, for the watchdog's message. */
+static const char *_Atomic scraping = "";
 
 /* GETs path, which must answer 200; a profile.proto must parse. */
 static void scrape(const char *path, const char *file, double max_time)
 {
     char ctype[256];
     int curl_status;
+    atomic_store(&scraping, path);
     int code = fetch(path, file, max_time, ctype, sizeof ctype, &curl_status);
     if (code != 200)
         die("GET %s: status %d (curl exit %d)", path, code, curl_status);
@@ -474,6 +478,8 @@ int main(int argc, char **argv)
     double seconds = argc > 1 ? atof(argv[1]) : env ? atof(env) : 120;
     env = getenv("SOAK_RSS_SLACK_KB");
     long slack_kb = env ? atol(env) : 32768;
+    env = getenv("SOAK_STALL_SECONDS");
+    double stall_seconds = env ? atof(env) : 10;
     if (seconds < 5)
         die("usage: soak [SECONDS >= 5]");
     for (uint64_t s = 0; s < NSEEDS; s++)
@@ -524,13 +530,14 @@ int main(int argc, char **argv)
             if (p != last[i])
                 last[i] = p, moved[i] = t;
             /* A CPU profile takes its seconds before it moves. */
-            double limit = STALL_SECONDS +
+            double limit = stall_seconds +
                            (activities[i].step == cpu_step
                                 ? CPU_PROFILE_SECONDS
                                 : 0);
             if (t - moved[i] > limit)
-                die("watchdog: %s made no progress for %.0f s",
-                    activities[i].name, t - moved[i]);
+                die("watchdog: %s made no progress for %.0f s (last "
+                    "scrape: %s)",
+                    activities[i].name, t - moved[i], atomic_load(&scraping));
         }
         if (rss0 < 0 && t >= rss_at)
             rss0 = rss_kb();
