@@ -4,8 +4,13 @@
  * A producer fills a queue with jobs for three tenants (acme, globex,
  * initech) of two kinds (reindex, export); worker threads run each job
  * inside cpprof_do() with the labels tenant and kind.  A job's CPU cost is
- * 1, 2 or 5 units by tenant, so the tenants' true CPU shares are 1:2:5
- * (12.5%, 25%, 62.5%).  Each worker measures the truth with its thread CPU
+ * 1, 2 or 5 units by tenant on average, so the tenants' true CPU shares
+ * are 1:2:5 (12.5%, 25%, 62.5%).  Each job's work varies at random between
+ * half and one and a half times its tenant's mean, as real jobs do: a
+ * perfectly periodic mix can alias with the kernel's tick, at which it
+ * checks thread CPU timers (CONFIG_HZ), and then every sample lands at the
+ * same phase of the mix -- a property of the synthetic workload, not of
+ * the work it stands for.  Each worker measures the truth with its thread CPU
  * clock around every job; at exit the program prints it, so tests and
  * benchmarks can compare a profile's attribution against it:
  *
@@ -51,6 +56,7 @@ static const unsigned unit_iterations = 40;
 
 struct job {
     int tenant, kind;
+    unsigned iterations; /* of decode_block() */
 };
 
 /* A bounded queue: the producer waits when it is full, workers when it is
@@ -62,7 +68,7 @@ static struct {
     size_t head, len;
     int closed;
 } queue = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-           PTHREAD_COND_INITIALIZER, {{0, 0}}, 0, 0, 0};
+           PTHREAD_COND_INITIALIZER, {{0, 0, 0}}, 0, 0, 0};
 
 static cpprof_labelset *job_labels[NTENANTS][NKINDS];
 static cpprof_labelset *wait_labels[NTENANTS];
@@ -90,18 +96,18 @@ __attribute__((noinline)) static uint32_t decode_block(uint32_t seed)
     return h;
 }
 
-__attribute__((noinline)) static uint32_t reindex(int units)
+__attribute__((noinline)) static uint32_t reindex(unsigned iterations)
 {
     uint32_t h = 1;
-    for (unsigned i = 0; i < units * unit_iterations; i++)
+    for (unsigned i = 0; i < iterations; i++)
         h = decode_block(h);
     return h;
 }
 
-__attribute__((noinline)) static uint32_t export_rows(int units)
+__attribute__((noinline)) static uint32_t export_rows(unsigned iterations)
 {
     uint32_t h = 2;
-    for (unsigned i = 0; i < units * unit_iterations; i++)
+    for (unsigned i = 0; i < iterations; i++)
         h = decode_block(h + i);
     return h;
 }
@@ -121,12 +127,12 @@ static void run_job(void *arg, const cpprof_labelset *labels)
 {
     (void)labels;
     const struct job *j = arg;
-    int units = tenant_cost[j->tenant];
     uint8_t *scratch = malloc(job_alloc_bytes(j->tenant));
     if (!scratch)
         abort();
     atomic_store_explicit(&scratch_escape, scratch, memory_order_relaxed);
-    scratch[0] = (uint8_t)(j->kind == 0 ? reindex(units) : export_rows(units));
+    scratch[0] = (uint8_t)(j->kind == 0 ? reindex(j->iterations)
+                                            : export_rows(j->iterations));
     atomic_store_explicit(&sink, scratch[0], memory_order_relaxed);
     free(scratch);
     cpprof_counter_add("jobs", 1);
@@ -165,6 +171,16 @@ static void queue_close(void)
     queue.closed = 1;
     pthread_cond_broadcast(&queue.nonempty);
     pthread_mutex_unlock(&queue.mu);
+}
+
+/* The n-th job: tenants in turn, and work uniform in [mean/2, 3*mean/2]. */
+static struct job next_job(unsigned n)
+{
+    static unsigned seed = 1;
+    int tenant = (int)(n % NTENANTS);
+    unsigned mean = (unsigned)tenant_cost[tenant] * unit_iterations;
+    unsigned iterations = mean / 2 + (unsigned)rand_r(&seed) % (mean + 1);
+    return (struct job){tenant, (int)(n / 3 % NKINDS), iterations};
 }
 
 static void *worker(void *arg)
@@ -328,7 +344,7 @@ int main(int argc, char **argv)
     int64_t end = start + seconds * 1000000000LL;
     for (unsigned n = 0; !stop_requested && clock_ns(CLOCK_MONOTONIC) < end;
          n++)
-        queue_push((struct job){(int)(n % NTENANTS), (int)(n / 3 % NKINDS)});
+        queue_push(next_job(n));
     queue_close();
     for (long i = 0; i < workers; i++)
         pthread_join(threads[i], NULL);
