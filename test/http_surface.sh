@@ -124,7 +124,7 @@ jq -e '.source == "cpu" and .seconds == 2 and .total > 20 and
        .cpu_nanoseconds == .total * 10000000 and
        (.labels.tenant | keys) == ["acme", "globex", "initech"] and
        .labels.tenant.initech.share > .labels.tenant.acme.share and
-       ([.labels.tenant[].share] | add) <= 1.000001 and
+       ([.labels.tenant[].share] | add) <= 1.00001 and
        all(.labels.tenant[]; .cpu_nanoseconds == .count * 10000000)' \
     "$tmp/cpu.body" >/dev/null || fail "labels?seconds=2: $(cat "$tmp/cpu.body")"
 for bad in 0 -1 abc 99999 ''; do
