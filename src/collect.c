@@ -18,6 +18,8 @@
 #include "collect.h"
 #include "stacktab.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -42,6 +44,26 @@ static void learn_stack_bounds(void)
         stack_hi = (uintptr_t)addr + size;
     }
     pthread_attr_destroy(&attr);
+}
+
+/* glibc's pthread_getattr_np allocates (its CPU set) while holding the
+ * thread's own lock.  Were that allocation sampled as the thread's first,
+ * the walk below would call pthread_getattr_np again to learn the bounds
+ * and wait for that lock forever.  Programs call it on their own threads
+ * (Rust's std, JVMs, ASan at every thread start: the soak test hung
+ * there), so it is interposed to mark the call busy: nothing inside it is
+ * sampled. */
+__attribute__((visibility("default"))) int
+pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
+{
+    static int (*real)(pthread_t, pthread_attr_t *);
+    collect_busy++; /* before dlsym, which may allocate */
+    if (!real)
+        real = (int (*)(pthread_t, pthread_attr_t *))dlsym(
+            RTLD_NEXT, "pthread_getattr_np");
+    int rc = real ? real(thread, attr) : ENOSYS;
+    collect_busy--;
+    return rc;
 }
 
 /* no_sanitize_address: a frame pointer from code built without one can

@@ -208,8 +208,12 @@ static bool context_regs(const void *ucontext, struct regs *out)
 
 /* SIGNAL-SAFE: appends return addresses from the frame records chained at
  * `fp`, reading only inside [sp, stack->hi).  On both x86-64 and AArch64 a
- * record is {saved frame pointer, return address}. */
-static size_t walk_frames(const struct maps_table *t, uintptr_t sp,
+ * record is {saved frame pointer, return address}.  no_sanitize_address:
+ * a frame pointer from code built without one may point at an ASan redzone
+ * inside those bounds; the read is safe, ASan must not stop it (the soak
+ * test under --enable-asan-ubsan). */
+__attribute__((no_sanitize_address)) static size_t
+walk_frames(const struct maps_table *t, uintptr_t sp,
                           uintptr_t fp, uintptr_t *pcs, size_t n, size_t max,
                           unsigned *flags)
 {
