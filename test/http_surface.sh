@@ -131,14 +131,16 @@ for bad in 0 -1 abc 99999 ''; do
     code=$(fetch badsec "$base/labels?seconds=$bad")
     expect_error badsec 400 "$code" '^invalid value for "seconds"'
 done
-# One CPU profile at a time, shared with /profile.
-curl -s -o /dev/null "$base/profile?seconds=3" &
+# One CPU profile at a time, shared with /profile.  Once that profile holds
+# the profiler (its collector thread, cpprof-sampler, exists: at most 10 s),
+# a CPU window of the labels summary must be refused.
+curl -s -o /dev/null "$base/profile?seconds=5" &
 busy_pid=$!
-for tick in $(seq 50); do
-    code=$(fetch busy "$base/labels?seconds=1")
-    [ "$code" = 500 ] && break
+for tick in $(seq 100); do
+    grep -qx cpprof-sampler /proc/"$demo_pid"/task/*/comm 2>/dev/null && break
     sleep 0.1
 done
+code=$(fetch busy "$base/labels?seconds=1")
 expect_error busy 500 "$code" '^Could not enable CPU profiling: cpu profiling already in use$'
 wait "$busy_pid"
 

@@ -56,7 +56,7 @@ field() {
 read_labels() {
     target=$1 reads=$2 min=$3
     shift 3
-    "$READER" "$target" --reads "$reads" --timeout 90 "$@" >"$tmp/reader.out" 2>&1
+    "$READER" "$target" --reads "$reads" --timeout 240 "$@" >"$tmp/reader.out" 2>&1
     status=$?
     line=$(grep '^reads ' "$tmp/reader.out")
     echo "$line"
@@ -77,7 +77,7 @@ SERVICE=jobrunner-otel-test
 # two-core machine, where the reader takes a core), so the floor on records
 # is low; every one of them must still be right.
 CPPROF_OTEL_CONTEXT=1 CPPROF_SERVICE_NAME=$SERVICE \
-    "$DEMO" --workers 2 --for 120 >"$tmp/demo.out" 2>&1 &
+    "$DEMO" --workers 2 --for 300 >"$tmp/demo.out" 2>&1 &
 demo=$!
 # shellcheck disable=SC2086  # $allow is a list of arguments
 read_labels "$demo" 100000 1000 $allow
