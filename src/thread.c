@@ -107,12 +107,11 @@ static void atfork_parent(void)
 /* In the child only the forking thread exists: forget the others. */
 static void atfork_child(void)
 {
-    struct thread_entry *e = registry_head, *next;
-    for (; e; e = next) {
-        next = e->next;
-        if (e != self)
-            free(e);
-    }
+    /* The other threads' entries are dropped, not freed: after fork only
+     * async-signal-safe calls are safe in the child, and an allocator
+     * whose lock another thread held at fork (ASan's: the soak test hung
+     * here) never gives it back.  A child that lives on keeps a few dead
+     * entries. */
     registry_head = self;
     registry_len = self ? 1 : 0;
     if (self) {
