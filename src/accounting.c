@@ -523,14 +523,17 @@ int accounting_rows(acct_row **rows, size_t *n)
 {
     struct row_list l = {0};
     labelset_foreach_interned(collect_set, &l);
-    acct_row *lead = append_row(&l), *tail = append_row(&l);
+    /* The unlabelled and retired rows go last; set their kinds through
+     * the array, as the second append may have moved it. */
+    append_row(&l);
+    append_row(&l);
     if (l.failed) {
         accounting_rows_free(l.rows, l.n);
         return -ENOMEM;
     }
-    lead->kind = ACCT_ROW_UNLABELLED;
-    tail->kind = ACCT_ROW_RETIRED;
     size_t nsets = l.n - 2;
+    l.rows[nsets].kind = ACCT_ROW_UNLABELLED;
+    l.rows[nsets + 1].kind = ACCT_ROW_RETIRED;
     qsort(l.rows, nsets, sizeof *l.rows, by_set);
     struct thread_tally tally = {l.rows, nsets, 0};
     registry_foreach(tally_thread, &tally);
