@@ -52,7 +52,9 @@ static void learn_stack_bounds(void)
  * and wait for that lock forever.  Programs call it on their own threads
  * (Rust's std, JVMs, ASan at every thread start: the soak test hung
  * there), so it is interposed to mark the call busy: nothing inside it is
- * sampled. */
+ * sampled.  Not under TSan, which calls it while setting a new thread up,
+ * before instrumented code may run there (and has no heap profile). */
+#ifndef __SANITIZE_THREAD__
 __attribute__((visibility("default"))) int
 pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
 {
@@ -65,6 +67,7 @@ pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
     collect_busy--;
     return rc;
 }
+#endif
 
 /* no_sanitize_address: a frame pointer from code built without one can
  * point anywhere in the stack, and its "record" may then lie in an ASan
