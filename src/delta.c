@@ -10,8 +10,10 @@
  *
  * Go's order of checks (net/http/pprof serveDeltaProfile) is kept exactly:
  * a bad seconds value, then a profile without delta support, then debug.
- * Like Go, `seconds=` with an empty value is no delta at all, and debug is
- * read as strconv.Atoi reads it (anything unparsable is 0).
+ * Like Go, `seconds=` with an empty value is no delta at all.  Unlike Go,
+ * which reads `debug` with strconv.Atoi and takes anything unparsable as
+ * 0, a `debug` that is not 0, 1 or 2 is a 400: a bad value of a known
+ * parameter is never a silent default here.
  */
 #define _GNU_SOURCE
 #include "delta.h"
@@ -357,14 +359,11 @@ static int parse_int64(const char *s, int64_t *out)
     return 0;
 }
 
-/* Go's strconv.Atoi with the error ignored: the value, or 0. */
-static int debug_level(http_req *r)
+/* `debug` into *debug: absent is 0; 0, 1 or 2; anything else -EINVAL. */
+static int debug_level(http_req *r, long *debug)
 {
-    const char *s = http_query(r, "debug");
-    int64_t v;
-    if (!s || parse_int64(s, &v) != 0 || v > INT32_MAX || v < INT32_MIN)
-        return 0;
-    return (int)v;
+    *debug = 0;
+    return http_query_long(r, "debug", 0, 2, debug) < 0 ? -EINVAL : 0;
 }
 
 /* Builds and encodes the proto of snapshot s. */
@@ -426,7 +425,8 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
     if (!p->delta)
         return http_error(r, 400, "\"seconds\" parameter is not supported "
                                   "for this profile type");
-    if (debug_level(r) != 0)
+    long debug;
+    if (debug_level(r, &debug) != 0 || debug != 0)
         return http_error(r, 400, "seconds and debug params are incompatible");
     sampleset *x, *y = NULL;
     int rc = p->snapshot(&x);
@@ -459,7 +459,10 @@ int http_serve_named(http_req *r, const named_profile *p)
     const char *sec = http_query(r, "seconds");
     if (sec && *sec)
         return serve_delta(r, p, sec);
-    int debug = debug_level(r);
+    long debug;
+    if (debug_level(r, &debug) != 0)
+        return http_error(r, 400,
+                          "invalid value for \"debug\" - must be 0, 1 or 2");
     sampleset *s;
     int64_t t0 = collect_wall_ns();
     int rc = p->snapshot(&s);
@@ -467,7 +470,7 @@ int http_serve_named(http_req *r, const named_profile *p)
         return http_error(r, 500, "failed to collect profile");
     trim_unmapped(s);
     if (debug != 0)
-        rc = reply_text(r, p, s, debug);
+        rc = reply_text(r, p, s, (int)debug);
     else
         rc = reply_proto(r, p, s, t0, collect_wall_ns() - t0,
                          p->name);

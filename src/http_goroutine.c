@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,18 @@ static int reply_census(http_req *r, const census *c, long debug)
 
 int http_goroutine(http_req *r)
 {
+    /* Go serves goroutine deltas; the census has no snapshot to subtract
+     * yet, so `seconds` is refused (after Go's check of its value), never
+     * ignored. */
+    const char *sv = http_query(r, "seconds");
+    long seconds;
+    if (sv && *sv) {
+        if (http_query_long(r, "seconds", 1, LONG_MAX, &seconds) != 0)
+            return http_error(r, 400, "invalid value for \"seconds\" - must "
+                                      "be a positive integer");
+        return http_error(r, 400, "\"seconds\" parameter is not supported "
+                                  "for this profile type");
+    }
     long debug = parse_debug(http_query(r, "debug"));
     if (debug < 0)
         return http_error(r, 400,
