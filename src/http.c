@@ -573,6 +573,31 @@ static int choose_token(const struct sockaddr_storage *ss, char **token)
     return *token != NULL ? 0 : -ENOMEM;
 }
 
+/* libmicrohttpd's unescaping, except that %00 stays as it is: a decoded
+ * NUL would end the path or value early, so that "heap%00" served heap
+ * and "seconds=1%00" read as 1.  Kept encoded, such input is an unknown
+ * profile or a bad value, answered as any other.  Returns the new length. */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn,
+                                   char *s)
+{
+    (void)cls, (void)conn;
+    static const char hex[] = "0123456789abcdef";
+    char *out = s;
+    for (const char *in = s; *in; in++) {
+        const char *hi, *lo;
+        if (in[0] == '%' && in[1] && in[2] &&
+            (hi = strchr(hex, in[1] | 0x20)) && (lo = strchr(hex, in[2] | 0x20)) &&
+            (hi != hex || lo != hex)) {
+            *out++ = (char)((hi - hex) << 4 | (lo - hex));
+            in += 2;
+        } else {
+            *out++ = *in;
+        }
+    }
+    *out = '\0';
+    return (size_t)(out - s);
+}
+
 static int start_locked(const char *addr)
 {
     struct sockaddr_storage ss;
@@ -599,6 +624,7 @@ static int start_locked(const char *addr)
     server = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
