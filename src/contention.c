@@ -398,28 +398,15 @@ int cpprof_set_mutex_profile_fraction(int fraction)
 
 /* ---- Reading it back ------------------------------------------------------- */
 
-static int snapshot(stacktab **tab, sampleset **out)
+int block_snapshot(sampleset **out)
 {
-    sampleset *s = sampleset_new(CONT_NVALUES);
-    if (!s)
-        return -ENOMEM;
-    int rc = 0;
-    collect_busy = 1;
-    collect_spin_lock(&table_lock);
-    if (*tab)
-        rc = sampleset_add_stacktab(s, *tab);
-    collect_spin_unlock(&table_lock);
-    collect_busy = 0;
-    if (rc != 0) {
-        sampleset_free(s);
-        return rc;
-    }
-    *out = s;
-    return 0;
+    return sampleset_copy_locked(&block_tab, CONT_NVALUES, &table_lock, out);
 }
 
-int block_snapshot(sampleset **out) { return snapshot(&block_tab, out); }
-int mutex_snapshot(sampleset **out) { return snapshot(&mutex_tab, out); }
+int mutex_snapshot(sampleset **out)
+{
+    return sampleset_copy_locked(&mutex_tab, CONT_NVALUES, &table_lock, out);
+}
 
 /* ---- fork ----------------------------------------------------------------- */
 

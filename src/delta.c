@@ -189,6 +189,27 @@ int sampleset_add_stacktab(sampleset *s, const stacktab *t)
     return c.rc;
 }
 
+int sampleset_copy_locked(stacktab *const *tab, size_t nvalues,
+                          atomic_flag *lock, sampleset **out)
+{
+    sampleset *s = sampleset_new(nvalues);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    collect_busy = 1;
+    collect_spin_lock(lock);
+    if (*tab)
+        rc = sampleset_add_stacktab(s, *tab);
+    collect_spin_unlock(lock);
+    collect_busy = 0;
+    if (rc != 0) {
+        sampleset_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
 int sampleset_subtract(sampleset *s, const sampleset *earlier)
 {
     int64_t neg[s->nvalues ? s->nvalues : 1];

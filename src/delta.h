@@ -14,6 +14,7 @@
 #define CPPROF_DELTA_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -49,6 +50,13 @@ int sampleset_add(sampleset *s, const uintptr_t *pcs, size_t depth,
 /* Adds every entry of a stack table (its values must number as s's), with
  * the numeric key 0. */
 int sampleset_add_stacktab(sampleset *s, const stacktab *t);
+
+/* A new sampleset with `nvalues` values, copied from the stack table *tab
+ * (NULL: none yet) under the collector's `lock`, with the recursion guard
+ * up so that the copy's own allocations are not sampled.  What the
+ * collectors' snapshot functions are made of. */
+int sampleset_copy_locked(stacktab *const *tab, size_t nvalues,
+                          atomic_flag *lock, sampleset **out);
 
 /* s -= earlier, key by key (a key only in `earlier` becomes negative). */
 int sampleset_subtract(sampleset *s, const sampleset *earlier);

@@ -62,22 +62,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 
 int threadcreate_snapshot(sampleset **out)
 {
-    sampleset *s = sampleset_new(1);
-    if (!s)
-        return -ENOMEM;
-    int rc = 0;
-    collect_busy = 1;
-    collect_spin_lock(&table_lock);
-    if (created)
-        rc = sampleset_add_stacktab(s, created);
-    collect_spin_unlock(&table_lock);
-    collect_busy = 0;
-    if (rc != 0) {
-        sampleset_free(s);
-        return rc;
-    }
-    *out = s;
-    return 0;
+    return sampleset_copy_locked(&created, 1, &table_lock, out);
 }
 
 static void atfork_prepare(void)
