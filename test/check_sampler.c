@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,31 +470,51 @@ START_TEST(one_profile_at_a_time)
 END_TEST
 
 /* The two burners of dropped_samples_are_reported, whose CPU the stalled
- * collector watches. */
+ * collector watches, and how far the stall has got. */
 static clockid_t burner_clocks[2];
+enum { STALL_NOT_YET, STALL_RUNNING, STALL_OVER };
+#define STALL_CPU_SECONDS 1.0
+static atomic_int stall_state;
 
 static double clock_seconds(clockid_t c)
 {
-    struct timespec ts;
+    struct timespec ts = {0, 0};
     clock_gettime(c, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* Runs on the collector thread: it does not drain until both burners have
- * burned 0.3 s more of CPU (300 samples each at 1000 Hz, far more than the
- * 64-slot ring holds), however loaded the machine is; at most 20 s. */
+ * burned STALL_CPU_SECONDS more of CPU, however loaded the machine is; at
+ * most 20 s.  The kernel delivers a CPU timer's expiries as few signals
+ * with large overrun counts when it likes: 600 ms of CPU at 1000 Hz came
+ * as anywhere from 19 to 115 signals on a loaded 2-core VM, so the stall
+ * is long (about 30 signals per burner at that worst rate) and the ring
+ * tiny (8 slots). */
 static void stall(int sig)
 {
     (void)sig;
+    atomic_store(&stall_state, STALL_RUNNING);
     double start[2] = {clock_seconds(burner_clocks[0]),
                        clock_seconds(burner_clocks[1])};
     struct timespec tick = {0, 10000000};
     for (int i = 0; i < 2000; i++) {
-        if (clock_seconds(burner_clocks[0]) - start[0] >= 0.3 &&
-            clock_seconds(burner_clocks[1]) - start[1] >= 0.3)
-            return;
+        if (clock_seconds(burner_clocks[0]) - start[0] >= STALL_CPU_SECONDS &&
+            clock_seconds(burner_clocks[1]) - start[1] >= STALL_CPU_SECONDS)
+            break;
         nanosleep(&tick, NULL);
     }
+    atomic_store(&stall_state, STALL_OVER);
+}
+
+/* Burns CPU until the stall is over, however late the collector takes its
+ * signal (ThreadSanitizer defers signals), so the burners are alive and
+ * sampled all through it; at most 20 s of CPU. */
+static void *burn_through_stall(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 200 && atomic_load(&stall_state) != STALL_OVER; i++)
+        burn_cpu(0.1);
+    return NULL;
 }
 
 /* With a tiny buffer and the collector stalled while two threads burn CPU
@@ -502,12 +523,12 @@ static void stall(int sig)
 START_TEST(dropped_samples_are_reported)
 {
     set_hz(1000);
-    sampler_set_ring_slots(64);
-    struct burner t[2] = {{.seconds = 1.0}, {.seconds = 1.0}};
+    sampler_set_ring_slots(8);
+    atomic_store(&stall_state, STALL_NOT_YET);
+    pthread_t t[2];
     for (int i = 0; i < 2; i++) {
-        pthread_create(&t[i].thread, NULL, burner_main, &t[i]);
-        ck_assert_int_eq(pthread_getcpuclockid(t[i].thread, &burner_clocks[i]),
-                         0);
+        pthread_create(&t[i], NULL, burn_through_stall, NULL);
+        ck_assert_int_eq(pthread_getcpuclockid(t[i], &burner_clocks[i]), 0);
     }
     ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
     struct sigaction sa = {.sa_handler = stall};
@@ -516,7 +537,8 @@ START_TEST(dropped_samples_are_reported)
     ck_assert_int_ne(collector, 0);
     ck_assert_int_eq(syscall(SYS_tgkill, getpid(), collector, SIGUSR2), 0);
     for (int i = 0; i < 2; i++)
-        pthread_join(t[i].thread, NULL);
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(atomic_load(&stall_state), STALL_OVER);
     Profile *p = stop_and_decode();
     int64_t lost = 0, recorded = 0;
     for (size_t i = 0; i < p->n_sample; i++) {

@@ -6,8 +6,8 @@
  * take the loader lock or the allocator's locks), and start short-lived
  * threads, while the main thread takes one 5-second profile after another.
  *
- * It fails when a worker or the profile loop makes no progress for 10 s
- * (the watchdog aborts: a deadlock), when it crashes, or when a profile is
+ * It fails when a worker makes no progress for 10 s, or the profile loop
+ * none for 60 s (the watchdog aborts: a deadlock), when it crashes, or when a profile is
  * not valid: google/pprof's parser (test/gocheck) must accept every one,
  * and every worker's label must appear in it.
  */
@@ -26,6 +26,12 @@
 
 #define PROFILE_SECONDS 5
 #define STALL_SECONDS 10
+/* One turn of the profile loop: PROFILE_SECONDS of profiling, then the
+ * stop symbolizes every new pc.  That takes about 1 s, but 11 s under
+ * ThreadSanitizer (libdw's locks are intercepted, and libtsan's own large
+ * compilation units are walked for its frames); a deadlock never ends, so
+ * a generous limit finds it as surely. */
+#define PROFILE_STALL_SECONDS 60
 
 int stress_throw_catch(int depth);
 
@@ -145,6 +151,13 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static double monotonic_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
 static void sleep_seconds(double s)
 {
     struct timespec until;
@@ -157,7 +170,8 @@ static void sleep_seconds(double s)
         ;
 }
 
-/* Aborts when any counter stays still for STALL_SECONDS. */
+/* Aborts when a worker's counter stays still for STALL_SECONDS, or the
+ * profile loop's for PROFILE_STALL_SECONDS. */
 static void *watchdog_main(void *arg)
 {
     (void)arg;
@@ -171,8 +185,7 @@ static void *watchdog_main(void *arg)
                                     : atomic_load(&profiles_done);
             still[i] = now == last[i] ? still[i] + 1 : 0;
             last[i] = now;
-            /* a profile takes PROFILE_SECONDS to finish */
-            int limit = STALL_SECONDS + (i == NWORKERS ? PROFILE_SECONDS : 0);
+            int limit = i == NWORKERS ? PROFILE_STALL_SECONDS : STALL_SECONDS;
             if (still[i] >= limit && !atomic_load(&stopping)) {
                 fprintf(stderr, "stress: watchdog: %s made no progress for "
                                 "%d s\n",
@@ -236,13 +249,17 @@ int main(int argc, char **argv)
 {
     int seconds = argc > 1 ? atoi(argv[1]) : 60;
     pthread_t watchdog;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* the log shows how far an abort got */
     if (cpprof_set("cpu_hz", "1000") != 0)
         return 1;
     for (size_t i = 0; i < NWORKERS; i++)
         pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
     pthread_create(&watchdog, NULL, watchdog_main, NULL);
     int n = 0;
-    for (int elapsed = 0; elapsed < seconds; elapsed += PROFILE_SECONDS) {
+    /* Wall time, not profile count: a slow (sanitized) build takes fewer
+     * profiles in the same time. */
+    double end = monotonic_seconds() + seconds;
+    while (n == 0 || monotonic_seconds() + PROFILE_SECONDS <= end) {
         unsigned char *gz;
         size_t len;
         int rc = cpprof_cpu_profile_start();
