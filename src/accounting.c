@@ -10,8 +10,10 @@
  *
  *  - At each label switch the thread charges the set it leaves with the
  *    time since its previous charge point, read from the cycle counter
- *    (rdtsc, about 10 ns; CLOCK_MONOTONIC elsewhere).  That is wall time,
- *    which equals CPU time unless the thread was off the CPU, and a thread
+ *    (rdtsc, a few ns; CLOCK_MONOTONIC elsewhere), into a per-thread
+ *    pending charge (accounting.h says when those reach the counters).
+ *    That is wall time, which equals CPU time unless the thread was off
+ *    the CPU, and a thread
  *    off the CPU for long (blocked, preempted for a timeslice) makes a long
  *    segment: a segment of SHORT_NS or more is charged instead from the
  *    thread's own CPU clock (an exact read, about 400 ns, amortised over at
@@ -54,9 +56,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 extern void *__libc_calloc(size_t, size_t);
 extern void __libc_free(void *);
@@ -71,8 +70,9 @@ static struct acct_counters unlabelled, retired;
 static pthread_mutex_t enable_mu = PTHREAD_MUTEX_INITIALIZER;
 static int tick_signal;
 static long tick_hz;
-static uint64_t short_ticks;   /* SHORT_NS in clock ticks */
-static uint64_t ns_per_tick32; /* ns per clock tick, times 2^32 */
+uint64_t acct_short_ticks;       /* SHORT_NS in clock ticks */
+uint64_t acct_pending_max_ticks; /* ACCT_PENDING_MAX_NS in clock ticks */
+uint64_t acct_ns_per_tick32;     /* ns per clock tick, times 2^32 */
 
 static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
 static char name_store[ACCT_USER_MAX][ACCT_NAME_MAX + 1];
@@ -85,23 +85,6 @@ static struct acct_counters *counters_of(const cpprof_labelset *set)
 }
 
 /* ---- Clocks ----------------------------------------------------------- */
-
-/* SIGNAL-SAFE: the cheap clock charged for short segments. */
-static inline uint64_t clock_ticks(void)
-{
-#if defined(__x86_64__)
-    return __rdtsc();
-#else
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-#endif
-}
-
-static inline int64_t ticks_to_ns(uint64_t ticks)
-{
-    return (int64_t)(((unsigned __int128)ticks * ns_per_tick32) >> 32);
-}
 
 /* SIGNAL-SAFE: the calling thread's CPU time. */
 static int64_t thread_cpu_ns(void)
@@ -118,50 +101,86 @@ static int64_t raw_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+static uint64_t ns_to_ticks(uint64_t ns)
+{
+    return (uint64_t)(((unsigned __int128)ns << 32) /
+                      (acct_ns_per_tick32 ? acct_ns_per_tick32 : 1));
+}
+
 /* The cycle counter's rate against CLOCK_MONOTONIC_RAW over 2 ms: each
  * end is read within a few tens of ns, so the rate is good to 1e-4. */
 static void calibrate(void)
 {
     int64_t n0 = raw_ns();
-    uint64_t t0 = clock_ticks();
+    uint64_t t0 = acct_clock_ticks();
     struct timespec pause = {0, 2000000};
     while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
         ;
     int64_t n1 = raw_ns();
-    uint64_t t1 = clock_ticks();
+    uint64_t t1 = acct_clock_ticks();
     uint64_t dt = t1 - t0 ? t1 - t0 : 1;
-    ns_per_tick32 = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / dt);
-    short_ticks = (uint64_t)(((unsigned __int128)SHORT_NS << 32) /
-                             (ns_per_tick32 ? ns_per_tick32 : 1));
+    acct_ns_per_tick32 = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / dt);
+    acct_short_ticks = ns_to_ticks(SHORT_NS);
+    acct_pending_max_ticks = ns_to_ticks(ACCT_PENDING_MAX_NS);
 }
 
 /* ---- Charging (the thread's own state) --------------------------------- */
 
+/* SIGNAL-SAFE: moves a pending charge into its set's counter. */
+static void flush_pending(struct acct_pending *p)
+{
+    if (p->ticks) {
+        atomic_fetch_add_explicit(&counters_of(p->set)->cpu_ns,
+                                  (uint64_t)acct_ticks_to_ns(p->ticks),
+                                  memory_order_relaxed);
+        p->ticks = 0;
+    }
+}
+
 /* SIGNAL-SAFE: charges `set` with the thread's CPU since its last exact
- * read, less what estimates charged meanwhile. */
-static void charge_exact(struct acct_thread *t, const cpprof_labelset *set)
+ * read, less what the short segments since then were charged: they tile
+ * the time from that read (exact_mark) to `short_end` without a gap, as
+ * any longer segment would have made an exact read.  `now` becomes the
+ * next exact mark. */
+static void charge_exact(struct acct_thread *t, const cpprof_labelset *set,
+                         uint64_t short_end, uint64_t now)
 {
     int64_t cpu = thread_cpu_ns();
-    int64_t owed = cpu - t->cpu_mark - t->estimated;
+    int64_t owed = cpu - t->cpu_mark - t->overcharge -
+                   acct_ticks_to_ns(short_end - t->exact_mark);
     t->cpu_mark = cpu;
-    t->estimated = owed < 0 ? -owed : 0;
+    t->exact_mark = now;
+    t->overcharge = owed < 0 ? -owed : 0;
     if (owed > 0)
         atomic_fetch_add_explicit(&counters_of(set)->cpu_ns, (uint64_t)owed,
                                   memory_order_relaxed);
 }
 
-static void charge_segment(struct acct_thread *t, const cpprof_labelset *set)
+/* The pending entry of `set`, made by evicting the older entry when
+ * neither is set's.  The entry takes a reference to set, which the thread
+ * still holds. */
+static struct acct_pending *pending_entry(struct acct_thread *t,
+                                          const cpprof_labelset *set)
 {
-    uint64_t now = clock_ticks(), d = now - t->last;
-    t->last = now;
-    if (d >= short_ticks) {
-        charge_exact(t, set);
-        return;
+    if (t->pending[0].set == set)
+        return &t->pending[0];
+    if (t->pending[1].set == set)
+        return &t->pending[1];
+    flush_pending(&t->pending[1]);
+    cpprof_labelset_release(t->pending[1].set);
+    t->pending[1] = t->pending[0];
+    t->pending[0] = (struct acct_pending){cpprof_labelset_ref(set), 0};
+    return &t->pending[0];
+}
+
+/* Thread exit: every pending charge to its set, every reference back. */
+static void drop_pending(struct acct_thread *t)
+{
+    for (int i = 0; i < 2; i++) {
+        flush_pending(&t->pending[i]);
+        cpprof_labelset_release(t->pending[i].set);
+        t->pending[i].set = NULL;
     }
-    int64_t ns = ticks_to_ns(d);
-    t->estimated += ns;
-    atomic_fetch_add_explicit(&counters_of(set)->cpu_ns, (uint64_t)ns,
-                              memory_order_relaxed);
 }
 
 static void flush_allocations(struct acct_thread *t,
@@ -189,8 +208,11 @@ static void on_tick(int signo, siginfo_t *si, void *uc)
     int saved_errno = errno;
     struct acct_thread *t = &acct_self;
     if (t->started && !t->busy) {
-        charge_exact(t, thread_current_labels());
-        t->last = clock_ticks();
+        uint64_t now = acct_clock_ticks();
+        charge_exact(t, thread_current_labels(), t->last, now);
+        t->last = now;
+        flush_pending(&t->pending[0]);
+        flush_pending(&t->pending[1]);
     }
     errno = saved_errno;
 }
@@ -217,43 +239,52 @@ static void arm_tick(struct acct_thread *t)
     t->timer = timer;
 }
 
-static void start_thread(struct acct_thread *t)
+static void start_thread(struct acct_thread *t, uint64_t now)
 {
     t->cpu_mark = thread_cpu_ns();
-    t->estimated = 0;
-    t->last = clock_ticks();
+    t->overcharge = 0;
+    t->last = t->exact_mark = now;
     t->timer = NULL;
     arm_tick(t);
     t->started = 1;
 }
 
-void accounting_switch(const cpprof_labelset *leaving)
+/* Called with t->busy set, by accounting_switch() (accounting.h). */
+void accounting_switch_slow(struct acct_thread *t,
+                            const cpprof_labelset *leaving, uint64_t now)
 {
-    struct acct_thread *t = &acct_self;
-    t->busy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(t->started, 1))
-        charge_segment(t, leaving);
-    else
-        start_thread(t);
+    uint64_t d = now - t->last;
+    if (!t->started) {
+        start_thread(t, now);
+    } else if (d >= acct_short_ticks) {
+        charge_exact(t, leaving, t->last, now);
+        t->last = now;
+    } else {
+        t->last = now;
+        struct acct_pending *p = pending_entry(t, leaving);
+        p->ticks += d;
+        if (p->ticks >= acct_pending_max_ticks)
+            flush_pending(p);
+    }
     flush_allocations(t, leaving);
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
 }
 
 void accounting_thread_exit(const cpprof_labelset *current)
 {
     struct acct_thread *t = &acct_self;
-    if (!t->started)
-        return;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    if (t->timer)
-        timer_delete((timer_t)t->timer);
-    t->timer = NULL;
-    t->started = 0;
-    charge_exact(t, current);
-    flush_allocations(t, current);
+    if (t->started) {
+        if (t->timer)
+            timer_delete((timer_t)t->timer);
+        t->timer = NULL;
+        t->started = 0;
+        charge_exact(t, current, t->last, acct_clock_ticks());
+        t->last = 0;
+        flush_allocations(t, current);
+    }
+    /* Also when not started: a fork child's thread has its parent's. */
+    drop_pending(t);
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
 }
@@ -289,6 +320,7 @@ static int install_tick_handler(int signo)
 static void atfork_child(void)
 {
     acct_self.started = 0;
+    acct_self.last = 0;
     acct_self.timer = NULL;
 }
 

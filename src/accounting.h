@@ -8,8 +8,16 @@
  * relaxed load and a predictable branch while accounting is off: the
  * allocator (heap.c) adds to thread-local totals, label switches
  * (thread.c) charge the set being left.  Counters live in the label set
- * itself (labels.c embeds struct acct_counters), so charging is an atomic
- * add to memory the thread already references.
+ * itself (labels.c embeds struct acct_counters).
+ *
+ * A label switch is on every scoped apply, twice, so its common case is
+ * inline here and touches only the thread's own memory: a short segment
+ * is added to a per-thread pending charge for one of the last two sets
+ * the thread left (a job runner alternates between its own set and a
+ * job's), not to the set's shared counter.  Pending charges reach the
+ * counters when they pass ACCT_PENDING_MAX_NS, at the thread's CPU tick,
+ * when evicted, and at thread exit, so a reader sees each thread's CPU at
+ * most 2 * ACCT_PENDING_MAX_NS late.
  */
 #ifndef CPPROF_ACCOUNTING_H
 #define CPPROF_ACCOUNTING_H
@@ -19,6 +27,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Distinct names cpprof_counter_add() accepts in a process's life. */
 #define ACCT_USER_MAX 32
@@ -33,21 +42,59 @@ struct acct_counters {
     _Atomic(_Atomic uint64_t *) user;
 };
 
+/* Pending charges are added to their set's counter from this size on. */
+#define ACCT_PENDING_MAX_NS 1000000u
+
+/* CPU charged to `set` (NULL: the empty set) by short segments and not yet
+ * added to its counter.  The entry holds a reference to the set, so the
+ * set outlives the charge. */
+struct acct_pending {
+    const cpprof_labelset *set;
+    uint64_t ticks; /* of the cycle counter */
+};
+
 /* The calling thread's accounting state.  heap.c adds to bytes and objects;
  * accounting.c moves them into the current set at each label switch. */
 struct acct_thread {
     uint64_t bytes, objects;  /* allocated since the last flush */
     volatile int busy;        /* switch code running: the tick keeps off */
     volatile int started;     /* marks below are valid; timer armed */
-    uint64_t last;            /* clock ticks at the last charge point */
-    int64_t cpu_mark;         /* thread CPU ns at the last exact read */
-    int64_t estimated;        /* ns charged from clock ticks since then */
+    uint64_t last;            /* clock ticks at the last charge point;
+                                 0 while not started */
+    uint64_t exact_mark;      /* clock ticks at the last exact read */
+    int64_t cpu_mark;         /* thread CPU ns at that read */
+    int64_t overcharge;       /* ns short segments were charged beyond the
+                                 CPU clock, off the next exact charge */
+    struct acct_pending pending[2]; /* [0] the set left most recently */
     void *timer;              /* timer_t of the thread's CPU-time tick */
 };
 
 extern __thread struct acct_thread acct_self
     __attribute__((tls_model("initial-exec")));
 extern atomic_int accounting_on;
+
+/* The cycle counter's calibration (accounting.c): segments of
+ * acct_short_ticks or more are charged from the thread's CPU clock, and
+ * pending charges of acct_pending_max_ticks are flushed;
+ * acct_ns_per_tick32 is ns per tick, times 2^32. */
+extern uint64_t acct_short_ticks, acct_pending_max_ticks, acct_ns_per_tick32;
+
+/* SIGNAL-SAFE: the cheap clock charged for short segments. */
+static inline uint64_t acct_clock_ticks(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+
+static inline int64_t acct_ticks_to_ns(uint64_t ticks)
+{
+    return (int64_t)(((unsigned __int128)ticks * acct_ns_per_tick32) >> 32);
+}
 
 /* heap.c: an allocation of n bytes at p (NULL: it failed, not counted).
  * The profilers' own allocations (collect_busy) are not the set's. */
@@ -61,10 +108,35 @@ static inline void accounting_alloc(const void *p, size_t n)
     }
 }
 
+/* Every case of accounting_switch() but the common one. */
+void accounting_switch_slow(struct acct_thread *t,
+                            const cpprof_labelset *leaving, uint64_t now);
+
 /* thread.c: the calling thread is about to stop holding `leaving` (NULL:
  * the empty set) and still holds it.  Charges its CPU since the last
- * charge point and flushes its allocation totals into it. */
-void accounting_switch(const cpprof_labelset *leaving);
+ * charge point and flushes its allocation totals into it.  Inline is the
+ * common case: a short segment (a thread not started has `last` 0, so
+ * none is short), nothing allocated, `leaving` one of the two pending
+ * sets; no call, no atomic, no conversion. */
+static inline void accounting_switch(const cpprof_labelset *leaving)
+{
+    struct acct_thread *t = &acct_self;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t now = acct_clock_ticks(), d = now - t->last;
+    struct acct_pending *p = &t->pending[t->pending[1].set == leaving];
+    if (__builtin_expect(d < acct_short_ticks && !t->objects &&
+                             p->set == leaving &&
+                             p->ticks < acct_pending_max_ticks,
+                         1)) {
+        t->last = now;
+        p->ticks += d;
+    } else {
+        accounting_switch_slow(t, leaving, now);
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+}
 
 /* thread.c: the calling thread exits holding `current`: final charge,
  * timer deleted. */

@@ -163,6 +163,61 @@ START_TEST(cpu_short_and_long_scopes)
 }
 END_TEST
 
+/* Short scopes charge a per-thread pending entry, not the set's counter
+ * (accounting.h): a thread that ran many and then waits, neither exiting
+ * nor switching again, is still seen by a reader at most two entries'
+ * flush size short of its CPU. */
+struct short_bursts {
+    cpprof_labelset *set;
+    struct spin spin;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int burned, done;
+};
+
+static void *burst_then_wait(void *arg)
+{
+    struct short_bursts *b = arg;
+    for (int i = 0; i < 2000; i++)
+        cpprof_do(NULL, b->set, spin_in_scope, &b->spin);
+    pthread_mutex_lock(&b->mu);
+    b->burned = 1;
+    pthread_cond_broadcast(&b->cv);
+    while (!b->done)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+START_TEST(pending_charges_reach_readers)
+{
+    ck_assert_int_eq(cpprof_accounting_enable(), 0);
+    struct short_bursts b = {.set = set_of("scope", "bursts"),
+                             .spin = {10000, 0},
+                             .mu = PTHREAD_MUTEX_INITIALIZER,
+                             .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, burst_then_wait, &b), 0);
+    pthread_mutex_lock(&b.mu);
+    while (!b.burned)
+        pthread_cond_wait(&b.cv, &b.mu);
+    uint64_t seen = atomic_load(&counters(b.set)->cpu_ns);
+    b.done = 1;
+    pthread_cond_broadcast(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    pthread_join(t, NULL);
+    /* Its exit flushed the rest: 2000 scopes of 10 us (20 ms), of which
+     * at most one flush size and one segment were still pending. */
+    uint64_t final = atomic_load(&counters(b.set)->cpu_ns);
+    ck_assert_msg(final - seen <= ACCT_PENDING_MAX_NS + 100000,
+                  "seen %llu ns while the thread waited, %llu ns after it "
+                  "exited", (unsigned long long)seen,
+                  (unsigned long long)final);
+    ck_assert_uint_ge(final, (uint64_t)b.spin.truth);
+    cpprof_labelset_release(b.set);
+}
+END_TEST
+
 /* A thread that keeps one set: the tick charges it while it runs. */
 static void spin_and_look(void *arg, const cpprof_labelset *labels)
 {
@@ -725,6 +780,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, allocations_are_exact_per_set);
     tcase_add_test(tc, thread_exit_flushes);
     tcase_add_test(tc, cpu_short_and_long_scopes);
+    tcase_add_test(tc, pending_charges_reach_readers);
     tcase_add_test(tc, tick_charges_a_thread_that_keeps_its_set);
     tcase_add_test(tc, cpu_profile_runs_alongside);
     tcase_add_test(tc, lock_waits_are_charged);
