@@ -31,6 +31,8 @@
  * N more threads hold a tenant's labels (tenant by turn, kind "wait") while
  * blocked until the end, as work waiting on I/O would: what the thread
  * census (/debug/pprof/goroutine) shows and the CPU profile does not.
+ * With --park-after S they sleep unlabelled for S seconds first, so a
+ * goroutine delta (?seconds=N) across that moment has something to show.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -219,9 +221,14 @@ static void wait_for_release(void *arg, const cpprof_labelset *labels)
     pthread_mutex_unlock(&park.mu);
 }
 
+static long park_after; /* seconds */
+
 static void *parked(void *arg)
 {
     long i = (long)(intptr_t)arg;
+    struct timespec pause = {park_after, 0};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
+        ;
     cpprof_do(NULL, wait_labels[i % NTENANTS], wait_for_release, NULL);
     return NULL;
 }
@@ -280,7 +287,8 @@ static void on_stop_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
-                    "[--addr HOST:PORT] [--park N] [--hold]\n");
+                    "[--addr HOST:PORT] [--park N] [--park-after S] "
+                    "[--hold]\n");
     exit(2);
 }
 
@@ -310,6 +318,8 @@ int main(int argc, char **argv)
             seconds = parse_count("--for", v, 86400), i++;
         else if (!strcmp(argv[i], "--park"))
             nparked = parse_count("--park", v, MAX_WORKERS), i++;
+        else if (!strcmp(argv[i], "--park-after"))
+            park_after = parse_count("--park-after", v, 86400), i++;
         else if (!strcmp(argv[i], "--hold"))
             hold = 1;
         else if (!strcmp(argv[i], "--addr") && v)

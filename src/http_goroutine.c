@@ -14,17 +14,24 @@
  * Anything else in `debug` is a 400.  A thread whose stack is missing has
  * one pseudo-frame instead, CENSUS_NO_STACK plus the reason, in every form:
  * it still counts, with its labels.
+ *
+ * seconds=N is Go's goroutine delta: two censuses N seconds apart as
+ * (stack, label set) -> thread count, the first subtracted from the second
+ * (a group that shrank is negative), served by delta.c's named-profile
+ * code like every other delta, so the errors and their order are Go's.
+ * In a delta, threads without a stack count under CENSUS_NO_STACK alone:
+ * the reasons of two censuses need not match.
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "builder.h"
 #include "census.h"
 #include "config.h"
+#include "delta.h"
 #include "http.h"
 #include "symbolize.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +118,13 @@ static int add_group(builder *b, const struct group *g)
     return builder_add_labelled_pseudo_sample(b, frame, &g->count, t->labels);
 }
 
+/* Go's sample type and period for the goroutine profile. */
+static int add_goroutine_types(builder *b)
+{
+    int rc = builder_add_sample_type(b, "goroutine", "count");
+    return rc ? rc : builder_set_period(b, "goroutine", "count", 1);
+}
+
 static int encode_proto(const struct group *groups, size_t n,
                         unsigned char **buf, size_t *len)
 {
@@ -120,9 +134,7 @@ static int encode_proto(const struct group *groups, size_t n,
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     builder_set_time(b, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, 0);
-    int rc = builder_add_sample_type(b, "goroutine", "count");
-    if (rc == 0)
-        rc = builder_set_period(b, "goroutine", "count", 1);
+    int rc = add_goroutine_types(b);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = add_group(b, &groups[i]);
     if (rc == 0)
@@ -265,6 +277,62 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
     return rc;
 }
 
+/* ---- seconds=N ------------------------------------------------------------ */
+
+/* The census as (stack, label set) -> thread count; a thread without a
+ * stack under the empty stack. */
+static int delta_snapshot(sampleset **out)
+{
+    census c;
+    int rc = census_take(&c);
+    if (rc != 0)
+        return rc;
+    sampleset *s = sampleset_new(1);
+    rc = s ? 0 : -ENOMEM;
+    const int64_t one = 1;
+    for (size_t i = 0; rc == 0 && i < c.n; i++) {
+        const census_thread *t = &c.threads[i];
+        bool stack = !t->missing[0];
+        rc = sampleset_add(s, t->pcs, stack ? t->depth : 0,
+                           stack ? t->flags : 0, t->labels, 0, &one);
+    }
+    census_release(&c);
+    if (rc != 0) {
+        sampleset_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static int delta_build(builder *b, const sampleset *s)
+{
+    int rc = add_goroutine_types(b);
+    sampleset_entry *e;
+    size_t n;
+    if (rc == 0)
+        rc = sampleset_sorted(s, 0, &e, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = e[i].depth ? builder_add_sample(b, e[i].pcs, e[i].depth,
+                                             e[i].flags, e[i].values,
+                                             e[i].labels, NULL, 0)
+                        : builder_add_labelled_pseudo_sample(
+                              b, CENSUS_NO_STACK, e[i].values, e[i].labels);
+    free(e);
+    return rc;
+}
+
+/* Served only with `seconds` (delta.c refuses debug with it), so it has
+ * no text form. */
+static const named_profile goroutine_delta = {
+    .name = "goroutine",
+    .delta = true,
+    .snapshot = delta_snapshot,
+    .build = delta_build,
+};
+
 /* ---- The handler -------------------------------------------------------- */
 
 /* `debug`: absent means 0; otherwise a decimal integer, 0, 1 or 2. */
@@ -308,18 +376,9 @@ static int reply_census(http_req *r, const census *c, long debug)
 
 int http_goroutine(http_req *r)
 {
-    /* Go serves goroutine deltas; the census has no snapshot to subtract
-     * yet, so `seconds` is refused (after Go's check of its value), never
-     * ignored. */
-    const char *sv = http_query(r, "seconds");
-    long seconds;
-    if (sv && *sv) {
-        if (http_query_long(r, "seconds", 1, LONG_MAX, &seconds) != 0)
-            return http_error(r, 400, "invalid value for \"seconds\" - must "
-                                      "be a positive integer");
-        return http_error(r, 400, "\"seconds\" parameter is not supported "
-                                  "for this profile type");
-    }
+    const char *seconds = http_query(r, "seconds");
+    if (seconds && *seconds)
+        return http_serve_named(r, &goroutine_delta);
     long debug = parse_debug(http_query(r, "debug"));
     if (debug < 0)
         return http_error(r, 400,

@@ -8,11 +8,34 @@
 #            against /proc/PID/task), parked ones with their labels;
 #   debug=0  a profile google/pprof's parser accepts (gocheck), with Go's
 #            sample type, whose tenants `go tool pprof -tags` shows;
+#   seconds=6 Go's goroutine delta across the moment (3 s in: --park-after)
+#            the parked threads leave an unlabelled sleep for their labelled
+#            wait: +7 labelled, as many fewer unlabelled, nothing else;
 #   a bad debug value is a 400 in Go's error form.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
-start_demo --workers 2 --park 7 --for 120
+start_demo --workers 2 --park 7 --park-after 3 --for 120
+
+# --- seconds=6: the delta (first, while the parked threads still sleep) ---
+code=$(fetch delta "$base/goroutine?seconds=6")
+[ "$code" = 200 ] || fail "seconds=6: status $code: $(cat "$tmp/delta.body")"
+[ "$(header delta content-disposition)" = 'attachment; filename="goroutine-delta"' ] ||
+    fail "seconds=6: content-disposition $(header delta content-disposition)"
+"$GOCHECK" "$tmp/delta.body" >"$tmp/delta.check" ||
+    fail "seconds=6: pprof's parser rejects it"
+# (Tenant tags mix in the workers, whose job labels change all the time.)
+for want in valid 'sample_types goroutine/count' 'tag kind wait 0 7'; do
+    grep -qx "$want" "$tmp/delta.check" ||
+        fail "seconds=6: no '$want' in: $(cat "$tmp/delta.check")"
+done
+# The process has as many threads at both ends (give or take the request's
+# own): the labelled gain is an unlabelled loss, not new threads.
+net=$(sed -n 's/^total 0 //p' "$tmp/delta.check")
+[ "${net#-}" -le 2 ] || fail "seconds=6: net change of $net threads"
+dur=$(sed -n 's/^duration_nanos //p' "$tmp/delta.check")
+[ "$dur" -ge 6000000000 ] && [ "$dur" -lt 7000000000 ] ||
+    fail "seconds=6: duration_nanos $dur"
 
 # expect_error NAME STATUS GOT: Go's error form with STATUS, one line.
 expect_error() {
