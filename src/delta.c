@@ -266,6 +266,29 @@ int sampleset_sorted(const sampleset *s, size_t by, sampleset_entry **out,
     return 0;
 }
 
+int named_add_types(builder *b, const value_type *types, size_t n,
+                    value_type period, int64_t every)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = builder_add_sample_type(b, types[i].type, types[i].unit);
+    return rc ? rc : builder_set_period(b, period.type, period.unit, every);
+}
+
+int sampleset_build(builder *b, const sampleset *s,
+                    int (*add)(builder *b, const sampleset_entry *e,
+                               void *arg),
+                    void *arg)
+{
+    sampleset_entry *e = NULL;
+    size_t n = 0;
+    int rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = add(b, &e[i], arg);
+    free(e);
+    return rc;
+}
+
 /* Whether pc lies in an executable mapping (a session is open). */
 static bool mapped(uintptr_t pc)
 {

@@ -70,6 +70,24 @@ size_t sampleset_count(const sampleset *s);
 int sampleset_sorted(const sampleset *s, size_t by, sampleset_entry **out,
                      size_t *n);
 
+/* A sample type or the period type of a profile. */
+typedef struct {
+    const char *type, *unit;
+} value_type;
+
+/* The header every named profile's proto starts with: its n sample types,
+ * then the period type `period` with value `every`. */
+int named_add_types(builder *b, const value_type *types, size_t n,
+                    value_type period, int64_t every);
+
+/* Calls add(b, entry, arg) for each entry of s whose values are not all
+ * zero, stopping at the first error: the sample loop of every named
+ * profile's build. */
+int sampleset_build(builder *b, const sampleset *s,
+                    int (*add)(builder *b, const sampleset_entry *e,
+                               void *arg),
+                    void *arg);
+
 /* Writes Go's text-form frame lines for a stack of return addresses:
  * "#\t0xPC\tFUNC+0xOFF\tFILE:LINE" per frame (inlined frames each on a
  * line), as runtime/pprof's printStackRecord does. */

@@ -121,8 +121,8 @@ static int add_group(builder *b, const struct group *g)
 /* Go's sample type and period for the goroutine profile. */
 static int add_goroutine_types(builder *b)
 {
-    int rc = builder_add_sample_type(b, "goroutine", "count");
-    return rc ? rc : builder_set_period(b, "goroutine", "count", 1);
+    static const value_type type = {"goroutine", "count"};
+    return named_add_types(b, &type, 1, type, 1);
 }
 
 static int encode_proto(const struct group *groups, size_t n,
@@ -305,23 +305,20 @@ static int delta_snapshot(sampleset **out)
     return 0;
 }
 
+static int add_delta_group(builder *b, const sampleset_entry *e, void *arg)
+{
+    (void)arg;
+    if (!e->depth)
+        return builder_add_labelled_pseudo_sample(b, CENSUS_NO_STACK,
+                                                  e->values, e->labels);
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, e->values,
+                              e->labels, NULL, 0);
+}
+
 static int delta_build(builder *b, const sampleset *s)
 {
     int rc = add_goroutine_types(b);
-    sampleset_entry *e;
-    size_t n;
-    if (rc == 0)
-        rc = sampleset_sorted(s, 0, &e, &n);
-    if (rc != 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = e[i].depth ? builder_add_sample(b, e[i].pcs, e[i].depth,
-                                             e[i].flags, e[i].values,
-                                             e[i].labels, NULL, 0)
-                        : builder_add_labelled_pseudo_sample(
-                              b, CENSUS_NO_STACK, e[i].values, e[i].labels);
-    free(e);
-    return rc;
+    return rc ? rc : sampleset_build(b, s, add_delta_group, NULL);
 }
 
 /* Served only with `seconds` (delta.c refuses debug with it), so it has

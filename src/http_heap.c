@@ -30,40 +30,34 @@
 
 /* ---- heap and allocs -------------------------------------------------- */
 
+/* One heap record, scaled to estimate the totals as Go does; *rate is the
+ * sampling rate. */
+static int add_heap_record(builder *b, const sampleset_entry *e, void *rate)
+{
+    int64_t v[HEAP_NVALUES];
+    for (size_t j = 0; j < HEAP_NVALUES; j++)
+        v[j] = e->values[j];
+    heap_scale(&v[HEAP_ALLOC_OBJECTS], &v[HEAP_ALLOC_BYTES], e->num,
+               *(long *)rate);
+    heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e->num,
+               *(long *)rate);
+    builder_numlabel size = {"bytes", e->num, "bytes"};
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, &size,
+                              1);
+}
+
 static int heap_build(builder *b, const sampleset *s, const char *dflt)
 {
-    static const char *const types[][2] = {{"alloc_objects", "count"},
-                                           {"alloc_space", "bytes"},
-                                           {"inuse_objects", "count"},
-                                           {"inuse_space", "bytes"}};
+    static const value_type types[HEAP_NVALUES] = {{"alloc_objects", "count"},
+                                                   {"alloc_space", "bytes"},
+                                                   {"inuse_objects", "count"},
+                                                   {"inuse_space", "bytes"}};
     long rate = cfg_int(CFG_MEM_PROFILE_RATE);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < HEAP_NVALUES; i++)
-        rc = builder_add_sample_type(b, types[i][0], types[i][1]);
-    if (rc == 0)
-        rc = builder_set_period(b, "space", "bytes", rate);
+    int rc = named_add_types(b, types, HEAP_NVALUES,
+                             (value_type){"space", "bytes"}, rate);
     if (rc == 0 && dflt)
         rc = builder_set_default_sample_type(b, dflt);
-    sampleset_entry *e;
-    size_t n;
-    if (rc == 0)
-        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
-    if (rc != 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int64_t v[HEAP_NVALUES];
-        for (size_t j = 0; j < HEAP_NVALUES; j++)
-            v[j] = e[i].values[j];
-        heap_scale(&v[HEAP_ALLOC_OBJECTS], &v[HEAP_ALLOC_BYTES], e[i].num,
-                   rate);
-        heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e[i].num,
-                   rate);
-        builder_numlabel size = {"bytes", e[i].num, "bytes"};
-        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags, v, NULL,
-                                &size, 1);
-    }
-    free(e);
-    return rc;
+    return rc ? rc : sampleset_build(b, s, add_heap_record, &rate);
 }
 
 static int heap_build_inuse(builder *b, const sampleset *s)
@@ -134,29 +128,23 @@ static int64_t events(int64_t count_milli)
     return (count_milli + 500) / 1000;
 }
 
+static int add_contention_record(builder *b, const sampleset_entry *e,
+                                 void *arg)
+{
+    (void)arg;
+    int64_t v[2] = {events(e->values[CONT_COUNT_MILLI]),
+                    e->values[CONT_DELAY_NS]};
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, NULL, 0);
+}
+
 /* Go's printCountCycleProfile: contentions/count and delay/nanoseconds,
  * period contentions/count 1. */
 static int contention_build(builder *b, const sampleset *s)
 {
-    int rc = builder_add_sample_type(b, "contentions", "count");
-    if (rc == 0)
-        rc = builder_add_sample_type(b, "delay", "nanoseconds");
-    if (rc == 0)
-        rc = builder_set_period(b, "contentions", "count", 1);
-    sampleset_entry *e;
-    size_t n;
-    if (rc == 0)
-        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
-    if (rc != 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int64_t v[2] = {events(e[i].values[CONT_COUNT_MILLI]),
-                        e[i].values[CONT_DELAY_NS]};
-        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags, v, NULL,
-                                NULL, 0);
-    }
-    free(e);
-    return rc;
+    static const value_type types[] = {{"contentions", "count"},
+                                       {"delay", "nanoseconds"}};
+    int rc = named_add_types(b, types, 2, types[0], 1);
+    return rc ? rc : sampleset_build(b, s, add_contention_record, NULL);
 }
 
 /* Go's text form: "CYCLES COUNT @ PCS" per record, largest delay first;
@@ -206,22 +194,19 @@ int http_mutex(http_req *r) { return http_serve_named(r, &mutex_profile); }
 
 /* ---- threadcreate ---------------------------------------------------- */
 
+static int add_threadcreate_record(builder *b, const sampleset_entry *e,
+                                   void *arg)
+{
+    (void)arg;
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, e->values, NULL,
+                              NULL, 0);
+}
+
 static int threadcreate_build(builder *b, const sampleset *s)
 {
-    int rc = builder_add_sample_type(b, "threadcreate", "count");
-    if (rc == 0)
-        rc = builder_set_period(b, "threadcreate", "count", 1);
-    sampleset_entry *e;
-    size_t n;
-    if (rc == 0)
-        rc = sampleset_sorted(s, SIZE_MAX, &e, &n);
-    if (rc != 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = builder_add_sample(b, e[i].pcs, e[i].depth, e[i].flags,
-                                e[i].values, NULL, NULL, 0);
-    free(e);
-    return rc;
+    static const value_type type = {"threadcreate", "count"};
+    int rc = named_add_types(b, &type, 1, type, 1);
+    return rc ? rc : sampleset_build(b, s, add_threadcreate_record, NULL);
 }
 
 /* Go's printCountProfile: "threadcreate profile: total N", then "COUNT @
