@@ -29,20 +29,24 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct cpprof_labelset {
+    _Atomic(void *) published;     /* otel.c's record, built on first use;
+                                      first: labels.h reads it inline */
     atomic_long refs;
     uint64_t hash;
     struct cpprof_labelset *chain; /* next in the intern bucket */
     size_t n;                      /* number of pairs */
-    _Atomic(void *) published;     /* otel.c's record, built on first use */
     struct acct_counters acct;     /* accounting.c's counters */
     const char *kv[];              /* key0, value0, key1, ... then strings */
 };
+_Static_assert(offsetof(struct cpprof_labelset, published) == 0,
+               "labelset_published() in labels.h reads the first member");
 
 /* A key/value pair while a set is being built. */
 struct pair {
@@ -431,12 +435,6 @@ int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len)
 }
 
 /* ---- Out-of-process record (otel.c) ----------------------------------- */
-
-void *labelset_published(const cpprof_labelset *set)
-{
-    return atomic_load_explicit(&((cpprof_labelset *)set)->published,
-                                memory_order_acquire);
-}
 
 void *labelset_attach_published(const cpprof_labelset *set, void *record)
 {

@@ -13,6 +13,7 @@
 #define CPPROF_LABELS_H
 
 #include "cpprof.h"
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Accessors for the builder and the text formats; i < cpprof_labelset_size. */
@@ -29,8 +30,14 @@ int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
 
 /* The record otel.c built for the set, or NULL; attaching keeps the first
  * record any thread attached and returns it (the loser frees its own).
- * labels.c frees the attached record with the set. */
-void *labelset_published(const cpprof_labelset *set);
+ * labels.c frees the attached record with the set.  The record pointer is
+ * a set's first member, so that reading it on every label switch (with the
+ * OpenTelemetry context on) costs a load, not a call. */
+static inline void *labelset_published(const cpprof_labelset *set)
+{
+    return atomic_load_explicit((_Atomic(void *) *)(void *)set,
+                                memory_order_acquire);
+}
 void *labelset_attach_published(const cpprof_labelset *set, void *record);
 
 /* The set's accounting counters (accounting.c); set must not be NULL. */
