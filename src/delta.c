@@ -475,7 +475,8 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
     sampleset *x, *y = NULL;
     int rc = p->snapshot(&x);
     if (rc != 0)
-        return http_error(r, 500, "failed to collect profile");
+        return http_error(r, 500, "failed to collect profile: %s",
+                          cpprof_strerror(rc));
     int64_t t0 = collect_wall_ns();
     if (!http_wait_window(r, (long)seconds)) {
         sampleset_free(x);
@@ -488,7 +489,8 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
     sampleset_free(x);
     if (rc != 0) {
         sampleset_free(y);
-        return http_error(r, 500, "failed to collect profile");
+        return http_error(r, 500, "failed to collect profile: %s",
+                          cpprof_strerror(rc));
     }
     trim_unmapped(y);
     char name[128];
@@ -511,7 +513,8 @@ int http_serve_named(http_req *r, const named_profile *p)
     int64_t t0 = collect_wall_ns();
     int rc = p->snapshot(&s);
     if (rc != 0)
-        return http_error(r, 500, "failed to collect profile");
+        return http_error(r, 500, "failed to collect profile: %s",
+                          cpprof_strerror(rc));
     trim_unmapped(s);
     if (debug != 0)
         rc = reply_text(r, p, s, (int)debug);

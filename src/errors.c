@@ -21,8 +21,9 @@ static const char *cpprof_code_message(int code)
     case CPPROF_ENULLVALUE: return "label value is NULL";
     case CPPROF_EBUSY: return "cpu profiling already in use";
     case CPPROF_ESIGTAKEN:
-        return "the CPU profiling signal already has a handler in this "
-               "process (set cpu_signal to another signal)";
+        return "a signal cpprof needs already has a handler in this "
+               "process (choose another with the cpu_signal, census_signal "
+               "or accounting_signal setting)";
     case CPPROF_ESETTING: return "no such setting";
     case CPPROF_EVALUE: return "bad value for this setting";
     case CPPROF_ERUNNING: return "the HTTP server is already running";
