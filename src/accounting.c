@@ -28,6 +28,14 @@
  *    counters are, not how accurate.  It uses its own signal and timers,
  *    so CPU profiles (SIGPROF, sampler.c) run independently of it.
  *
+ * The price of measuring is two cycle-counter reads per scoped apply
+ * (about 10 ns on the AMD EPYC this was built on; bench/accounting).  The
+ * accounting_cpu=sampled setting is the other side of that trade: a switch
+ * reads no clock, and the tick charges the thread's CPU since its previous
+ * tick, exactly read, to the set current at the tick.  Each thread's total
+ * stays exact; its split between sets is a sample, as precise as
+ * accounting_hz makes it.
+ *
  * Allocation: heap.c adds each allocation's size to thread-local totals
  * (no lock, no atomic); a label switch and thread exit flush them into the
  * set left.  Exact: every byte allocated while a thread holds a set is
@@ -256,6 +264,8 @@ void accounting_switch_slow(struct acct_thread *t,
     uint64_t d = now - t->last;
     if (!t->started) {
         start_thread(t, now);
+    } else if (atomic_load(&accounting_on) == ACCT_SAMPLED) {
+        /* Only the tick and exit charge CPU: `last` stays at the tick. */
     } else if (d >= acct_short_ticks) {
         charge_exact(t, leaving, t->last, now);
         t->last = now;
@@ -331,11 +341,14 @@ int cpprof_accounting_enable(void)
     if (!atomic_load(&accounting_on)) {
         tick_signal = (int)cfg_int(CFG_ACCOUNTING_SIGNAL);
         tick_hz = cfg_int(CFG_ACCOUNTING_HZ);
+        int mode = strcmp(cfg_str(CFG_ACCOUNTING_CPU), "sampled") == 0
+                       ? ACCT_SAMPLED
+                       : ACCT_EXACT;
         rc = install_tick_handler(tick_signal);
         if (rc == 0) {
             calibrate();
             pthread_atfork(NULL, NULL, atfork_child);
-            atomic_store(&accounting_on, 1);
+            atomic_store(&accounting_on, mode);
         }
     }
     pthread_mutex_unlock(&enable_mu);

@@ -17,7 +17,8 @@
  * job's), not to the set's shared counter.  Pending charges reach the
  * counters when they pass ACCT_PENDING_MAX_NS, at the thread's CPU tick,
  * when evicted, and at thread exit, so a reader sees each thread's CPU at
- * most 2 * ACCT_PENDING_MAX_NS late.
+ * most 2 * ACCT_PENDING_MAX_NS late.  With accounting_cpu=sampled a switch
+ * reads no clock at all: it only flushes allocation totals.
  */
 #ifndef CPPROF_ACCOUNTING_H
 #define CPPROF_ACCOUNTING_H
@@ -71,6 +72,11 @@ struct acct_thread {
 
 extern __thread struct acct_thread acct_self
     __attribute__((tls_model("initial-exec")));
+
+/* accounting_on: 0 until cpprof_accounting_enable(), then how CPU time is
+ * charged (the accounting_cpu setting): at every label switch, or only at
+ * the thread's tick. */
+enum { ACCT_EXACT = 1, ACCT_SAMPLED = 2 };
 extern atomic_int accounting_on;
 
 /* The cycle counter's calibration (accounting.c): segments of
@@ -113,26 +119,33 @@ void accounting_switch_slow(struct acct_thread *t,
                             const cpprof_labelset *leaving, uint64_t now);
 
 /* thread.c: the calling thread is about to stop holding `leaving` (NULL:
- * the empty set) and still holds it.  Charges its CPU since the last
- * charge point and flushes its allocation totals into it.  Inline is the
- * common case: a short segment (a thread not started has `last` 0, so
- * none is short), nothing allocated, `leaving` one of the two pending
- * sets; no call, no atomic, no conversion. */
-static inline void accounting_switch(const cpprof_labelset *leaving)
+ * the empty set) and still holds it; `mode` is accounting_on.  Charges its
+ * CPU since the last charge point (ACCT_EXACT) and flushes its allocation
+ * totals into it.  Inline is the common case: a short segment (a thread
+ * not started has `last` 0, so none is short), nothing allocated,
+ * `leaving` one of the two pending sets; no call, no atomic, no
+ * conversion.  ACCT_SAMPLED's common case is a started thread that
+ * allocated nothing: nothing to do. */
+static inline void accounting_switch(const cpprof_labelset *leaving, int mode)
 {
     struct acct_thread *t = &acct_self;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    uint64_t now = acct_clock_ticks(), d = now - t->last;
-    struct acct_pending *p = &t->pending[t->pending[1].set == leaving];
-    if (__builtin_expect(d < acct_short_ticks && !t->objects &&
-                             p->set == leaving &&
-                             p->ticks < acct_pending_max_ticks,
-                         1)) {
-        t->last = now;
-        p->ticks += d;
+    if (mode == ACCT_SAMPLED) {
+        if (__builtin_expect(!t->started || t->objects, 0))
+            accounting_switch_slow(t, leaving, acct_clock_ticks());
     } else {
-        accounting_switch_slow(t, leaving, now);
+        uint64_t now = acct_clock_ticks(), d = now - t->last;
+        struct acct_pending *p = &t->pending[t->pending[1].set == leaving];
+        if (__builtin_expect(d < acct_short_ticks && !t->objects &&
+                                 p->set == leaving &&
+                                 p->ticks < acct_pending_max_ticks,
+                             1)) {
+            t->last = now;
+            p->ticks += d;
+        } else {
+            accounting_switch_slow(t, leaving, now);
+        }
     }
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;

@@ -50,6 +50,7 @@ static int check_host_port(const char *v);
 static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
+static int check_accounting_cpu(const char *v);
 static int cpu_signal_usable(long sig);
 static int realtime_signal(long sig);
 
@@ -119,6 +120,11 @@ static struct setting settings[CFG__COUNT] = {
     SIGNAL(CFG_ACCOUNTING_SIGNAL, "accounting_signal",
            "real-time signal number of the accounting tick", 40,
            realtime_signal, "a real-time signal number (SIGRTMIN..SIGRTMAX)"),
+    /* Read when accounting is enabled: "sampled" trades the exact CPU
+     * split for label switches that read no clock (accounting.c). */
+    STR(CFG_ACCOUNTING_CPU, "accounting_cpu",
+        "how CPU time is charged to label sets", "exact",
+        check_accounting_cpu, "exact or sampled"),
 };
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -148,6 +154,11 @@ static int check_token(const char *v)
         if (*v < 0x21 || *v > 0x7e)
             return -1;
     return 0;
+}
+
+static int check_accounting_cpu(const char *v)
+{
+    return strcmp(v, "exact") == 0 || strcmp(v, "sampled") == 0 ? 0 : -1;
 }
 
 static int check_nonempty(const char *v)

@@ -36,6 +36,7 @@ typedef enum {
     CFG_ACCOUNTING,           /* 1: per-label-set accounting from load */
     CFG_ACCOUNTING_HZ,        /* accounting ticks per thread CPU-second */
     CFG_ACCOUNTING_SIGNAL,    /* real-time signal of the accounting tick */
+    CFG_ACCOUNTING_CPU,       /* "exact" or "sampled" CPU charging */
     CFG__COUNT
 } cfg_id;
 

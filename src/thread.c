@@ -72,9 +72,9 @@ static inline void publish(const cpprof_labelset *set)
  * predictable branch. */
 static inline void account(const cpprof_labelset *leaving)
 {
-    if (__builtin_expect(
-            atomic_load_explicit(&accounting_on, memory_order_relaxed), 0))
-        accounting_switch(leaving);
+    int mode = atomic_load_explicit(&accounting_on, memory_order_relaxed);
+    if (__builtin_expect(mode, 0))
+        accounting_switch(leaving, mode);
 }
 
 /* pthread key destructor: the thread is exiting; drop its entry and the

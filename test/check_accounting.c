@@ -237,7 +237,10 @@ START_TEST(pending_charges_reach_readers)
 }
 END_TEST
 
-/* A thread that keeps one set: the tick charges it while it runs. */
+/* A thread that keeps one set: the tick charges it while it runs, in
+ * either accounting_cpu mode (the loop index). */
+static const char *const cpu_modes[] = {"exact", "sampled"};
+
 static void spin_and_look(void *arg, const cpprof_labelset *labels)
 {
     spin_cpu_ns(400000000);
@@ -246,6 +249,7 @@ static void spin_and_look(void *arg, const cpprof_labelset *labels)
 
 START_TEST(tick_charges_a_thread_that_keeps_its_set)
 {
+    ck_assert_int_eq(cpprof_set("accounting_cpu", cpu_modes[_i]), 0);
     ck_assert_int_eq(cpprof_accounting_enable(), 0);
     cpprof_labelset *a = set_of("scope", "held");
     uint64_t seen_inside = 0;
@@ -253,6 +257,55 @@ START_TEST(tick_charges_a_thread_that_keeps_its_set)
     /* At 19 ticks per CPU-second, at most one period (53 ms) is owed. */
     ck_assert_uint_ge(seen_inside, 400000000 - 60000000);
     cpprof_labelset_release(a);
+}
+END_TEST
+
+/* accounting_cpu=sampled: switches read no clock, so CPU reaches a set
+ * only at the thread's tick and at its exit.  At one tick per CPU-second
+ * none comes in a 100 ms run: the scoped set is charged no CPU, the set
+ * the thread exits holding all of it, and allocations stay exact. */
+struct sampled_run {
+    cpprof_labelset *scoped, *at_exit;
+    struct spin spin;
+};
+
+static void spin_and_allocate(void *arg, const cpprof_labelset *labels)
+{
+    spin_in_scope(arg, labels);
+    for (int i = 0; i < 10; i++) {
+        escape = malloc(777);
+        free(escape);
+    }
+}
+
+static void *scopes_then_exit(void *arg)
+{
+    struct sampled_run *r = arg;
+    for (int i = 0; i < 20; i++)
+        cpprof_do(NULL, r->scoped, spin_and_allocate, &r->spin);
+    cpprof_set_thread_labels(r->at_exit);
+    return NULL;
+}
+
+START_TEST(sampled_switches_charge_no_cpu)
+{
+    ck_assert_int_eq(cpprof_set("accounting_cpu", "sometimes"),
+                     CPPROF_EVALUE);
+    ck_assert_int_eq(cpprof_set("accounting_cpu", "sampled"), 0);
+    ck_assert_int_eq(cpprof_set("accounting_hz", "1"), 0);
+    ck_assert_int_eq(cpprof_accounting_enable(), 0);
+    struct sampled_run r = {set_of("scope", "sampled"),
+                            set_of("scope", "exit"), {.ns = 5000000}};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, scopes_then_exit, &r), 0);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(atomic_load(&counters(r.scoped)->cpu_ns), 0);
+    ck_assert_uint_ge(atomic_load(&counters(r.at_exit)->cpu_ns),
+                      (uint64_t)r.spin.truth);
+    ck_assert_uint_eq(atomic_load(&counters(r.scoped)->alloc_bytes),
+                      20 * 7770);
+    cpprof_labelset_release(r.scoped);
+    cpprof_labelset_release(r.at_exit);
 }
 END_TEST
 
@@ -800,7 +853,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, thread_exit_flushes);
     tcase_add_test(tc, cpu_short_and_long_scopes);
     tcase_add_test(tc, pending_charges_reach_readers);
-    tcase_add_test(tc, tick_charges_a_thread_that_keeps_its_set);
+    tcase_add_loop_test(tc, tick_charges_a_thread_that_keeps_its_set, 0, 2);
+    tcase_add_test(tc, sampled_switches_charge_no_cpu);
     tcase_add_test(tc, cpu_profile_runs_alongside);
     tcase_add_test(tc, lock_waits_are_charged);
     tcase_add_test(tc, user_counters);
