@@ -215,7 +215,7 @@ static void on_tick(int signo, siginfo_t *si, void *uc)
         return;
     int saved_errno = errno;
     struct acct_thread *t = &acct_self;
-    if (t->started && !t->busy) {
+    if (t->last && !t->busy) {
         uint64_t now = acct_clock_ticks();
         charge_exact(t, thread_current_labels(), t->last, now);
         t->last = now;
@@ -254,7 +254,6 @@ static void start_thread(struct acct_thread *t, uint64_t now)
     t->last = t->exact_mark = now;
     t->timer = NULL;
     arm_tick(t);
-    t->started = 1;
 }
 
 /* Called with t->busy set, by accounting_switch() (accounting.h). */
@@ -262,7 +261,7 @@ void accounting_switch_slow(struct acct_thread *t,
                             const cpprof_labelset *leaving, uint64_t now)
 {
     uint64_t d = now - t->last;
-    if (!t->started) {
+    if (!t->last) {
         start_thread(t, now);
     } else if (atomic_load(&accounting_on) == ACCT_SAMPLED) {
         /* Only the tick and exit charge CPU: `last` stays at the tick. */
@@ -284,11 +283,10 @@ void accounting_thread_exit(const cpprof_labelset *current)
     struct acct_thread *t = &acct_self;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    if (t->started) {
+    if (t->last) {
         if (t->timer)
             timer_delete((timer_t)t->timer);
         t->timer = NULL;
-        t->started = 0;
         charge_exact(t, current, t->last, acct_clock_ticks());
         t->last = 0;
         flush_allocations(t, current);
@@ -329,7 +327,6 @@ static int install_tick_handler(int signo)
  * again from zero; its one thread starts over at its next switch. */
 static void atfork_child(void)
 {
-    acct_self.started = 0;
     acct_self.last = 0;
     acct_self.timer = NULL;
 }

@@ -59,9 +59,9 @@ struct acct_pending {
 struct acct_thread {
     uint64_t bytes, objects;  /* allocated since the last flush */
     volatile int busy;        /* switch code running: the tick keeps off */
-    volatile int started;     /* marks below are valid; timer armed */
-    uint64_t last;            /* clock ticks at the last charge point;
-                                 0 while not started */
+    uint64_t last;            /* clock ticks at the last charge point; 0
+                                 until the thread's first switch (marks
+                                 below invalid, no timer) */
     uint64_t exact_mark;      /* clock ticks at the last exact read */
     int64_t cpu_mark;         /* thread CPU ns at that read */
     int64_t overcharge;       /* ns short segments were charged beyond the
@@ -124,15 +124,15 @@ void accounting_switch_slow(struct acct_thread *t,
  * totals into it.  Inline is the common case: a short segment (a thread
  * not started has `last` 0, so none is short), nothing allocated,
  * `leaving` one of the two pending sets; no call, no atomic, no
- * conversion.  ACCT_SAMPLED's common case is a started thread that
- * allocated nothing: nothing to do. */
+ * conversion.  ACCT_SAMPLED's common case is a started thread (`last`
+ * set) that allocated nothing: nothing to do. */
 static inline void accounting_switch(const cpprof_labelset *leaving, int mode)
 {
     struct acct_thread *t = &acct_self;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (mode == ACCT_SAMPLED) {
-        if (__builtin_expect(!t->started || t->objects, 0))
+        if (__builtin_expect(!t->last || t->objects, 0))
             accounting_switch_slow(t, leaving, acct_clock_ticks());
     } else {
         uint64_t now = acct_clock_ticks(), d = now - t->last;
