@@ -1,8 +1,9 @@
 /*
  * check_http.c -- unit tests of the HTTP server's lifecycle (http.c):
  * strict HOST:PORT parsing, start/stop codes, IPv4 and IPv6 loopback, a
- * taken port reported as such, stopping frees every socket and thread, and
- * stopping does not wait out a running CPU profile.  The endpoints' HTTP
+ * taken port reported as such, stopping frees every socket and thread,
+ * stopping does not wait out a running CPU profile, and a census signal
+ * the program took is reported by both goroutine forms.  The endpoints' HTTP
  * contract is tested against the demo by test/http_profile.sh.
  */
 #define _GNU_SOURCE
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,22 +70,29 @@ static void send_get(int fd, const char *path)
     ck_assert_int_eq(write(fd, req, (size_t)n), n);
 }
 
-/* GETs path and returns the status code; the response ends the test's
- * interest in the connection. */
-static int get_status(int family, const char *path)
+/* GETs path and returns the status code, leaving the response's first
+ * RESPONSE_MAX - 1 bytes in reply (NULL: not wanted). */
+enum { RESPONSE_MAX = 4096 };
+
+static int get(int family, const char *path, char reply[RESPONSE_MAX])
 {
-    char buf[4096];
+    char own[RESPONSE_MAX], *buf = reply ? reply : own;
     size_t len = 0;
     ssize_t n;
     int fd = connect_server(family), status = -1;
     send_get(fd, path);
-    while (len < sizeof buf - 1 &&
-           (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+    while (len < RESPONSE_MAX - 1 &&
+           (n = read(fd, buf + len, RESPONSE_MAX - 1 - len)) > 0)
         len += (size_t)n;
     buf[len] = '\0';
     close(fd);
     ck_assert_int_eq(sscanf(buf, "HTTP/1.1 %d", &status), 1);
     return status;
+}
+
+static int get_status(int family, const char *path)
+{
+    return get(family, path, NULL);
 }
 
 static double now_s(void)
@@ -218,6 +227,34 @@ START_TEST(stop_does_not_wait_out_a_profile)
 }
 END_TEST
 
+/* A program that handles the census's signal itself: both forms of the
+ * goroutine profile answer 500 naming the setting to change, the delta
+ * through the named profiles' "failed to collect profile" (Go's words). */
+static void programs_own_handler(int sig)
+{
+    (void)sig;
+}
+
+START_TEST(goroutine_names_a_taken_census_signal)
+{
+    ck_assert_int_eq(cpprof_set("census_signal", "45"), 0);
+    struct sigaction sa = {.sa_handler = programs_own_handler};
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(45, &sa, NULL), 0);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    char reply[RESPONSE_MAX];
+    ck_assert_int_eq(get(AF_INET, "/debug/pprof/goroutine", reply), 500);
+    ck_assert_msg(strstr(reply, "signal 45 (setting census_signal)"), "%s",
+                  reply);
+    ck_assert_int_eq(get(AF_INET, "/debug/pprof/goroutine?seconds=1", reply),
+                     500);
+    ck_assert_msg(strstr(reply, "failed to collect profile: ") &&
+                      strstr(reply, "census_signal"),
+                  "%s", reply);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -229,6 +266,7 @@ static Suite *http_suite(void)
     tcase_add_test(life, taken_port_is_eaddrinuse);
     tcase_add_test(life, stop_frees_sockets_and_threads);
     tcase_add_test(life, stop_does_not_wait_out_a_profile);
+    tcase_add_test(life, goroutine_names_a_taken_census_signal);
     suite_add_tcase(s, life);
     return s;
 }
