@@ -54,7 +54,12 @@ struct pair {
     size_t order; /* argument position: the later duplicate wins */
 };
 
-/* Past the cap every new set folds into this one; its labels say why. */
+/* Past the cap every new set folds into this one; its labels say why.
+ * Its kv[] storage is the member after it (a GNU C extension, as clang
+ * notes), so that member must start where kv[] does. */
+_Static_assert(offsetof(struct cpprof_labelset, kv) ==
+                   sizeof(struct cpprof_labelset),
+               "the overflow set's labels follow it directly");
 static struct {
     struct cpprof_labelset set;
     const char *kv[2];
