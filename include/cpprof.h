@@ -42,8 +42,9 @@ enum cpprof_error {
     CPPROF_ENOTRUNNING = -10010,/* the HTTP server or profile is not running */
     CPPROF_EREMOTE = -10011,   /* non-loopback address without the
                                   "http_allow_remote" setting */
-    CPPROF_ENOTOKEN = -10012   /* non-loopback address without an
+    CPPROF_ENOTOKEN = -10012,  /* non-loopback address without an
                                   "http_token" (or http_require_token=0) */
+    CPPROF_EFROZEN = -10013    /* a setting that is read once, and was */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -160,7 +161,8 @@ int cpprof_labels_with_trace(cpprof_labelset **out,
  * (setting "accounting_hz", default 19 per CPU-second; signal
  * "accounting_signal", default 40) brings its CPU count up to date.
  * Applying a set then costs two cycle-counter reads more per scoped apply
- * (bench/accounting).  The environment variable CPPROF_ACCOUNTING=1 calls
+ * (bench/accounting), or none with the setting "accounting_cpu" set to
+ * "sampled", where only the tick charges CPU, to the set held then.  The environment variable CPPROF_ACCOUNTING=1 calls
  * it at load.  Calling it again does nothing.  Errors: CPPROF_ESIGTAKEN
  * (the application handles that signal), -errno. */
 int cpprof_accounting_enable(void);
@@ -177,7 +179,11 @@ int cpprof_counter_add(const char *name, uint64_t value);
 
 /* Every setting has a name and an environment variable CPPROF_<NAME> read at
  * load time (README lists them all).  cpprof_set() changes one at run time;
- * errors: CPPROF_ESETTING, CPPROF_EVALUE (with the setting unchanged). */
+ * errors: CPPROF_ESETTING, CPPROF_EVALUE (with the setting unchanged), and
+ * CPPROF_EFROZEN for a setting read once that has been: those acting at
+ * load (accounting, crash_handler, otel_context, http) from then on, and
+ * accounting_hz, accounting_signal and accounting_cpu once accounting is
+ * enabled, which cannot be undone. */
 int cpprof_set(const char *name, const char *value);
 
 /* ---- Unlabelled profiles (Go: SetBlockProfileRate, SetMutexProfileFraction)

@@ -345,6 +345,9 @@ int cpprof_accounting_enable(void)
         if (rc == 0) {
             calibrate();
             pthread_atfork(NULL, NULL, atfork_child);
+            cfg_freeze(CFG_ACCOUNTING_SIGNAL);
+            cfg_freeze(CFG_ACCOUNTING_HZ);
+            cfg_freeze(CFG_ACCOUNTING_CPU);
             atomic_store(&accounting_on, mode);
         }
     }
@@ -359,6 +362,7 @@ int accounting_enabled(void)
 
 __attribute__((constructor)) static void accounting_from_environment(void)
 {
+    cfg_freeze(CFG_ACCOUNTING);
     if (cfg_int(CFG_ACCOUNTING)) {
         int rc = cpprof_accounting_enable();
         if (rc)

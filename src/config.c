@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct setting {
     str_check_fn check;   /* string settings: returns 0 when valid */
     atomic_long ival;
     char *sval;
+    atomic_bool frozen; /* read for good: cpprof_set() refuses it */
 };
 
 /* Table rows.  An integer's expected form defaults to its range. */
@@ -227,7 +229,14 @@ int cpprof_set(const char *name, const char *value)
     if (!name || !value)
         return -EINVAL;
     struct setting *s = find(name);
-    return s ? apply(s, value) : CPPROF_ESETTING;
+    if (!s)
+        return CPPROF_ESETTING;
+    return atomic_load(&s->frozen) ? CPPROF_EFROZEN : apply(s, value);
+}
+
+void cfg_freeze(cfg_id id)
+{
+    atomic_store(&settings[id].frozen, true);
 }
 
 long cfg_int(cfg_id id)

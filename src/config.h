@@ -44,5 +44,9 @@ typedef enum {
 long cfg_int(cfg_id id);
 /* String settings (valid until the setting changes). */
 const char *cfg_str(cfg_id id);
+/* The setting has been read for good (at load, or by a switch that cannot
+ * be undone): cpprof_set() answers CPPROF_EFROZEN from now on, not a
+ * change that would never act. */
+void cfg_freeze(cfg_id id);
 
 #endif

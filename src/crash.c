@@ -239,6 +239,7 @@ int cpprof_crash_handler_install(void)
  * constructor runs first). */
 __attribute__((constructor)) static void crash_handler_from_environment(void)
 {
+    cfg_freeze(CFG_CRASH_HANDLER);
     if (cfg_int(CFG_CRASH_HANDLER))
         cpprof_crash_handler_install();
 }

@@ -33,6 +33,10 @@ static const char *cpprof_code_message(int code)
     case CPPROF_ENOTOKEN:
         return "a non-loopback address needs the http_token setting (or "
                "http_require_token=0)";
+    case CPPROF_EFROZEN:
+        return "this setting is read once and has been: the value in force "
+               "stays (set it in the environment, or before enabling what "
+               "reads it)";
     default: return NULL;
     }
 }

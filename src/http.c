@@ -688,6 +688,7 @@ int http_port(void)
  * that programs it starts do not all fight for the same port. */
 __attribute__((constructor)) static void http_serve_from_load(void)
 {
+    cfg_freeze(CFG_HTTP);
     const char *addr = cfg_str(CFG_HTTP);
     if (addr[0] == '\0')
         return;

@@ -614,6 +614,7 @@ static void atfork_child(void)
 __attribute__((constructor(102))) static void otel_load(void)
 {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    cfg_freeze(CFG_OTEL_CONTEXT);
     if (cfg_int(CFG_OTEL_CONTEXT))
         cpprof_otel_context_enable();
 }

@@ -269,6 +269,19 @@ struct sampled_run {
     struct spin spin;
 };
 
+/* Settings read once say so when set later, rather than never acting. */
+START_TEST(settings_read_once_refuse_changes)
+{
+    ck_assert_int_eq(cpprof_set("accounting", "1"), CPPROF_EFROZEN);
+    ck_assert_int_eq(cpprof_set("accounting_hz", "50"), 0);
+    ck_assert_int_eq(cpprof_accounting_enable(), 0);
+    ck_assert_int_eq(cpprof_set("accounting_hz", "20"), CPPROF_EFROZEN);
+    ck_assert_int_eq(cpprof_set("accounting_signal", "41"), CPPROF_EFROZEN);
+    ck_assert_int_eq(cpprof_set("accounting_cpu", "sampled"), CPPROF_EFROZEN);
+    ck_assert_ptr_nonnull(strstr(cpprof_strerror(CPPROF_EFROZEN), "read once"));
+}
+END_TEST
+
 static void spin_and_allocate(void *arg, const cpprof_labelset *labels)
 {
     spin_in_scope(arg, labels);
@@ -855,6 +868,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, pending_charges_reach_readers);
     tcase_add_loop_test(tc, tick_charges_a_thread_that_keeps_its_set, 0, 2);
     tcase_add_test(tc, sampled_switches_charge_no_cpu);
+    tcase_add_test(tc, settings_read_once_refuse_changes);
     tcase_add_test(tc, cpu_profile_runs_alongside);
     tcase_add_test(tc, lock_waits_are_charged);
     tcase_add_test(tc, user_counters);
