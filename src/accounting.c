@@ -148,20 +148,24 @@ static void flush_pending(struct acct_pending *p)
 /* SIGNAL-SAFE: charges `set` with the thread's CPU since its last exact
  * read, less what the short segments since then were charged: they tile
  * the time from that read (exact_mark) to `short_end` without a gap, as
- * any longer segment would have made an exact read.  `now` becomes the
- * next exact mark. */
-static void charge_exact(struct acct_thread *t, const cpprof_labelset *set,
-                         uint64_t short_end, uint64_t now)
+ * any longer segment would have made an exact read.  Returns the next
+ * exact mark, the cycle counter after the read: the read (a system call,
+ * about half a microsecond) is in `cpu`, so the next segment starts after
+ * it rather than charging it a second time. */
+static uint64_t charge_exact(struct acct_thread *t,
+                             const cpprof_labelset *set, uint64_t short_end)
 {
     int64_t cpu = thread_cpu_ns();
+    uint64_t mark = acct_clock_ticks();
     int64_t owed = cpu - t->cpu_mark - t->overcharge -
                    acct_ticks_to_ns(short_end - t->exact_mark);
     t->cpu_mark = cpu;
-    t->exact_mark = now;
+    t->exact_mark = mark;
     t->overcharge = owed < 0 ? -owed : 0;
     if (owed > 0)
         atomic_fetch_add_explicit(&counters_of(set)->cpu_ns, (uint64_t)owed,
                                   memory_order_relaxed);
+    return mark;
 }
 
 /* The pending entry of `set`, made by evicting the older entry when
@@ -216,9 +220,7 @@ static void on_tick(int signo, siginfo_t *si, void *uc)
     int saved_errno = errno;
     struct acct_thread *t = &acct_self;
     if (t->last && !t->busy) {
-        uint64_t now = acct_clock_ticks();
-        charge_exact(t, thread_current_labels(), t->last, now);
-        t->last = now;
+        t->last = charge_exact(t, thread_current_labels(), t->last);
         flush_pending(&t->pending[0]);
         flush_pending(&t->pending[1]);
     }
@@ -266,8 +268,7 @@ void accounting_switch_slow(struct acct_thread *t,
     } else if (atomic_load(&accounting_on) == ACCT_SAMPLED) {
         /* Only the tick and exit charge CPU: `last` stays at the tick. */
     } else if (d >= acct_short_ticks) {
-        charge_exact(t, leaving, t->last, now);
-        t->last = now;
+        t->last = charge_exact(t, leaving, t->last);
     } else {
         t->last = now;
         struct acct_pending *p = pending_entry(t, leaving);
@@ -287,7 +288,7 @@ void accounting_thread_exit(const cpprof_labelset *current)
         if (t->timer)
             timer_delete((timer_t)t->timer);
         t->timer = NULL;
-        charge_exact(t, current, t->last, acct_clock_ticks());
+        charge_exact(t, current, t->last);
         t->last = 0;
         flush_allocations(t, current);
     }
