@@ -162,9 +162,10 @@ int cpprof_labels_with_trace(cpprof_labelset **out,
  * "accounting_signal", default 40) brings its CPU count up to date.
  * Applying a set then costs two cycle-counter reads more per scoped apply
  * (bench/accounting), or none with the setting "accounting_cpu" set to
- * "sampled", where only the tick charges CPU, to the set held then.  The environment variable CPPROF_ACCOUNTING=1 calls
- * it at load.  Calling it again does nothing.  Errors: CPPROF_ESIGTAKEN
- * (the application handles that signal), -errno. */
+ * "sampled", where only the tick charges CPU, to the set held then.  The
+ * environment variable CPPROF_ACCOUNTING=1 calls it at load.  Calling it
+ * again does nothing.  Errors: CPPROF_ESIGTAKEN (the application handles
+ * that signal), -errno. */
 int cpprof_accounting_enable(void);
 
 /* Adds `value` to the counter `name` of the calling thread's current label
