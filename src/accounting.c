@@ -265,8 +265,6 @@ void accounting_switch_slow(struct acct_thread *t,
     uint64_t d = now - t->last;
     if (!t->last) {
         start_thread(t, now);
-    } else if (atomic_load(&accounting_on) == ACCT_SAMPLED) {
-        /* Only the tick and exit charge CPU: `last` stays at the tick. */
     } else if (d >= acct_short_ticks) {
         t->last = charge_exact(t, leaving, t->last);
     } else {
@@ -276,6 +274,17 @@ void accounting_switch_slow(struct acct_thread *t,
         if (p->ticks >= acct_pending_max_ticks)
             flush_pending(p);
     }
+    flush_allocations(t, leaving);
+}
+
+/* Called with t->busy set, by accounting_switch() (accounting.h): only the
+ * tick and exit charge CPU, so `last` stays at the tick and no clock is
+ * read but the first switch's. */
+void accounting_switch_sampled_slow(struct acct_thread *t,
+                                    const cpprof_labelset *leaving)
+{
+    if (!t->last)
+        start_thread(t, acct_clock_ticks());
     flush_allocations(t, leaving);
 }
 

@@ -114,9 +114,13 @@ static inline void accounting_alloc(const void *p, size_t n)
     }
 }
 
-/* Every case of accounting_switch() but the common one. */
+/* Every case of accounting_switch() but the common one: under ACCT_EXACT
+ * with the cycle counter read at the switch, under ACCT_SAMPLED (which
+ * charges no CPU at switches) without. */
 void accounting_switch_slow(struct acct_thread *t,
                             const cpprof_labelset *leaving, uint64_t now);
+void accounting_switch_sampled_slow(struct acct_thread *t,
+                                    const cpprof_labelset *leaving);
 
 /* thread.c: the calling thread is about to stop holding `leaving` (NULL:
  * the empty set) and still holds it; `mode` is accounting_on.  Charges its
@@ -133,7 +137,7 @@ static inline void accounting_switch(const cpprof_labelset *leaving, int mode)
     atomic_signal_fence(memory_order_seq_cst);
     if (mode == ACCT_SAMPLED) {
         if (__builtin_expect(!t->last || t->objects, 0))
-            accounting_switch_slow(t, leaving, acct_clock_ticks());
+            accounting_switch_sampled_slow(t, leaving);
     } else {
         uint64_t now = acct_clock_ticks(), d = now - t->last;
         struct acct_pending *p = &t->pending[t->pending[1].set == leaving];
