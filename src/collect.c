@@ -7,9 +7,10 @@
  * pointer.  Each thread first learns its own stack's bounds
  * (pthread_getattr_np, which allocates and reads /proc/self/maps for the
  * main thread: harmless under the recursion guard), so the walk reads it
- * directly; tables exist once a profile, the census or a collector's start
- * has refreshed them (unwind_refresh_maps), and before that the walk
- * follows frame pointers inside those bounds.  glibc's backtrace() would
+ * directly.  The tables are built at the library's load and refreshed by
+ * profiles, the census and snapshots, never here: building them inside an
+ * application's malloc is not safe (unwind.c's unwind_init).  Code loaded
+ * since the last refresh ends a walk with STACK_NO_TABLE.  glibc's backtrace() would
  * find frames of code built without frame pointers too, but it dlopens
  * libgcc_s on first use, which allocates and takes the loader lock: not
  * something malloc may do.

@@ -43,6 +43,7 @@
 #include "heap.h"
 #include "accounting.h"
 #include "collect.h"
+#include "unwind.h"
 #include "config.h"
 #include "stacktab.h"
 
@@ -444,6 +445,9 @@ EXPORT size_t malloc_usable_size(void *p)
 
 int heap_snapshot(sampleset **out)
 {
+    /* Objects loaded since the last refresh get tables for the stacks of
+     * allocations from now on (collect.c never builds them itself). */
+    unwind_refresh_maps();
     sampleset *s = sampleset_new(HEAP_NVALUES);
     if (!s)
         return -ENOMEM;

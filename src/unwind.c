@@ -251,7 +251,7 @@ static void release_objects(struct maps_table *t)
             continue;
         }
         *p = o->next;
-        free(o->cfi);
+        cfi_free(o->cfi);
         free(o->path);
         free(o);
     }
@@ -334,6 +334,18 @@ int unwind_refresh_maps(void)
         release_objects(next);
     pthread_mutex_unlock(&writer_mu);
     return rc;
+}
+
+/* The tables exist from the start, so that stacks the allocation,
+ * contention and thread-creation collectors record from the first call
+ * on are walked by CFI: those collectors run inside the application's
+ * malloc and locks, where building tables (which allocates, and takes a
+ * window of milliseconds that an application signal handler's malloc
+ * may land in) is not safe.  Objects loaded later are added by the next
+ * refresh: the CPU sampler's, the census's, or a profile snapshot's. */
+__attribute__((constructor)) static void unwind_init(void)
+{
+    unwind_refresh_maps();
 }
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -623,12 +635,14 @@ static const struct code *code_of(const struct maps_table *t,
 
 /* SIGNAL-SAFE: walks from `regs` (already recorded as pcs[n - 1]),
  * appending callers up to `max`.  With no table (no refresh yet) it
- * follows frame pointers within the direct bounds only. */
+ * follows frame pointers within the direct bounds only, and says so. */
 static size_t walk(const struct maps_table *t, struct reader *r,
                    struct regs regs, uintptr_t *pcs, size_t n, size_t max,
                    unsigned *flags)
 {
     const struct code *c = t ? code_of(t, &regs) : NULL;
+    if (!t)
+        *flags |= STACK_NO_TABLE; /* frame pointers only */
     if (t && !c) {
         *flags |= STACK_NO_TABLE; /* mapped since the last refresh */
         return n;

@@ -21,8 +21,8 @@
  * new since the last call (reusing those already built, by device and
  * inode), and publishes them to the walker; tables of objects no longer
  * mapped are freed once no walk reads them.  Callers (the sampler's
- * collector, the thread census, crash-handler installation, profile and
- * collector start) take turns on a lock; never from a signal handler.
+ * collector, the thread census, crash-handler installation, the
+ * library's load and profile snapshots) take turns on a lock; never from a signal handler.
  * Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
 

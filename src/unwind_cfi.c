@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if defined(__x86_64__)
 #define ELF_MACHINE EM_X86_64
@@ -166,18 +167,36 @@ struct row_list {
     size_t unsupported;
 };
 
+/* Rows live in their own mappings, not the host's heap: their megabytes
+ * must not show in its heap profile or reshape its allocator's arenas. */
+static void *rows_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 static int row_append(struct row_list *l, struct cfi_row row)
 {
     if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 1024;
-        struct cfi_row *r = realloc(l->r, cap * sizeof *r);
-        if (!r)
+        size_t cap = l->cap ? 2 * l->cap : 4096;
+        struct cfi_row *r =
+            l->r ? mremap(l->r, l->cap * sizeof *r, cap * sizeof *r,
+                          MREMAP_MAYMOVE)
+                 : rows_map(cap * sizeof *r);
+        if (!r || r == MAP_FAILED)
             return -ENOMEM;
         l->r = r;
         l->cap = cap;
     }
     l->r[l->n++] = row;
     return 0;
+}
+
+static void rows_unmap(struct row_list *l)
+{
+    if (l->r)
+        munmap(l->r, l->cap * sizeof *l->r);
 }
 
 /* The compact form of `s`; any rule that does not fit becomes unsupported. */
@@ -711,19 +730,36 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
         return 0;
     int rc = parse_section(&ps);
     if (rc) {
-        free(ps.rows.r);
+        rows_unmap(&ps.rows);
         return rc;
     }
     size_t n = compact_rows(ps.rows.r, ps.rows.n);
-    struct cfi_table *t = malloc(sizeof *t + n * sizeof t->rows[0]);
+    uint32_t base = n ? ps.rows.r[0].start >> CFI_PAGE_SHIFT << CFI_PAGE_SHIFT
+                      : 0;
+    uint32_t npages =
+        n ? ((ps.rows.r[n - 1].start - base) >> CFI_PAGE_SHIFT) + 1 : 0;
+    size_t bytes = sizeof(struct cfi_table) + n * sizeof(struct cfi_row) +
+                   (npages + 1) * sizeof(uint32_t);
+    struct cfi_table *t = rows_map(bytes);
     if (!t) {
-        free(ps.rows.r);
+        rows_unmap(&ps.rows);
         return -ENOMEM;
     }
     t->nrows = n;
+    t->bytes = bytes;
+    t->base = base;
+    t->npages = npages;
     if (n)
         memcpy(t->rows, ps.rows.r, n * sizeof t->rows[0]);
-    free(ps.rows.r);
+    rows_unmap(&ps.rows);
+    uint32_t *page = (uint32_t *)(t->rows + n);
+    for (size_t i = 0, r = 0; i <= npages; i++) {
+        uint64_t at = base + ((uint64_t)i << CFI_PAGE_SHIFT);
+        while (r < n && t->rows[r].start < at)
+            r++;
+        page[i] = (uint32_t)r; /* first row starting at or after page i */
+    }
+    t->page = page;
     stats->fdes = ps.fdes;
     for (size_t i = 0; i < n; i++)
         stats->unsupported += row_unsupported(&t->rows[i]);
@@ -731,11 +767,24 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
     return 0;
 }
 
+void cfi_free(struct cfi_table *t)
+{
+    if (t)
+        munmap(t, t->bytes);
+}
+
 /* SIGNAL-SAFE */
 const struct cfi_row *cfi_find(const struct cfi_table *t, uint64_t addr)
 {
-    size_t lo = 0, hi = t->nrows;
-    while (lo < hi) { /* the last row starting at or below addr */
+    if (addr < t->base)
+        return NULL;
+    uint64_t pg = (addr - t->base) >> CFI_PAGE_SHIFT;
+    if (pg >= t->npages)
+        return t->nrows ? &t->rows[t->nrows - 1] : NULL;
+    /* The number of rows starting at or below addr lies between the
+     * counts of rows before this page and before the next. */
+    size_t lo = t->page[pg], hi = t->page[pg + 1];
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (t->rows[mid].start <= addr)
             lo = mid + 1;
