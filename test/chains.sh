@@ -112,11 +112,23 @@ awk -v chain="$park" -v need=$NEED -v min=$NPARK '
 cat "$tmp/census1.figure"
 grep -q FAIL "$tmp/census1.figure" && failed=$((failed + 1))
 
-code=$(fetch heap "$base/heap")
-[ "$code" = 200 ] || fail "heap: status $code"
-judge "heap (b_qsort's comparator)" allocations 1000 -numwhere bytes=3001 \
-    -chain 'main;heap_workload;chain_h1;(__GI_)?qsort;cmp_h;alloc_h' "$tmp/heap.body"
+# In a program linked with ASan or TSan the sanitizer's malloc comes before
+# libcpprof's, so nothing reaches the heap profiler (test/http_unlabelled.sh).
+figures=10
+case ${CPPROF_SANITIZER:-none} in
+asan | tsan)
+    echo "heap: not judged under $CPPROF_SANITIZER (its malloc comes first)"
+    figures=9
+    ;;
+*)
+    code=$(fetch heap "$base/heap")
+    [ "$code" = 200 ] || fail "heap: status $code"
+    judge "heap (b_qsort's comparator)" allocations 1000 -numwhere bytes=3001 \
+        -chain 'main;heap_workload;chain_h1;(__GI_)?qsort;cmp_h;alloc_h' \
+        "$tmp/heap.body"
+    ;;
+esac
 stop_demo
 
-[ $failed = 0 ] || fail "$failed of 10 figures below $NEED%"
+[ $failed = 0 ] || fail "$failed of $figures figures below $NEED%"
 echo "all chains complete"
