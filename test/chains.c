@@ -8,8 +8,9 @@
  * call), so the true stack holds each of them.
  *
  *   chains cpu SECONDS DIR WORKLOAD...
- *       For each workload in turn: a CPU profile (1000 Hz) of SECONDS while
- *       the main thread runs it over and over, written to DIR/WORKLOAD.pb.gz.
+ *       For each workload in turn: a CPU profile (1000 Hz) while the main
+ *       thread runs it over and over for SECONDS of its CPU time (at most
+ *       ten times that in wall time), written to DIR/WORKLOAD.pb.gz.
  *       Every call runs inside cpprof_do with the label chain=WORKLOAD,
  *       and the label covers exactly that call, so the samples a test
  *       judges are picked by their label, not by their (maybe broken)
@@ -73,10 +74,10 @@ static void die(const char *what, const char *why)
     exit(1);
 }
 
-static double now_s(void)
+static double clock_s(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
@@ -249,7 +250,7 @@ static void write_file(const char *path, const unsigned char *buf, size_t len)
         die(path, strerror(errno));
 }
 
-/* Profiles `w` for `seconds` into dir/NAME.pb.gz; prints how many calls
+/* Profiles `w` for `seconds` of CPU time into dir/NAME.pb.gz; prints how many calls
  * ran and, for the plugin, at how many addresses it was mapped (samples in
  * a mapping gone by the end cannot be symbolized). */
 __attribute__((noipa)) static void profile_workload(const struct workload *w,
@@ -266,7 +267,10 @@ __attribute__((noipa)) static void profile_workload(const struct workload *w,
     void *handle = NULL;
     if ((rc = cpprof_cpu_profile_start()) != 0)
         die("cpprof_cpu_profile_start", cpprof_strerror(rc));
-    double until = now_s() + seconds;
+    /* CPU time, so that a loaded machine does not thin the samples; the
+     * wall-clock bound only keeps a starved run from going on for ever. */
+    double cpu_until = clock_s(CLOCK_THREAD_CPUTIME_ID) + seconds;
+    double wall_until = clock_s(CLOCK_MONOTONIC) + 10 * seconds;
     do {
         if (w->plugin) {
             if (handle)
@@ -284,7 +288,8 @@ __attribute__((noipa)) static void profile_workload(const struct workload *w,
         if ((rc = cpprof_do(NULL, set, run_once, (void *)w)) != 0)
             die("cpprof_do", cpprof_strerror(rc));
         calls++;
-    } while (now_s() < until);
+    } while (clock_s(CLOCK_THREAD_CPUTIME_ID) < cpu_until &&
+             clock_s(CLOCK_MONOTONIC) < wall_until);
     unsigned char *buf;
     size_t len;
     if ((rc = cpprof_cpu_profile_stop(&buf, &len)) != 0)

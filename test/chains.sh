@@ -29,7 +29,8 @@
 # (qsort, deflate) or above the throw (chain_dt2) is complete only if the
 # walk from a leaf deeper down got through the library's frames.
 #
-# CHAINS_SECONDS (default 2) sets each CPU profile's length.
+# CHAINS_SECONDS (default 1.5) sets each CPU profile's length, in CPU
+# seconds of the profiled thread: about 1,500 samples each at 1000 Hz.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 CHAINS=$top_builddir/test/chains
@@ -65,7 +66,7 @@ judge() {
 
 # --- CPU profiles ------------------------------------------------------------
 top='main;profile_workload;cpprof_do;run_once'
-"$CHAINS" cpu "${CHAINS_SECONDS:-2}" "$tmp" a b_qsort b_mem c d_sort d_throw e ||
+"$CHAINS" cpu "${CHAINS_SECONDS:-1.5}" "$tmp" a b_qsort b_mem c d_sort d_throw e ||
     fail "test/chains cpu exited with status $?"
 cpu() {
     judge "$1" samples $MIN_SAMPLES -where "chain=$1" -chain "$top;$2" \
