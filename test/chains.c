@@ -23,6 +23,9 @@
  *       d_sort   chain_d1 -> chain_d2<Item> -> std::sort (chains_cxx.cc)
  *       d_throw  chain_dt1 -> chain_dt2<uint64_t> -> chain_dt3 -> chain_dt4,
  *                which throws, caught in chain_dt2 (chains_cxx.cc)
+ *       control  control_1 -> control_2 -> control_3, built with frame
+ *                pointers, leaf included (chains_control.c): the harness's
+ *                own check, which today's walker passes too
  *       e        chain_e1 -> plugin_e1 -> plugin_e2 -> plugin_e3 in
  *                chains_plugin.so, dlopened before each call and dlclosed
  *                after it (outside the label); the last handle stays open
@@ -64,6 +67,7 @@
 
 uint64_t chain_d1(void);  /* chains_cxx.cc */
 uint64_t chain_dt1(void); /* chains_cxx.cc */
+uint64_t control_1(void); /* chains_control.c */
 
 /* Every result lands here, so no work is optimized away. */
 static volatile uint64_t sink;
@@ -199,7 +203,7 @@ static const struct workload workloads[] = {
     {"a", chain_a1, false},       {"b_qsort", chain_b1, false},
     {"b_mem", chain_bm1, false},  {"c", chain_c1, false},
     {"d_sort", chain_d1, false},  {"d_throw", chain_dt1, false},
-    {"e", chain_e1, true},
+    {"control", control_1, false}, {"e", chain_e1, true},
 };
 
 static void fill_inputs(void)
