@@ -21,7 +21,8 @@
 #   heap          every allocation of HEAP_BYTES (3001) bytes, a size only
 #                 the qsort comparator's chain allocates; heap profiles
 #                 carry no labels, and the size is recorded whatever the
-#                 stack.  mem_profile_rate is 1, so each is in the profile.
+#                 stack.  With mem_profile_rate 1 nearly all are sampled
+#                 (all but those in a countdown drawn before the setting).
 # The chains name glue frames too (profile_workload, cpprof_do, run_once):
 # a stack that skipped one is not complete.  Frames between the named ones
 # are allowed (glibc's msort_with_tmp between qsort and its comparator,
