@@ -2,21 +2,22 @@
  * collect.c -- the recursion guard, stack walk and randomness that the
  * allocation, contention and thread-creation collectors share.
  *
- * The stack walk follows frame pointers from the caller's own frame, like
- * the CPU sampler's walker (unwind.c) but without a signal context and
- * without its table of mapped regions, which only exists while a CPU
- * profile runs.  Instead each thread learns its own stack's bounds once
+ * The stack walk is the CPU sampler's walker (unwind.c), started from
+ * collect_stack's own caller: its return address, CFA and saved frame
+ * pointer.  Each thread first learns its own stack's bounds
  * (pthread_getattr_np, which allocates and reads /proc/self/maps for the
- * main thread: harmless under the recursion guard) and every frame record
- * read lies inside them, each one above the last.  A walk on another stack
- * (sigaltstack, a coroutine) keeps only the frames below the first record
- * outside the bounds.  glibc's backtrace() would find frames of code built
- * without frame pointers, but it dlopens libgcc_s on first use, which
- * allocates and takes the loader lock: not something malloc may do.
+ * main thread: harmless under the recursion guard), so the walk reads it
+ * directly; tables exist once a profile, the census or a collector's start
+ * has refreshed them (unwind_refresh_maps), and before that the walk
+ * follows frame pointers inside those bounds.  glibc's backtrace() would
+ * find frames of code built without frame pointers too, but it dlopens
+ * libgcc_s on first use, which allocates and takes the loader lock: not
+ * something malloc may do.
  */
 #define _GNU_SOURCE
 #include "collect.h"
 #include "stacktab.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -27,28 +28,12 @@
 __thread int collect_busy __attribute__((tls_model("initial-exec")));
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-static __thread uintptr_t stack_lo TLS_IE, stack_hi TLS_IE;
+static __thread bool stack_learnt TLS_IE;
 static __thread uint64_t rng_state TLS_IE;
-
-/* Learns this thread's stack bounds; on failure leaves them empty, so that
- * walks keep only their first frame. */
-static void learn_stack_bounds(void)
-{
-    pthread_attr_t attr;
-    void *addr;
-    size_t size;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        stack_lo = (uintptr_t)addr;
-        stack_hi = (uintptr_t)addr + size;
-    }
-    pthread_attr_destroy(&attr);
-}
 
 /* glibc's pthread_getattr_np allocates (its CPU set) while holding the
  * thread's own lock.  Were that allocation sampled as the thread's first,
- * the walk below would call pthread_getattr_np again to learn the bounds
+ * the walk would call pthread_getattr_np again to learn the bounds
  * and wait for that lock forever.  Programs call it on their own threads
  * (Rust's std, JVMs, ASan at every thread start: the soak test hung
  * there), so it is interposed to mark the call busy: nothing inside it is
@@ -69,40 +54,16 @@ pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
 }
 #endif
 
-/* no_sanitize_address: a frame pointer from code built without one can
- * point anywhere in the stack, and its "record" may then lie in an ASan
- * redzone; the read is in bounds (checked below), so ASan must not stop
- * it (--enable-asan-ubsan, found by test/fuzz/fuzz_http). */
-__attribute__((noinline, no_sanitize_address)) size_t
+__attribute__((noinline)) size_t
 collect_stack(unsigned skip, uintptr_t *pcs, size_t max, unsigned *flags)
 {
-    if (!stack_hi)
-        learn_stack_bounds();
-    *flags = 0;
-    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t lo = (uintptr_t)&fp;
-    size_t n = 0;
-    /* Our own record is always readable; the rest must lie in bounds. */
-    for (bool own = true;; own = false) {
-        if (!own && (fp < lo || fp % sizeof(uintptr_t) != 0 ||
-                     fp < stack_lo || fp + 2 * sizeof(uintptr_t) > stack_hi))
-            break;
-        const uintptr_t *record = (const uintptr_t *)fp;
-        uintptr_t ret = record[1];
-        if (ret == 0)
-            break;
-        if (skip > 0) {
-            skip--;
-        } else if (n == max) {
-            *flags |= STACK_TRUNCATED;
-            break;
-        } else {
-            pcs[n++] = ret;
-        }
-        lo = fp + 2 * sizeof(uintptr_t);
-        fp = record[0];
+    if (!stack_learnt) {
+        unwind_learn_own_stack();
+        stack_learnt = true;
     }
-    return n;
+    struct unwind_start start;
+    UNWIND_START_OF_CALLER(&start);
+    return unwind_from(&start, skip, pcs, max, flags);
 }
 
 void collect_spin_lock(atomic_flag *lock)

@@ -23,14 +23,14 @@
  * wait for a collector lock it already holds. */
 extern __thread int collect_busy __attribute__((tls_model("initial-exec")));
 
-/* Walks the calling thread's frame-pointer chain and stores return
+/* Walks the calling thread's stack (unwind.h: CFI, frame pointers where
+ * there is none) and stores return
  * addresses, leaf first, dropping the first `skip` (skip 0: pcs[0] is the
  * return address into collect_stack's caller; each further skip drops one
  * more caller), at most `max` in all; *flags gets STACK_TRUNCATED when the walk was cut.
- * Every read stays inside the thread's own stack (bounds cached per thread,
- * found once with pthread_getattr_np), so a frame pointer that a function
- * without frame pointers used as data ends the walk instead of faulting.
- * Call with collect_busy set. */
+ * The thread's stack bounds are learnt once (pthread_getattr_np) so that
+ * the walk reads its own stack directly and nothing else without a
+ * fault-proof read.  Call with collect_busy set. */
 size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
                      unsigned *flags);
 

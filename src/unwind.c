@@ -1,129 +1,316 @@
 /*
- * unwind.c -- the CPU sampler's signal-safe stack walker.
+ * unwind.c -- the signal-safe stack walker every collector uses, and the
+ * registry of unwind tables it reads.
  *
- * Choice: a frame-pointer walker whose every read is bounds-checked against
- * a table of mapped regions built outside the handler.  Unwinding in a
- * profiling signal handler is where profilers deadlock or crash their host
- * (gperftools issues 775, 1188, 1210, 1294, 1583): libgcc's and libunwind's
- * local unwinders find .eh_frame through dl_iterate_phdr, which takes the
- * loader lock that a dlopen/dlclose interrupted by the signal already holds.
- * This walker calls nothing: it reads the interrupted registers from the
- * ucontext and then loads two words per frame.
+ * Choice: DWARF CFI compiled ahead of time (unwind_cfi.c) and applied by a
+ * walker that calls nothing.  Unwinding in a profiling signal handler is
+ * where profilers deadlock or crash their host (gperftools issues 775,
+ * 1188, 1210, 1294, 1583; tikv#9765): libgcc's and libunwind's local
+ * unwinders find .eh_frame through dl_iterate_phdr, which takes the loader
+ * lock that a dlopen/dlclose interrupted by the signal may hold, and
+ * interpret CFA programs as they go.  Frame pointers alone lose callers of
+ * every function built without them (Debian's glibc, zlib, libstdc++, any
+ * plain -O2 x86-64 code).  So a writer that may block (the sampler's
+ * collector thread, the census, crash-handler installation, collector
+ * start; never a handler) reads /proc/self/maps and, for each executable
+ * mapping, the object's CFI from its file (the vDSO from memory), and
+ * publishes sorted immutable tables; the walk is binary searches and
+ * bounded loads.
  *
- * Safety.  A writer (the sampler's collector thread or the census, never a
- * handler) reads /proc/self/maps and publishes two sorted tables:
- * read+write regions (where stacks live) and executable regions (where
- * return addresses point).  The handler finds
- * the region holding the interrupted SP and reads frame records only inside
- * [sp, region end), each frame pointer 8-byte aligned and strictly above the
- * previous record, so the walk always moves up the one stack and ends; a
- * return address outside every executable region ends it too, which stops a
- * walk through a register that a frame-pointer-less function used as data
- * before it records a bogus frame.  An SP in no known region (a mapping
- * newer than the last refresh) yields the interrupted PC alone.  Regions are
- * not merged with their neighbours: a walk that crossed into an adjacent
- * mapping could read it just as dlclose or munmap removes it.  Threads get
- * their timer after the refresh that precedes the thread scan, so every
- * sampled thread's stack is in the table.
+ * The walk, per frame: find the object holding the PC (a return address
+ * is looked up one byte back, inside its call), then its row; CFA = SP or
+ * FP + offset (or the PLT's expression); the return address and the
+ * caller's FP are loaded from CFA + offsets; the caller's SP is the CFA,
+ * which must lie above the SP, so the walk moves up the stack and ends.
+ * An undefined return address (_start, clone's thread start, makecontext's
+ * __start_context) is the outermost frame: the walk ends cleanly.  A
+ * sigreturn trampoline (its CIE says 'S'; glibc's __restore_rt) is walked
+ * through: the interrupted registers are read from the ucontext the kernel
+ * saved at its SP, and the next PC is exact, not a return address.  Where
+ * an address has no CFI (the object has none, a gap between FDEs) or an
+ * unsupported rule, that frame is walked by its frame-pointer record and
+ * the sample carries STACK_FP_FALLBACK.  A PC in an executable mapping
+ * whose table is not built yet (mapped since the last refresh) ends the
+ * walk after that frame with STACK_NO_TABLE; a PC in no executable
+ * mapping ends it before recording a bogus frame.
  *
- * Publication is double-buffered: the writer fills the table that is not
- * current, after waiting until no handler still counts itself as reading
- * it, then swaps the current pointer.  A handler increments the reader
- * count of the table it loaded and re-checks that it is still current, so
- * the writer's wait can never miss it (sequentially consistent atomics).
+ * Reads that cannot fault (issue 18: fibers on malloc'd stacks while the
+ * heap shrinks).  A table of mapped regions up to 100 ms old cannot bound
+ * reads on a stack that malloc, munmap or a fiber library may take away
+ * meanwhile.  So memory is read directly only on the thread's own stack,
+ * between the interrupted SP and its top, which stays mapped while the
+ * thread runs: bounds learnt outside handlers (unwind_learn_own_stack,
+ * initial-exec TLS), or else the main thread's [stack] region, or else the
+ * read+write region holding both the SP and the thread pointer (glibc
+ * puts a thread's TCB at the top of its stack block), up to the thread
+ * pointer.  Every other read (a fiber, a sigaltstack, a frame outside
+ * those bounds) goes through process_vm_readv on our own pid, one aligned
+ * 256-byte chunk at a time, cached: the kernel returns EFAULT for an
+ * unmapped page instead of faulting, and the walk ends there.  Races left:
+ * none that fault; a chunk read while its memory is being reused may hold
+ * words of the new owner, which yields at worst a wrong frame, never a
+ * crash.  Direct reads of the thread-pointer region assume the stale table
+ * still describes the live thread's stack block; the sampler and census
+ * refresh before any thread they signal gets its timer or signal, so the
+ * table always knows such a thread's block.  mincore was rejected: it says
+ * a page was mapped, not that it still is by the time it is read.
  *
- * What it costs (measured on the 2-core development VM, gcc -O2): a walk
- * of 13 frames takes 28 ns and one of 63 frames 133 ns, about 2 ns a frame
- * (two loads and two binary searches of ~10-entry tables); rebuilding the
- * table from a 37-line /proc/self/maps takes 25 us, on the collector
- * thread.  bench/cpu_overhead measures the whole profile's cost.
+ * Lifetime.  Publication is double-buffered: the writer fills the table
+ * that is not current, after waiting until no walk still counts itself as
+ * reading it, then swaps the current pointer (a walk increments the reader
+ * count of the table it loaded and re-checks that it is still current;
+ * sequentially consistent atomics).  Each object's rows are shared by the
+ * two tables through a count of the tables holding them, changed only by
+ * the writer; rows are freed when neither table holds them, which is after
+ * the readers of the table that last did have drained.  So a dlclosed
+ * object's rows are never freed under a walk.
  *
- * What -fno-omit-frame-pointer buys.  Every function built with frame
- * pointers appears in its samples.  A function built without them (Debian's
- * glibc and most distribution libraries, or code built with plain -O2 on
- * x86-64) either leaves %rbp alone, so that its *caller* is missing from
- * stacks sampled while it runs (the walk resumes at the caller's caller),
- * or uses %rbp as data, so that the walk ends there and the sample keeps
- * only the frames below.  Samples whose leaf is at a function's first or
- * last instruction (before its frame is set up or after it is torn down)
- * likewise miss the caller, and so do samples in a leaf function that
- * needs no stack: gcc 12 on x86-64 gives such a function no frame even
- * with -fno-omit-frame-pointer (checked with objdump), so for a hot loop
- * in a small leaf the profile shows leaf <- caller's caller.  Building the application with
- * -fno-omit-frame-pointer (cpprof itself is) gives complete stacks through
- * all of its own code; the cost is one register, typically 1-2% of speed.
+ * What it costs: see README ("Stacks") and bench/unwind for the figures.
  */
 #define _GNU_SOURCE
 #include "unwind.h"
 #include "stacktab.h"
+#include "unwind_cfi.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
+
+/* ---- The published tables ------------------------------------------ */
+
+/* One object's rows, shared by the tables that list a mapping of it. */
+struct object {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+    struct cfi_table *cfi; /* NULL: the object has no CFI (frame pointers) */
+    int64_t vaddr_minus_offset; /* of its executable PT_LOAD */
+    int holders;                /* tables listing it; writer only */
+    struct object *next;        /* the writer's list of all objects */
+};
 
 struct region {
     uintptr_t lo, hi;
 };
 
-struct region_list {
-    struct region *r;
-    size_t n, cap;
+/* An executable mapping: object address = pc - bias. */
+struct code {
+    uintptr_t lo, hi, bias;
+    const struct cfi_table *cfi;
+    struct object *obj; /* NULL: not built (no file, not ELF, failed) */
 };
 
 struct maps_table {
     atomic_long readers;
-    struct region_list stack; /* read+write: where a thread's SP can be */
-    struct region_list exec;  /* executable: where return addresses point */
+    struct region *stack; /* read+write regions, sorted */
+    size_t nstack, capstack;
+    struct region main_stack; /* [stack] */
+    struct code *code;        /* executable regions, sorted */
+    size_t ncode, capcode;
 };
 
 static struct maps_table tables[2];
 static _Atomic(struct maps_table *) current;
+static pid_t own_pid; /* for process_vm_readv; set by every refresh */
 
-/* ---- Writer side (collector thread) ---------------------------------- */
+/* ---- Writer side ------------------------------------------------------ */
 
-static int region_append(struct region_list *l, uintptr_t lo, uintptr_t hi)
+static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct object *objects; /* under writer_mu */
+
+static int grow(void **a, size_t *cap, size_t n, size_t size)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        struct region *r = realloc(l->r, cap * sizeof *r);
-        if (!r)
-            return -ENOMEM;
-        l->r = r;
-        l->cap = cap;
-    }
-    l->r[l->n++] = (struct region){lo, hi};
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*a, c * size);
+    if (!p)
+        return -ENOMEM;
+    *a = p;
+    *cap = c;
     return 0;
 }
 
-/* Fills `t` from /proc/self/maps, whose lines are sorted by address, so the
- * lists come out sorted. */
+/* The offset between ELF addresses and file offsets of the executable
+ * PT_LOAD covering file offset `off` (0 when none: the first PT_LOAD). */
+static int64_t exec_segment_shift(const uint8_t *img, size_t size,
+                                  uint64_t off)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+    if (eh->e_phoff > size || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+        (size - eh->e_phoff) / sizeof(Elf64_Phdr) < eh->e_phnum)
+        return 0;
+    int64_t first = 0;
+    bool have_first = false;
+    for (size_t i = 0; i < eh->e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, img + eh->e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_type != PT_LOAD)
+            continue;
+        int64_t shift = (int64_t)ph.p_vaddr - (int64_t)ph.p_offset;
+        if (!have_first) {
+            first = shift;
+            have_first = true;
+        }
+        uint64_t page_lo = ph.p_offset & ~(uint64_t)0xfff;
+        if ((ph.p_flags & PF_X) && off >= page_lo &&
+            off < ph.p_offset + ph.p_filesz)
+            return shift;
+    }
+    return first;
+}
+
+/* Builds an object's rows from the ELF image at [img, img + size). */
+static void build_object(struct object *o, const uint8_t *img, size_t size,
+                         uint64_t map_offset)
+{
+    struct cfi_stats stats;
+    if (cfi_build(img, size, &o->cfi, &stats) == 0)
+        o->vaddr_minus_offset = exec_segment_shift(img, size, map_offset);
+}
+
+/* Maps the object's file (checked to be the mapped one: same device and
+ * inode) and builds its rows; on any failure the object has none and its
+ * frames are walked by frame pointers. */
+static void build_from_file(struct object *o, uint64_t map_offset)
+{
+    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino &&
+        st.st_size > 0) {
+        void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
+                         fd, 0);
+        if (img != MAP_FAILED) {
+            build_object(o, img, (size_t)st.st_size, map_offset);
+            munmap(img, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+}
+
+static struct object *find_object(dev_t dev, ino_t ino, const char *path)
+{
+    for (struct object *o = objects; o; o = o->next)
+        if (o->dev == dev && o->ino == ino && strcmp(o->path, path) == 0)
+            return o;
+    return NULL;
+}
+
+/* The object mapped from `path` (device, inode), built on first sight.
+ * The vDSO has no file: its image is the mapping itself. */
+static struct object *object_for(const char *path, dev_t dev, ino_t ino,
+                                 uintptr_t lo, uintptr_t hi, uint64_t off)
+{
+    struct object *o = find_object(dev, ino, path);
+    if (o)
+        return o;
+    o = calloc(1, sizeof *o);
+    if (!o || !(o->path = strdup(path))) {
+        free(o);
+        return NULL;
+    }
+    o->dev = dev;
+    o->ino = ino;
+    if (strcmp(path, "[vdso]") == 0)
+        build_object(o, (const uint8_t *)lo, hi - lo, off);
+    else if (path[0] == '/')
+        build_from_file(o, off);
+    o->next = objects;
+    objects = o;
+    return o;
+}
+
+/* Drops table `t`'s hold on its objects; frees those no table holds. */
+static void release_objects(struct maps_table *t)
+{
+    for (size_t i = 0; i < t->ncode; i++)
+        if (t->code[i].obj)
+            t->code[i].obj->holders--;
+    t->ncode = 0;
+    for (struct object **p = &objects; *p;) {
+        struct object *o = *p;
+        if (o->holders > 0) {
+            p = &o->next;
+            continue;
+        }
+        *p = o->next;
+        free(o->cfi);
+        free(o->path);
+        free(o);
+    }
+}
+
+static int add_code(struct maps_table *t, uintptr_t lo, uintptr_t hi,
+                    uint64_t off, const char *path, dev_t dev, ino_t ino)
+{
+    if (grow((void **)&t->code, &t->capcode, t->ncode, sizeof *t->code))
+        return -ENOMEM;
+    struct code *c = &t->code[t->ncode++];
+    *c = (struct code){.lo = lo, .hi = hi};
+    if (!*path)
+        return 0; /* anonymous code (a JIT): frame pointers */
+    c->obj = object_for(path, dev, ino, lo, hi, off);
+    if (!c->obj)
+        return 0;
+    c->obj->holders++;
+    c->cfi = c->obj->cfi;
+    c->bias = lo - off - (uintptr_t)c->obj->vaddr_minus_offset;
+    return 0;
+}
+
+/* Fills `t` from /proc/self/maps, whose lines are sorted by address. */
 static int read_maps(struct maps_table *t)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return -errno;
-    t->stack.n = t->exec.n = 0;
-    char line[512];
+    t->nstack = 0;
+    t->main_stack = (struct region){0, 0};
+    char line[4096 + 128];
     int rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
+        unsigned long lo, hi, off, ino;
+        unsigned dmaj, dmin;
         char perms[5];
-        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3)
+        int pathat = 0;
+        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %n", &lo, &hi, perms,
+                   &off, &dmaj, &dmin, &ino, &pathat) < 7)
             continue;
-        if (perms[0] == 'r' && perms[1] == 'w')
-            rc = region_append(&t->stack, lo, hi);
+        char *path = line + pathat;
+        path[strcspn(path, "\n")] = '\0';
+        if (perms[0] == 'r' && perms[1] == 'w') {
+            rc = grow((void **)&t->stack, &t->capstack, t->nstack,
+                      sizeof *t->stack);
+            if (rc == 0)
+                t->stack[t->nstack++] = (struct region){lo, hi};
+            if (strcmp(path, "[stack]") == 0)
+                t->main_stack = (struct region){lo, hi};
+        }
         if (rc == 0 && perms[2] == 'x')
-            rc = region_append(&t->exec, lo, hi);
+            rc = add_code(t, lo, hi, off, path, makedev(dmaj, dmin), ino);
     }
     fclose(f);
     return rc;
 }
 
-/* Waits for handlers that loaded `t` before it stopped being current. */
+/* Waits for walks that loaded `t` before it stopped being current. */
 static void wait_no_readers(struct maps_table *t)
 {
     while (atomic_load(&t->readers) != 0) {
@@ -132,21 +319,38 @@ static void wait_no_readers(struct maps_table *t)
     }
 }
 
-/* Writers (the sampler's collector, the thread census) take turns: both
- * fill the table that is not current. */
-static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
-
 int unwind_refresh_maps(void)
 {
     pthread_mutex_lock(&writer_mu);
+    own_pid = getpid();
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
     wait_no_readers(next);
+    release_objects(next);
     int rc = read_maps(next);
     if (rc == 0)
         atomic_store(&current, next);
+    else
+        release_objects(next);
     pthread_mutex_unlock(&writer_mu);
     return rc;
+}
+
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+static __thread uintptr_t own_lo TLS_IE, own_hi TLS_IE;
+
+void unwind_learn_own_stack(void)
+{
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    if (own_hi || pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        own_lo = (uintptr_t)addr;
+        own_hi = (uintptr_t)addr + size;
+    }
+    pthread_attr_destroy(&attr);
 }
 
 /* ---- Reader side: everything below is SIGNAL-SAFE --------------------- */
@@ -164,40 +368,125 @@ static struct maps_table *table_acquire(void)
     return NULL;
 }
 
-/* SIGNAL-SAFE: the region of `l` containing `a`, or NULL. */
-static const struct region *region_find(const struct region_list *l,
+/* SIGNAL-SAFE: the region of `r[0..n)` containing `a`, or NULL. */
+static const struct region *region_find(const struct region *r, size_t n,
                                         uintptr_t a)
 {
-    size_t lo = 0, hi = l->n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (a < l->r[mid].lo)
+        if (a < r[mid].lo)
             hi = mid;
-        else if (a >= l->r[mid].hi)
+        else if (a >= r[mid].hi)
             lo = mid + 1;
         else
-            return &l->r[mid];
+            return &r[mid];
     }
     return NULL;
 }
 
+/* SIGNAL-SAFE: the executable mapping containing `a`, or NULL. */
+static const struct code *code_find(const struct maps_table *t, uintptr_t a)
+{
+    size_t lo = 0, hi = t->ncode;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a < t->code[mid].lo)
+            hi = mid;
+        else if (a >= t->code[mid].hi)
+            lo = mid + 1;
+        else
+            return &t->code[mid];
+    }
+    return NULL;
+}
+
+#define CHUNK 256
+
+/* Reads stack memory without ever faulting: directly inside [lo, hi),
+ * which is known to stay mapped, otherwise through process_vm_readv. */
+struct reader {
+    uintptr_t lo, hi;
+    uintptr_t chunk_at; /* address of `chunk`, 0 when empty */
+    uint8_t chunk[CHUNK];
+};
+
+/* SIGNAL-SAFE: the word at `a` into *out, or false when unreadable.
+ * no_sanitize_address: a CFA-relative read may fall in an ASan redzone of
+ * a stack frame; it is in bounds, and ASan must not stop it. */
+__attribute__((no_sanitize_address)) static bool
+read_word(struct reader *r, uintptr_t a, uintptr_t *out)
+{
+    if (a % sizeof(uintptr_t) != 0)
+        return false;
+    if (a >= r->lo && a < r->hi && r->hi - a >= sizeof(uintptr_t)) {
+        *out = *(const uintptr_t *)a;
+        return true;
+    }
+    uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
+    if (base == 0)
+        return false;
+    if (r->chunk_at != base) {
+        struct iovec local = {r->chunk, CHUNK};
+        struct iovec remote = {(void *)base, CHUNK};
+        r->chunk_at = 0;
+        if (syscall(SYS_process_vm_readv, own_pid, &local, 1, &remote, 1,
+                    0) != CHUNK)
+            return false;
+        r->chunk_at = base;
+    }
+    memcpy(out, r->chunk + (a - base), sizeof *out);
+    return true;
+}
+
+/* SIGNAL-SAFE: the stack the thread at `sp` may be read directly on:
+ * [sp, top of its own stack), or empty. */
+static void direct_bounds(struct reader *r, const struct maps_table *t,
+                          uintptr_t sp)
+{
+    r->lo = r->hi = 0;
+    r->chunk_at = 0;
+    if (sp >= own_lo && sp < own_hi) {
+        r->lo = sp;
+        r->hi = own_hi;
+        return;
+    }
+    if (!t)
+        return;
+    if (sp >= t->main_stack.lo && sp < t->main_stack.hi) {
+        r->lo = sp;
+        r->hi = t->main_stack.hi;
+        return;
+    }
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+    const struct region *s = region_find(t->stack, t->nstack, sp);
+    if (s && sp < tp && region_find(t->stack, t->nstack, tp) == s) {
+        r->lo = sp;
+        r->hi = tp;
+    }
+}
+
 struct regs {
-    uintptr_t pc, sp, fp;
+    uintptr_t pc, sp, fp, lr;
+    bool exact; /* pc is an interrupted PC, not a return address */
 };
 
 /* SIGNAL-SAFE */
-static bool context_regs(const void *ucontext, struct regs *out)
+static bool context_regs(const ucontext_t *uc, struct regs *out)
 {
-    const ucontext_t *uc = ucontext;
 #if defined(__x86_64__)
     out->pc = uc->uc_mcontext.gregs[REG_RIP];
     out->sp = uc->uc_mcontext.gregs[REG_RSP];
     out->fp = uc->uc_mcontext.gregs[REG_RBP];
+    out->lr = 0;
+    out->exact = true;
     return true;
 #elif defined(__aarch64__)
     out->pc = uc->uc_mcontext.pc;
     out->sp = uc->uc_mcontext.sp;
     out->fp = uc->uc_mcontext.regs[29];
+    out->lr = uc->uc_mcontext.regs[30];
+    out->exact = true;
     return true;
 #else
     (void)uc;
@@ -206,33 +495,162 @@ static bool context_regs(const void *ucontext, struct regs *out)
 #endif
 }
 
-/* SIGNAL-SAFE: appends return addresses from the frame records chained at
- * `fp`, reading only inside [sp, stack->hi).  On both x86-64 and AArch64 a
- * record is {saved frame pointer, return address}.  no_sanitize_address:
- * a frame pointer from code built without one may point at an ASan redzone
- * inside those bounds; the read is safe, ASan must not stop it (the soak
- * test under --enable-asan-ubsan). */
-__attribute__((no_sanitize_address)) static size_t
-walk_frames(const struct maps_table *t, uintptr_t sp,
-                          uintptr_t fp, uintptr_t *pcs, size_t n, size_t max,
-                          unsigned *flags)
+/* SIGNAL-SAFE: steps through a sigreturn trampoline's frame: the kernel
+ * saved the interrupted context in a ucontext at (x86-64) or after the
+ * siginfo at (AArch64) the trampoline's SP. */
+static bool step_sigframe(struct reader *r, struct regs *regs)
 {
-    const struct region *stack = region_find(&t->stack, sp);
-    if (!stack)
+#if defined(__x86_64__)
+    uintptr_t gregs = regs->sp + offsetof(ucontext_t, uc_mcontext.gregs);
+    uintptr_t pc, sp, fp;
+    if (!read_word(r, gregs + REG_RIP * 8, &pc) ||
+        !read_word(r, gregs + REG_RSP * 8, &sp) ||
+        !read_word(r, gregs + REG_RBP * 8, &fp))
+        return false;
+    regs->lr = 0;
+#elif defined(__aarch64__)
+    uintptr_t mc = regs->sp + sizeof(siginfo_t) +
+                   offsetof(ucontext_t, uc_mcontext);
+    uintptr_t pc, sp, fp, lr;
+    if (!read_word(r, mc + offsetof(mcontext_t, pc), &pc) ||
+        !read_word(r, mc + offsetof(mcontext_t, sp), &sp) ||
+        !read_word(r, mc + offsetof(mcontext_t, regs[29]), &fp) ||
+        !read_word(r, mc + offsetof(mcontext_t, regs[30]), &lr))
+        return false;
+    regs->lr = lr;
+#else
+    uintptr_t pc = 0, sp = 0, fp = 0;
+    (void)r;
+    return false;
+#endif
+    regs->pc = pc;
+    regs->sp = sp;
+    regs->fp = fp;
+    regs->exact = true;
+    return true;
+}
+
+/* SIGNAL-SAFE: one frame by its frame-pointer record {saved FP, return
+ * address} (x86-64 and AArch64 alike). */
+static bool step_fp(struct reader *r, struct regs *regs)
+{
+    uintptr_t fp = regs->fp, saved, ra;
+    if (fp < regs->sp || !read_word(r, fp, &saved) ||
+        !read_word(r, fp + sizeof(uintptr_t), &ra))
+        return false;
+    regs->sp = fp + 2 * sizeof(uintptr_t);
+    regs->fp = saved;
+    regs->pc = ra;
+    regs->exact = false;
+    return true;
+}
+
+enum step { STEP_OK, STEP_END, STEP_FAIL };
+
+/* SIGNAL-SAFE: one frame by its CFI row. */
+static enum step step_cfi(struct reader *r, const struct cfi_row *row,
+                          struct regs *regs)
+{
+    uintptr_t cfa;
+    switch (row->rules & CFI_CFA_MASK) {
+    case CFA_SP: cfa = regs->sp + row->cfa_off; break;
+    case CFA_FP: cfa = regs->fp + row->cfa_off; break;
+    case CFA_PLT:
+        cfa = regs->sp + row->cfa_off +
+              ((regs->pc & 15) >= (uintptr_t)row->fp_off ? 8 : 0);
+        break;
+    default: return STEP_FAIL;
+    }
+    uintptr_t ra, fp = regs->fp;
+    switch (row->rules & CFI_RA_MASK) {
+    case RA_UNDEFINED: return STEP_END;
+    case RA_AT:
+        if (!read_word(r, cfa + (intptr_t)row->ra_off8 * 8, &ra))
+            return STEP_END;
+        break;
+    case RA_SAME:
+        if (!regs->exact || !regs->lr)
+            return STEP_FAIL;
+        ra = regs->lr;
+        break;
+    default: return STEP_FAIL;
+    }
+    if ((row->rules & CFI_FP_MASK) == FP_AT &&
+        !read_word(r, cfa + row->fp_off, &fp))
+        return STEP_END;
+    if (cfa <= regs->sp && !(cfa == regs->sp && regs->exact &&
+                             (row->rules & CFI_RA_MASK) == RA_SAME))
+        return STEP_END; /* must move up the stack */
+    regs->sp = cfa;
+    regs->fp = fp;
+    regs->pc = ra;
+    regs->lr = 0;
+    regs->exact = false;
+    return STEP_OK;
+}
+
+/* SIGNAL-SAFE: the caller of the frame at `regs`, whose PC lies in `c`
+ * (NULL without a table).  Returns false when the walk ends (outermost
+ * frame, unreadable, no way on); *by_cfi says whether CFI found it. */
+static bool step(const struct code *c, struct reader *r, struct regs *regs,
+                 bool *by_cfi, unsigned *flags)
+{
+    *by_cfi = false;
+    if (c && c->cfi) {
+        uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
+        const struct cfi_row *row = cfi_find(c->cfi, at - c->bias);
+        unsigned cfa_rule = row ? row->rules & CFI_CFA_MASK : CFA_NONE;
+        *by_cfi = cfa_rule != CFA_NONE;
+        if (cfa_rule == CFA_SIGFRAME)
+            return step_sigframe(r, regs);
+        if (cfa_rule != CFA_NONE) {
+            enum step s = step_cfi(r, row, regs);
+            if (s != STEP_FAIL)
+                return s == STEP_OK;
+            *by_cfi = false;
+        }
+    }
+    *flags |= STACK_FP_FALLBACK;
+    return step_fp(r, regs);
+}
+
+/* SIGNAL-SAFE: the executable mapping of the frame at `regs`, or NULL. */
+static const struct code *code_of(const struct maps_table *t,
+                                  const struct regs *regs)
+{
+    return code_find(t, regs->exact ? regs->pc : regs->pc - 1);
+}
+
+/* SIGNAL-SAFE: walks from `regs` (already recorded as pcs[n - 1]),
+ * appending callers up to `max`.  With no table (no refresh yet) it
+ * follows frame pointers within the direct bounds only. */
+static size_t walk(const struct maps_table *t, struct reader *r,
+                   struct regs regs, uintptr_t *pcs, size_t n, size_t max,
+                   unsigned *flags)
+{
+    const struct code *c = t ? code_of(t, &regs) : NULL;
+    if (t && !c) {
+        *flags |= STACK_NO_TABLE; /* mapped since the last refresh */
         return n;
-    uintptr_t lo = sp;
-    while (fp >= lo && fp % 8 == 0 && fp <= stack->hi - 2 * sizeof(uintptr_t)) {
-        const uintptr_t *record = (const uintptr_t *)fp;
-        uintptr_t ret = record[1];
-        if (!region_find(&t->exec, ret))
+    }
+    for (unsigned frames = 0; frames < 4 * STACK_MAX_FRAMES; frames++) {
+        bool by_cfi;
+        if (!t && (regs.fp < r->lo || regs.fp >= r->hi))
             break;
+        if (!step(c, r, &regs, &by_cfi, flags) || regs.pc == 0)
+            break;
+        if (t && !(c = code_of(t, &regs))) {
+            /* A rule-derived address outside every mapping is code mapped
+             * since the last refresh; a frame-pointer one is garbage. */
+            if (by_cfi)
+                *flags |= STACK_NO_TABLE;
+            break;
+        }
         if (n == max) {
             *flags |= STACK_TRUNCATED;
             break;
         }
-        pcs[n++] = ret;
-        lo = fp + 2 * sizeof(uintptr_t);
-        fp = record[0];
+        pcs[n++] = regs.pc;
     }
     return n;
 }
@@ -249,9 +667,31 @@ size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
     }
     pcs[0] = regs.pc;
     struct maps_table *t = table_acquire();
-    if (!t)
-        return 1;
-    size_t n = walk_frames(t, regs.sp, regs.fp, pcs, 1, max, flags);
-    atomic_fetch_sub(&t->readers, 1);
+    struct reader r;
+    direct_bounds(&r, t, regs.sp);
+    size_t n = walk(t, &r, regs, pcs, 1, max, flags);
+    if (t)
+        atomic_fetch_sub(&t->readers, 1);
+    return n;
+}
+
+/* Signal-safe too, though only ordinary calls use it. */
+size_t unwind_from(const struct unwind_start *start, unsigned skip,
+                   uintptr_t *pcs, size_t max, unsigned *flags)
+{
+    uintptr_t all[STACK_MAX_FRAMES + 8];
+    size_t cap = sizeof all / sizeof all[0];
+    size_t room = max + skip < cap ? max + skip : cap;
+    struct regs regs = {.pc = start->pc, .sp = start->sp, .fp = start->fp};
+    *flags = 0;
+    all[0] = regs.pc;
+    struct maps_table *t = table_acquire();
+    struct reader r;
+    direct_bounds(&r, t, regs.sp);
+    size_t n = walk(t, &r, regs, all, 1, room, flags);
+    if (t)
+        atomic_fetch_sub(&t->readers, 1);
+    n = n > skip ? n - skip : 0;
+    memcpy(pcs, all + skip, n * sizeof *pcs);
     return n;
 }

@@ -1,12 +1,15 @@
 /*
- * unwind.h -- the CPU sampler's signal-safe stack walker (unwind.c).
+ * unwind.h -- the one stack walker of every collector (unwind.c): the CPU
+ * sampler's, the census's and the crash traceback's signal handlers, and
+ * the allocation, contention and thread-creation collectors' ordinary
+ * calls (collect.c).
  *
- * The walker follows frame pointers and reads memory only inside regions a
- * table built from /proc/self/maps says are mapped; the table is rebuilt by
- * the sampler's collector thread and the census, never by a signal handler,
- * and kept for the life of the process (it is a few kilobytes), so that no
- * user of the walker can free it under another.  unwind.c's header comment
- * says why this design and what it costs.
+ * It follows DWARF call-frame information compiled ahead of time into
+ * rows (unwind_cfi.h) for every executable mapping, with frame pointers
+ * where a mapping or an address has none.  The tables are built and
+ * published by unwind_refresh_maps, never by a handler, and freed only
+ * after no walk can still read them.  unwind.c's header comment says why
+ * this design, what it reads and what it costs.
  */
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
@@ -14,10 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Re-reads /proc/self/maps and publishes the new region table to the
- * walker.  Callers (the sampler's collector, the thread census) take
- * turns on a lock; never from a signal handler.  Returns 0 or a negative
- * errno. */
+/* Re-reads /proc/self/maps, builds unwind tables for executable mappings
+ * new since the last call (reusing those already built, by device and
+ * inode), and publishes them to the walker; tables of objects no longer
+ * mapped are freed once no walk reads them.  Callers (the sampler's
+ * collector, the thread census, crash-handler installation, profile and
+ * collector start) take turns on a lock; never from a signal handler.
+ * Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
@@ -26,5 +32,30 @@ int unwind_refresh_maps(void);
  * returns the depth, at least 1. */
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
                       unsigned *flags);
+
+/* Where a walk from an ordinary call starts: a return address and the
+ * stack pointer and frame pointer its caller had when the call returns. */
+struct unwind_start {
+    uintptr_t pc, sp, fp;
+};
+
+/* Fills *s for the caller of the function this expands in (which must be
+ * built with frame pointers, as cpprof is, and must not be inlined): the
+ * return address, the CFA, and the caller's saved frame pointer. */
+#define UNWIND_START_OF_CALLER(s)                                          \
+    ((s)->pc = (uintptr_t)__builtin_return_address(0),                     \
+     (s)->sp = (uintptr_t)__builtin_dwarf_cfa(),                           \
+     (s)->fp = *(const uintptr_t *)__builtin_frame_address(0))
+
+/* Walks from `start` (its pc is pcs[0], a return address), dropping the
+ * first `skip` frames, at most `max` in all; *flags as unwind_context.
+ * The calling thread's own stack only: it must be running on it. */
+size_t unwind_from(const struct unwind_start *start, unsigned skip,
+                   uintptr_t *pcs, size_t max, unsigned *flags);
+
+/* Learns the calling thread's stack bounds (pthread_getattr_np), so that
+ * walks of this thread read its stack directly; without them they read
+ * through the fault-proof path.  Never from a signal handler. */
+void unwind_learn_own_stack(void);
 
 #endif
