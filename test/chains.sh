@@ -80,7 +80,10 @@ cpu() {
 judge control samples $MIN_SAMPLES -where chain=control \
     -chain 'control_1;control_2;control_3' "$tmp/control.pb.gz"
 cpu a 'chain_a1;chain_a2;chain_a3;chain_a4;chain_a5;chain_a6'
-cpu b_qsort 'chain_b1;chain_b2;(__GI_)?qsort'
+# glibc's qsort tail-calls qsort_r: the frame on the stack is qsort_r's,
+# named __GI___qsort_r by libc6-dbg's DWARF, qsort_r by the symbol table.
+libc_qsort='(__GI_)?_*qsort(_r)?'
+cpu b_qsort "chain_b1;chain_b2;$libc_qsort"
 cpu b_mem 'chain_bm1;chain_bm2'
 cpu c 'chain_c1;chain_c2;deflate'
 cpu d_sort 'chain_d1;chain_d2<.*>;sort<.*>'
@@ -89,7 +92,7 @@ cpu e 'chain_e1;plugin_e1;plugin_e2;plugin_e3'
 
 # --- Census and heap profile ---------------------------------------------------
 start_program "$CHAINS" --park $NPARK
-park='park_main;cpprof_do;park_scope;chain_p1;(__GI_)?qsort;cmp_park;park_wait'
+park="park_main;cpprof_do;park_scope;chain_p1;$libc_qsort;cmp_park;park_wait"
 code=$(fetch census "$base/goroutine?debug=0")
 [ "$code" = 200 ] || fail "goroutine?debug=0: status $code"
 judge census threads $NPARK -where chain=park -chain "$park" "$tmp/census.body"
@@ -132,7 +135,7 @@ asan | tsan)
     code=$(fetch heap "$base/heap")
     [ "$code" = 200 ] || fail "heap: status $code"
     judge "heap (b_qsort's comparator)" allocations 1000 -numwhere bytes=3001 \
-        -chain 'main;heap_workload;chain_h1;(__GI_)?qsort;cmp_h;alloc_h' \
+        -chain "main;heap_workload;chain_h1;$libc_qsort;cmp_h;alloc_h" \
         "$tmp/heap.body"
     ;;
 esac
