@@ -82,7 +82,9 @@ judge control samples $MIN_SAMPLES -where chain=control \
 cpu a 'chain_a1;chain_a2;chain_a3;chain_a4;chain_a5;chain_a6'
 # glibc's qsort tail-calls qsort_r: the frame on the stack is qsort_r's,
 # named __GI___qsort_r by libc6-dbg's DWARF, qsort_r by the symbol table.
-libc_qsort='(__GI_)?_*qsort(_r)?'
+# Under ASan the program's qsort is ASan's interceptor, which also calls
+# the comparator itself (to check the array) before glibc's qsort_r.
+libc_qsort='(__GI_)?_*qsort(_r)?|__interceptor_qsort(_r)?'
 cpu b_qsort "chain_b1;chain_b2;$libc_qsort"
 cpu b_mem 'chain_bm1;chain_bm2'
 cpu c 'chain_c1;chain_c2;deflate'
