@@ -37,9 +37,17 @@ fail() {
 # The demo's stdout goes to $tmp/demo.out.  It binds $DEMO_HOST (default
 # 127.0.0.1); $base always reaches it through loopback.
 start_demo() {
+    start_program "$JOBRUNNER" "$@"
+}
+
+# start_program PROGRAM ARGS...: start_demo for another program that takes
+# --addr first and prints "serving ..." as the demo does.
+start_program() {
+    program=$1
+    shift
     for attempt in 1 2 3 4 5 6 7 8; do
         port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        "$JOBRUNNER" --addr "${DEMO_HOST:-127.0.0.1}:$port" "$@" >"$tmp/demo.out" \
+        "$program" --addr "${DEMO_HOST:-127.0.0.1}:$port" "$@" >"$tmp/demo.out" \
             2>"$tmp/demo.err" &
         demo_pid=$!
         for tick in $(seq 100); do

@@ -1,10 +1,14 @@
 /*
  * stress_sampler.c -- the CPU profiler at 1000 Hz against the things that
  * deadlock or crash profilers whose signal handler unwinds: for 60 s (or
- * argv[1] seconds) worker threads dlopen and dlclose a library, throw and
- * catch C++ exceptions, call backtrace() and allocate heavily (all of them
- * take the loader lock or the allocator's locks), and start short-lived
- * threads, while the main thread takes one 5-second profile after another.
+ * argv[1] seconds, or STRESS_SECONDS) worker threads dlopen and dlclose a
+ * library, throw and catch C++ exceptions, call backtrace() and allocate
+ * heavily (all of them take the loader lock or the allocator's locks), and
+ * start short-lived threads, while the main thread takes one 5-second
+ * profile after another.  This program and the library are built without
+ * frame pointers (Makefile.am), so every sample is walked by call-frame
+ * information, as in users' programs, through tables that are built for
+ * each library dlopened and dropped with each dlclose.
  *
  * It fails when a worker makes no progress for 10 s, or the profile loop
  * none for 60 s (the watchdog aborts: a deadlock), when it crashes, or when a profile is
@@ -247,7 +251,8 @@ static void validate(const unsigned char *gz, size_t len, int n)
 
 int main(int argc, char **argv)
 {
-    int seconds = argc > 1 ? atoi(argv[1]) : 60;
+    const char *env = getenv("STRESS_SECONDS");
+    int seconds = argc > 1 ? atoi(argv[1]) : env ? atoi(env) : 60;
     pthread_t watchdog;
     setvbuf(stdout, NULL, _IOLBF, 0); /* the log shows how far an abort got */
     if (cpprof_set("cpu_hz", "1000") != 0)

@@ -2,7 +2,9 @@
 // parser `go tool pprof` uses, and prints what tests need to assert about
 // it.  The oracle for every profile cpprof writes.
 //
-// Usage: gocheck [-frames] [-locations] [-mappings] FILE
+// Usage: gocheck [-frames] [-locations] [-mappings]
+//
+//	[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]] FILE
 //
 // FILE is a profile.proto, gzip-compressed or not.  If the protobuf parser
 // or CheckValid rejects it, gocheck prints the parser's message on stderr
@@ -30,6 +32,22 @@
 //	-mappings:  mapping FILE BUILDID functions=B filenames=B lines=B inline=B
 //	            per mapping, in profile order (B is true or false; an empty
 //	            FILE or BUILDID is printed as "-")
+//	-chain:     chain judged N complete C
+//	            chain incomplete V STACK      the 5 largest, largest first
+//	            whether each judged sample's stack carries a known call
+//	            chain.  PATTERN is function-name regular expressions
+//	            separated by ";", outermost caller first, each matched
+//	            against a whole name; a stack carries the chain when its
+//	            function names, read from the root to the leaf with each
+//	            location's inlined frames, hold a name matching each
+//	            expression in that order (other frames may come between).
+//	            The judged samples are those with the string label
+//	            -where and the numeric label -numwhere (all samples when
+//	            neither is given), so which samples are judged never
+//	            depends on their stacks.  N and C are sums of value IDX
+//	            (-value, default 0) over them; V likewise per printed
+//	            STACK, its names root first joined by ";" (an unsymbolized
+//	            location as its address).
 //
 // Lines of each kind after "total" are sorted.  A field that is empty or
 // holds a space, a quote or an unprintable character is printed Go-quoted
@@ -43,6 +61,7 @@ import (
 	"fmt"
 	"io/ioutil"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,13 +228,135 @@ func printMappings(p *profile.Profile) {
 	}
 }
 
+// rootFirst is the function names of a sample's stack, outermost caller
+// first; a location's lines are stored innermost (inlined) first.
+func rootFirst(s *profile.Sample) []string {
+	var names []string
+	for i := len(s.Location) - 1; i >= 0; i-- {
+		loc := s.Location[i]
+		if len(loc.Line) == 0 {
+			names = append(names, fmt.Sprintf("%#x", loc.Address))
+		}
+		for j := len(loc.Line) - 1; j >= 0; j-- {
+			names = append(names, loc.Line[j].Function.Name)
+		}
+	}
+	return names
+}
+
+// carries says whether names hold a match of each pattern in order: a
+// greedy walk finds an in-order match whenever there is one.
+func carries(names []string, pattern []*regexp.Regexp) bool {
+	k := 0
+	for _, n := range names {
+		if k < len(pattern) && pattern[k].MatchString(n) {
+			k++
+		}
+	}
+	return k == len(pattern)
+}
+
+// selected says whether s has the string label key=value and the numeric
+// label numKey=numValue (an empty key asks nothing).
+func selected(s *profile.Sample, key, value, numKey string, numValue int64) bool {
+	if key != "" {
+		found := false
+		for _, v := range s.Label[key] {
+			found = found || v == value
+		}
+		if !found {
+			return false
+		}
+	}
+	if numKey != "" {
+		found := false
+		for _, v := range s.NumLabel[numKey] {
+			found = found || v == numValue
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
+	var pattern []*regexp.Regexp
+	for _, expr := range strings.Split(chain, ";") {
+		re, err := regexp.Compile("^(?:" + expr + ")$")
+		if err != nil {
+			fail(2, "-chain: %v", err)
+		}
+		pattern = append(pattern, re)
+	}
+	var key, value, numKey string
+	var numValue int64
+	if where != "" {
+		kv := strings.SplitN(where, "=", 2)
+		if len(kv) != 2 {
+			fail(2, "-where wants KEY=VALUE, not %q", where)
+		}
+		key, value = kv[0], kv[1]
+	}
+	if numWhere != "" {
+		kv := strings.SplitN(numWhere, "=", 2)
+		var err error
+		if len(kv) == 2 {
+			numValue, err = strconv.ParseInt(kv[1], 10, 64)
+		}
+		if len(kv) != 2 || err != nil {
+			fail(2, "-numwhere wants KEY=N, not %q", numWhere)
+		}
+		numKey = kv[0]
+	}
+	if idx < 0 || idx >= len(p.SampleType) {
+		fail(2, "-value %d: the profile has %d sample types", idx, len(p.SampleType))
+	}
+	var judged, complete int64
+	missing := map[string]int64{}
+	for _, s := range p.Sample {
+		if !selected(s, key, value, numKey, numValue) {
+			continue
+		}
+		names := rootFirst(s)
+		judged += s.Value[idx]
+		if carries(names, pattern) {
+			complete += s.Value[idx]
+		} else {
+			missing[strings.Join(names, ";")] += s.Value[idx]
+		}
+	}
+	fmt.Printf("chain judged %d complete %d\n", judged, complete)
+	var stacks []string
+	for st := range missing {
+		stacks = append(stacks, st)
+	}
+	sort.Slice(stacks, func(i, j int) bool {
+		if missing[stacks[i]] != missing[stacks[j]] {
+			return missing[stacks[i]] > missing[stacks[j]]
+		}
+		return stacks[i] < stacks[j]
+	})
+	for i, st := range stacks {
+		if i == 5 {
+			break
+		}
+		fmt.Printf("chain incomplete %d %s\n", missing[st], field(st))
+	}
+}
+
 func main() {
 	frames := flag.Bool("frames", false, "print a frame line per distinct location line")
 	locations := flag.Bool("locations", false, "print each location's lines")
 	mappings := flag.Bool("mappings", false, "print each mapping")
+	chain := flag.String("chain", "", "report the samples carrying this call chain")
+	where := flag.String("where", "", "with -chain: judge samples with this label KEY=VALUE")
+	numWhere := flag.String("numwhere", "", "with -chain: judge samples with this numeric label KEY=N")
+	value := flag.Int("value", 0, "with -chain: the sample value to sum")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fail(2, "usage: gocheck [-frames] [-locations] [-mappings] FILE")
+		fail(2, "usage: gocheck [-frames] [-locations] [-mappings] "+
+			"[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]] FILE")
 	}
 	data, err := ioutil.ReadFile(flag.Arg(0))
 	if err != nil {
@@ -231,5 +372,8 @@ func main() {
 	}
 	if *mappings {
 		printMappings(p)
+	}
+	if *chain != "" {
+		printChain(p, *chain, *where, *numWhere, *value)
 	}
 }
