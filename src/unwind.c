@@ -72,6 +72,7 @@
 #include "stacktab.h"
 #include "unwind_cfi.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -346,6 +347,27 @@ int unwind_refresh_maps(void)
 __attribute__((constructor)) static void unwind_init(void)
 {
     unwind_refresh_maps();
+}
+
+/* dlopen is interposed (exported through libcpprof.map) so that an
+ * object's table is published before the program can call into it: the
+ * CPU profile's next refresh could be 100 ms away, and a plugin opened,
+ * run and closed in a loop would have its samples end at their leaf
+ * (STACK_NO_TABLE) meanwhile.  The refresh runs after glibc's dlopen has
+ * returned, so without the loader lock; it costs a re-read of
+ * /proc/self/maps and the new objects' CFI. */
+__attribute__((visibility("default"))) void *dlopen(const char *file,
+                                                    int mode)
+{
+    static void *(*real)(const char *, int);
+    if (!real)
+        real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+    if (!real)
+        return NULL;
+    void *h = real(file, mode);
+    if (h && !(mode & RTLD_NOLOAD))
+        unwind_refresh_maps();
+    return h;
 }
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
