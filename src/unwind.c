@@ -127,6 +127,7 @@ struct maps_table {
 
 static struct maps_table tables[2];
 static _Atomic(struct maps_table *) current;
+static atomic_bool frame_pointers_only; /* unwind_set_frame_pointers_only */
 static pid_t own_pid; /* for process_vm_readv; set by every refresh */
 
 /* ---- Writer side ------------------------------------------------------ */
@@ -320,6 +321,11 @@ static void wait_no_readers(struct maps_table *t)
     }
 }
 
+void unwind_set_frame_pointers_only(bool on)
+{
+    atomic_store(&frame_pointers_only, on);
+}
+
 int unwind_refresh_maps(void)
 {
     pthread_mutex_lock(&writer_mu);
@@ -445,18 +451,11 @@ struct reader {
     uint8_t chunk[CHUNK];
 };
 
-/* SIGNAL-SAFE: the word at `a` into *out, or false when unreadable.
- * no_sanitize_address: a CFA-relative read may fall in an ASan redzone of
- * a stack frame; it is in bounds, and ASan must not stop it. */
-__attribute__((no_sanitize_address)) static bool
-read_word(struct reader *r, uintptr_t a, uintptr_t *out)
+/* SIGNAL-SAFE: read_word's fault-proof path, one cached chunk at a time. */
+static __attribute__((noinline)) bool read_word_slow(struct reader *r,
+                                                     uintptr_t a,
+                                                     uintptr_t *out)
 {
-    if (a % sizeof(uintptr_t) != 0)
-        return false;
-    if (a >= r->lo && a < r->hi && r->hi - a >= sizeof(uintptr_t)) {
-        *out = *(const uintptr_t *)a;
-        return true;
-    }
     uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
     if (base == 0)
         return false;
@@ -471,6 +470,21 @@ read_word(struct reader *r, uintptr_t a, uintptr_t *out)
     }
     memcpy(out, r->chunk + (a - base), sizeof *out);
     return true;
+}
+
+/* SIGNAL-SAFE: the word at `a` into *out, or false when unreadable.
+ * no_sanitize_address: a CFA-relative read may fall in an ASan redzone of
+ * a stack frame; it is in bounds, and ASan must not stop it. */
+__attribute__((no_sanitize_address)) static inline bool
+read_word(struct reader *r, uintptr_t a, uintptr_t *out)
+{
+    if (a % sizeof(uintptr_t) != 0)
+        return false;
+    if (a >= r->lo && a < r->hi && r->hi - a >= sizeof(uintptr_t)) {
+        *out = *(const uintptr_t *)a;
+        return true;
+    }
+    return read_word_slow(r, a, out);
 }
 
 /* SIGNAL-SAFE: the stack the thread at `sp` may be read directly on:
@@ -630,7 +644,8 @@ static bool step(const struct code *c, struct reader *r, struct regs *regs,
                  bool *by_cfi, unsigned *flags)
 {
     *by_cfi = false;
-    if (c && c->cfi) {
+    if (c && c->cfi && !atomic_load_explicit(&frame_pointers_only,
+                                             memory_order_relaxed)) {
         uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
         const struct cfi_row *row = cfi_find(c->cfi, at - c->bias);
         unsigned cfa_rule = row ? row->rules & CFI_CFA_MASK : CFA_NONE;
@@ -648,11 +663,17 @@ static bool step(const struct code *c, struct reader *r, struct regs *regs,
     return step_fp(r, regs);
 }
 
-/* SIGNAL-SAFE: the executable mapping of the frame at `regs`, or NULL. */
+/* SIGNAL-SAFE: the executable mapping of the frame at `regs`, or NULL;
+ * `last` (the previous frame's, or NULL) first, as callers are mostly in
+ * the same object. */
 static const struct code *code_of(const struct maps_table *t,
+                                  const struct code *last,
                                   const struct regs *regs)
 {
-    return code_find(t, regs->exact ? regs->pc : regs->pc - 1);
+    uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
+    if (last && at >= last->lo && at < last->hi)
+        return last;
+    return code_find(t, at);
 }
 
 /* SIGNAL-SAFE: walks from `regs` (already recorded as pcs[n - 1]),
@@ -662,7 +683,7 @@ static size_t walk(const struct maps_table *t, struct reader *r,
                    struct regs regs, uintptr_t *pcs, size_t n, size_t max,
                    unsigned *flags)
 {
-    const struct code *c = t ? code_of(t, &regs) : NULL;
+    const struct code *c = t ? code_of(t, NULL, &regs) : NULL;
     if (!t)
         *flags |= STACK_NO_TABLE; /* frame pointers only */
     if (t && !c) {
@@ -675,7 +696,7 @@ static size_t walk(const struct maps_table *t, struct reader *r,
             break;
         if (!step(c, r, &regs, &by_cfi, flags) || regs.pc == 0)
             break;
-        if (t && !(c = code_of(t, &regs))) {
+        if (t && !(c = code_of(t, c, &regs))) {
             /* A rule-derived address outside every mapping is code mapped
              * since the last refresh; a frame-pointer one is garbage. */
             if (by_cfi)

@@ -14,6 +14,7 @@
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,11 @@
  * library's load and profile snapshots) take turns on a lock; never from a signal handler.
  * Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
+
+/* Makes every walk follow frame pointers only (true) or CFI where there
+ * is any (false, the default): bench/unwind compares the two walkers'
+ * cost on the same workload. */
+void unwind_set_frame_pointers_only(bool on);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return

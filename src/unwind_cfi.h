@@ -53,10 +53,12 @@ struct cfi_row {
     uint8_t rules;
 };
 
-/* The rows are sorted by start; `page` narrows the binary search: rows
- * page[i] .. page[i + 1] cover addresses base + i * 4096 onward, so that a
- * lookup touches two or three cache lines instead of 15 levels of rows. */
-#define CFI_PAGE_SHIFT 12
+/* The rows are sorted by start; `page` narrows the binary search to the
+ * rows of one 256-byte slice of code: page[i] is the number of rows that
+ * start below base + i * 256.  A lookup then touches two or three cache
+ * lines instead of 15 levels of rows (bench/unwind: 30 frames in about a
+ * third of the time of 4 KiB slices), for 4 bytes per 256 of code. */
+#define CFI_PAGE_SHIFT 8
 struct cfi_table {
     size_t nrows;
     size_t bytes;      /* of the whole table, which is one private mapping */
