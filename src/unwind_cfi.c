@@ -734,10 +734,12 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
         return rc;
     }
     size_t n = compact_rows(ps.rows.r, ps.rows.n);
-    uint32_t base = n ? ps.rows.r[0].start >> CFI_PAGE_SHIFT << CFI_PAGE_SHIFT
-                      : 0;
-    uint32_t npages =
-        n ? ((ps.rows.r[n - 1].start - base) >> CFI_PAGE_SHIFT) + 1 : 0;
+    unsigned shift = CFI_PAGE_SHIFT_MIN;
+    uint64_t span = n ? ps.rows.r[n - 1].start - ps.rows.r[0].start : 0;
+    while ((span >> shift) > n)
+        shift++;
+    uint32_t base = n ? ps.rows.r[0].start >> shift << shift : 0;
+    uint32_t npages = n ? ((ps.rows.r[n - 1].start - base) >> shift) + 1 : 0;
     size_t bytes = sizeof(struct cfi_table) + n * sizeof(struct cfi_row) +
                    (npages + 1) * sizeof(uint32_t);
     struct cfi_table *t = rows_map(bytes);
@@ -749,12 +751,13 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
     t->bytes = bytes;
     t->base = base;
     t->npages = npages;
+    t->shift = shift;
     if (n)
         memcpy(t->rows, ps.rows.r, n * sizeof t->rows[0]);
     rows_unmap(&ps.rows);
     uint32_t *page = (uint32_t *)(t->rows + n);
     for (size_t i = 0, r = 0; i <= npages; i++) {
-        uint64_t at = base + ((uint64_t)i << CFI_PAGE_SHIFT);
+        uint64_t at = base + ((uint64_t)i << shift);
         while (r < n && t->rows[r].start < at)
             r++;
         page[i] = (uint32_t)r; /* first row starting at or after page i */
@@ -778,7 +781,7 @@ const struct cfi_row *cfi_find(const struct cfi_table *t, uint64_t addr)
 {
     if (addr < t->base)
         return NULL;
-    uint64_t pg = (addr - t->base) >> CFI_PAGE_SHIFT;
+    uint64_t pg = (addr - t->base) >> t->shift;
     if (pg >= t->npages)
         return t->nrows ? &t->rows[t->nrows - 1] : NULL;
     /* The number of rows starting at or below addr lies between the
