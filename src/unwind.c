@@ -128,7 +128,6 @@ struct maps_table {
 static struct maps_table tables[2];
 static _Atomic(struct maps_table *) current;
 static atomic_bool frame_pointers_only; /* unwind_set_frame_pointers_only */
-static pid_t own_pid; /* for process_vm_readv; set by every refresh */
 
 /* ---- Writer side ------------------------------------------------------ */
 
@@ -329,7 +328,6 @@ void unwind_set_frame_pointers_only(bool on)
 int unwind_refresh_maps(void)
 {
     pthread_mutex_lock(&writer_mu);
-    own_pid = getpid();
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
     wait_no_readers(next);
@@ -350,8 +348,30 @@ int unwind_refresh_maps(void)
  * window of milliseconds that an application signal handler's malloc
  * may land in) is not safe.  Objects loaded later are added by the next
  * refresh: the CPU sampler's, the census's, or a profile snapshot's. */
+static void writer_lock(void)
+{
+    pthread_mutex_lock(&writer_mu);
+}
+
+static void writer_unlock(void)
+{
+    pthread_mutex_unlock(&writer_mu);
+}
+
+/* In a forked child only the forking thread exists: walks that other
+ * threads had under way will never end, so their reader counts go. */
+static void writer_unlock_in_child(void)
+{
+    atomic_store(&tables[0].readers, 0);
+    atomic_store(&tables[1].readers, 0);
+    pthread_mutex_unlock(&writer_mu);
+}
+
 __attribute__((constructor)) static void unwind_init(void)
 {
+    /* A fork while another thread refreshes or walks must not leave the
+     * child's writer lock held, or a reader counted, forever. */
+    pthread_atfork(writer_lock, writer_unlock, writer_unlock_in_child);
     unwind_refresh_maps();
 }
 
@@ -447,6 +467,8 @@ static const struct code *code_find(const struct maps_table *t, uintptr_t a)
  * which is known to stay mapped, otherwise through process_vm_readv. */
 struct reader {
     uintptr_t lo, hi;
+    pid_t pid;          /* ours, asked once per walk that needs it (a
+                           forked child's differs from its parent's) */
     uintptr_t chunk_at; /* address of `chunk`, 0 when empty */
     uint8_t chunk[CHUNK];
 };
@@ -463,7 +485,9 @@ static __attribute__((noinline)) bool read_word_slow(struct reader *r,
         struct iovec local = {r->chunk, CHUNK};
         struct iovec remote = {(void *)base, CHUNK};
         r->chunk_at = 0;
-        if (syscall(SYS_process_vm_readv, own_pid, &local, 1, &remote, 1,
+        if (!r->pid)
+            r->pid = (pid_t)syscall(SYS_getpid);
+        if (syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1,
                     0) != CHUNK)
             return false;
         r->chunk_at = base;
@@ -494,6 +518,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
 {
     r->lo = r->hi = 0;
     r->chunk_at = 0;
+    r->pid = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
         r->hi = own_hi;
