@@ -575,12 +575,11 @@ static bool step_sigframe(struct reader *r, struct regs *regs)
 {
 #if defined(__x86_64__)
     uintptr_t gregs = regs->sp + offsetof(ucontext_t, uc_mcontext.gregs);
-    uintptr_t pc, sp, fp;
+    uintptr_t pc, sp, fp, lr = 0;
     if (!read_word(r, gregs + REG_RIP * 8, &pc) ||
         !read_word(r, gregs + REG_RSP * 8, &sp) ||
         !read_word(r, gregs + REG_RBP * 8, &fp))
         return false;
-    regs->lr = 0;
 #elif defined(__aarch64__)
     uintptr_t mc = regs->sp + sizeof(siginfo_t) +
                    offsetof(ucontext_t, uc_mcontext);
@@ -590,17 +589,16 @@ static bool step_sigframe(struct reader *r, struct regs *regs)
         !read_word(r, mc + offsetof(mcontext_t, regs[29]), &fp) ||
         !read_word(r, mc + offsetof(mcontext_t, regs[30]), &lr))
         return false;
-    regs->lr = lr;
 #else
-    uintptr_t pc = 0, sp = 0, fp = 0;
     (void)r;
+    (void)regs;
     return false;
 #endif
-    regs->pc = pc;
-    regs->sp = sp;
-    regs->fp = fp;
-    regs->exact = true;
+#if defined(__x86_64__) || defined(__aarch64__)
+    *regs = (struct regs){.pc = pc, .sp = sp, .fp = fp, .lr = lr,
+                          .exact = true};
     return true;
+#endif
 }
 
 /* SIGNAL-SAFE: one frame by its frame-pointer record {saved FP, return
