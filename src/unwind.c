@@ -72,10 +72,10 @@
 #include "stacktab.h"
 #include "unwind_cfi.h"
 
-#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -133,6 +133,26 @@ static atomic_bool frame_pointers_only; /* unwind_set_frame_pointers_only */
 
 static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct object *objects; /* under writer_mu */
+
+/* The loader's counts of objects ever added and removed, as of the last
+ * refresh (dl_iterate_phdr's dlpi_adds and dlpi_subs).  Reading them takes
+ * the loader's lock: never from a walk. */
+struct load_counts {
+    unsigned long long adds, subs;
+};
+static struct load_counts refreshed_counts; /* under writer_mu */
+
+static int read_load_counts(struct dl_phdr_info *info, size_t size,
+                            void *arg)
+{
+    struct load_counts *c = arg;
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) +
+                   sizeof info->dlpi_subs)
+        return 1;
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+    return 1; /* the counts are the same in every entry */
+}
 
 static int grow(void **a, size_t *cap, size_t n, size_t size)
 {
@@ -327,16 +347,22 @@ void unwind_set_frame_pointers_only(bool on)
 
 int unwind_refresh_maps(void)
 {
+    /* Counted before the maps are read: an object loaded meanwhile makes
+     * the next unwind_refresh_if_loaded refresh again. */
+    struct load_counts counts = {0, 0};
+    dl_iterate_phdr(read_load_counts, &counts);
     pthread_mutex_lock(&writer_mu);
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
     wait_no_readers(next);
     release_objects(next);
     int rc = read_maps(next);
-    if (rc == 0)
+    if (rc == 0) {
         atomic_store(&current, next);
-    else
+        refreshed_counts = counts;
+    } else {
         release_objects(next);
+    }
     pthread_mutex_unlock(&writer_mu);
     return rc;
 }
@@ -375,25 +401,15 @@ __attribute__((constructor)) static void unwind_init(void)
     unwind_refresh_maps();
 }
 
-/* dlopen is interposed (exported through libcpprof.map) so that an
- * object's table is published before the program can call into it: the
- * CPU profile's next refresh could be 100 ms away, and a plugin opened,
- * run and closed in a loop would have its samples end at their leaf
- * (STACK_NO_TABLE) meanwhile.  The refresh runs after glibc's dlopen has
- * returned, so without the loader lock; it costs a re-read of
- * /proc/self/maps and the new objects' CFI. */
-__attribute__((visibility("default"))) void *dlopen(const char *file,
-                                                    int mode)
+int unwind_refresh_if_loaded(void)
 {
-    static void *(*real)(const char *, int);
-    if (!real)
-        real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-    if (!real)
-        return NULL;
-    void *h = real(file, mode);
-    if (h && !(mode & RTLD_NOLOAD))
-        unwind_refresh_maps();
-    return h;
+    struct load_counts now = {0, 0};
+    dl_iterate_phdr(read_load_counts, &now);
+    pthread_mutex_lock(&writer_mu);
+    bool changed = now.adds != refreshed_counts.adds ||
+                   now.subs != refreshed_counts.subs;
+    pthread_mutex_unlock(&writer_mu);
+    return changed ? unwind_refresh_maps() : 0;
 }
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
