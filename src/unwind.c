@@ -10,9 +10,11 @@
  * lock that a dlopen/dlclose interrupted by the signal may hold, and
  * interpret CFA programs as they go.  Frame pointers alone lose callers of
  * every function built without them (Debian's glibc, zlib, libstdc++, any
- * plain -O2 x86-64 code).  So a writer that may block (the sampler's
- * collector thread, the census, crash-handler installation, collector
- * start; never a handler) reads /proc/self/maps and, for each executable
+ * plain -O2 x86-64 code).  So a writer that may block (the library's
+ * load, the sampler's collector thread -- every 100 ms, and at the next
+ * 20 ms tick after the loader's counters show a dlopen or dlclose -- the
+ * census, crash-handler installation, heap snapshots; never a handler)
+ * reads /proc/self/maps and, for each executable
  * mapping, the object's CFI from its file (the vDSO from memory), and
  * publishes sorted immutable tables; the walk is binary searches and
  * bounded loads.
