@@ -78,8 +78,17 @@ long http_count_threadcreate(void)
 
 typedef struct {
     const char *name, *desc;
-    long count; /* negative: unknown */
+    long count;      /* negative: unknown */
+    const char *why; /* why the profile is not available, or NULL */
 } index_entry;
+
+/* Profiles a collector may decline to take, with the reason it gives. */
+static const char *why_unavailable(const char *name)
+{
+    if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
+        return heap_declined();
+    return NULL;
+}
 
 static int by_name(const void *a, const void *b)
 {
@@ -95,8 +104,12 @@ static size_t list_entries(index_entry *out)
     for (size_t i = 0; i < nroutes && n < MAX_ENTRIES; i++) {
         if (routes[i].desc == NULL)
             continue;
+        const char *why = why_unavailable(routes[i].name);
         out[n++] = (index_entry){routes[i].name, routes[i].desc,
-                                 routes[i].count ? routes[i].count() : 0};
+                                 why ? -1
+                                 : routes[i].count ? routes[i].count()
+                                                   : 0,
+                                 why};
     }
     qsort(out, n, sizeof *out, by_name);
     return n;
@@ -105,19 +118,20 @@ static size_t list_entries(index_entry *out)
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
- * "path"}]} */
+ * "path", and "unavailable" (why) for a profile that cannot be taken}]} */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
         char path[96];
         snprintf(path, sizeof path, "/debug/pprof/%s", e[i].name);
-        json_array_append_new(
-            list, json_pack("{s:s, s:o, s:s, s:s}", "name", e[i].name,
-                            "count", e[i].count < 0
-                                         ? json_null()
-                                         : json_integer(e[i].count),
-                            "description", e[i].desc, "path", path));
+        json_t *entry = json_pack(
+            "{s:s, s:o, s:s, s:s}", "name", e[i].name, "count",
+            e[i].count < 0 ? json_null() : json_integer(e[i].count),
+            "description", e[i].desc, "path", path);
+        if (entry && e[i].why)
+            json_object_set_new(entry, "unavailable", json_string(e[i].why));
+        json_array_append_new(list, entry);
     }
     json_t *root = json_pack("{s:o}", "profiles", list);
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
@@ -170,6 +184,11 @@ static void put_descriptions(FILE *f, const index_entry *e, size_t n)
         put_escaped(f, e[i].name);
         fputs(": </div> ", f);
         put_escaped(f, e[i].desc);
+        if (e[i].why) {
+            fputs("<div class=\"unavailable\">Not available: ", f);
+            put_escaped(f, e[i].why);
+            fputs("</div>", f);
+        }
         fputs("</li>\n", f);
     }
 }
