@@ -92,6 +92,9 @@ static struct setting settings[CFG__COUNT] = {
     INT(CFG_HEAP_INTERPOSE, "heap_interpose",
         "0 to leave allocations unsampled (no heap or allocs profile)", 0, 1,
         1),
+    INT(CFG_INHERIT_LABELS, "inherit_labels",
+        "0 to start threads from pthread_create without their creator's "
+        "labels", 0, 1, 1),
     INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
         "nanoseconds blocked per block sample", 0, 1L << 40, 0),
     INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",
