@@ -25,6 +25,17 @@
 #include <time.h>
 
 __thread int collect_busy __attribute__((tls_model("initial-exec")));
+__thread int collect_internal __attribute__((tls_model("initial-exec")));
+
+void collect_internal_enter(void)
+{
+    collect_internal++;
+}
+
+void collect_internal_leave(void)
+{
+    collect_internal--;
+}
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread uintptr_t stack_lo TLS_IE, stack_hi TLS_IE;

@@ -16,6 +16,12 @@
  * ever after.  reallocarray is ours too because glibc's calls its internal
  * realloc, which would move a sampled block behind our back.
  *
+ * cpprof's own allocations (libdw's DWARF, profile building, the HTTP
+ * server: whatever runs between collect_internal_enter and _leave, and on the
+ * threads cpprof creates for itself) are sampled into buckets of their
+ * own, with no stack, that the heap profile leaves out and
+ * heap_internal_stats sums: the program's profile shows the program.
+ *
  * When the program's malloc is not ours (an allocator loaded or linked
  * before cpprof, or built into the executable), or heap_interpose is 0,
  * the profiler declines: every call only forwards, and heap_declined()
@@ -358,6 +364,10 @@ void heap_real_free(void *p)
 {
     next_allocator()->free(p);
 }
+/* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
+ * out of the heap profile and summed by heap_internal_stats. */
+#define BUCKET_INTERNAL 0x80000000u
+
 /* Bytes this thread may still allocate before the next sample. */
 static __thread long countdown TLS_IE;
 /* Whether countdown holds a drawn interval (0: sampling was off). */
@@ -549,15 +559,19 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
             drawn = 1;
             due = countdown < 0;
         }
-        if (due) {
-            if (p) {
-                uintptr_t pcs[STACK_MAX_FRAMES];
-                unsigned flags;
-                size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags);
-                record_alloc(p, n, pcs, depth, flags);
-            }
-            countdown = next_interval(rate);
+        if (due && p) {
+            uintptr_t pcs[STACK_MAX_FRAMES];
+            unsigned flags = BUCKET_INTERNAL;
+            /* cpprof's own: sampled like the program's, so that its
+             * in-use figure is estimated the same way, but kept with no
+             * stack, out of the program's profile. */
+            size_t depth = collect_internal ? 0
+                                    : collect_stack(2, pcs, STACK_MAX_FRAMES,
+                                                    &flags);
+            record_alloc(p, n, pcs, depth, flags);
         }
+        if (due)
+            countdown = next_interval(rate);
     }
     collect_busy = 0;
 }
@@ -776,6 +790,8 @@ int heap_snapshot(sampleset **out)
     heap_lock();
     for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS) && rc == 0; i++)
         for (struct bucket *b = bucket_heads[i]; b && rc == 0; b = b->next) {
+            if (b->flags & BUCKET_INTERNAL)
+                continue;
             int64_t size = (int64_t)b->size, inuse = b->allocs - b->frees;
             int64_t v[HEAP_NVALUES] = {b->allocs, b->allocs * size, inuse,
                                        inuse * size};
@@ -789,6 +805,28 @@ int heap_snapshot(sampleset **out)
     }
     *out = s;
     return 0;
+}
+
+void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes)
+{
+    long rate = cfg_int(CFG_MEM_PROFILE_RATE);
+    *inuse_bytes = *alloc_bytes = 0;
+    collect_busy = 1;
+    heap_lock();
+    for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS); i++)
+        for (struct bucket *b = bucket_heads[i]; b; b = b->next) {
+            if (!(b->flags & BUCKET_INTERNAL))
+                continue;
+            int64_t size = (int64_t)b->size, inuse = b->allocs - b->frees;
+            int64_t count = inuse, bytes = inuse * size;
+            heap_scale(&count, &bytes, size, rate);
+            *inuse_bytes += bytes;
+            count = b->allocs, bytes = b->allocs * size;
+            heap_scale(&count, &bytes, size, rate);
+            *alloc_bytes += bytes;
+        }
+    heap_unlock();
+    collect_busy = 0;
 }
 
 void heap_get_stats(heap_stats *out)

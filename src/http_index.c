@@ -118,7 +118,8 @@ static size_t list_entries(index_entry *out)
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
- * "path", and "unavailable" (why) for a profile that cannot be taken}]} */
+ * "path", and "unavailable" (why) for a profile that cannot be taken}],
+ * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}} */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
@@ -133,7 +134,12 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
             json_object_set_new(entry, "unavailable", json_string(e[i].why));
         json_array_append_new(list, entry);
     }
-    json_t *root = json_pack("{s:o}", "profiles", list);
+    int64_t inuse, allocated;
+    heap_internal_stats(&inuse, &allocated);
+    json_t *root = json_pack("{s:o, s:{s:I, s:I}}", "profiles", list,
+                             "cpprof_internal_heap", "inuse_bytes",
+                             (json_int_t)inuse, "alloc_bytes",
+                             (json_int_t)allocated);
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -177,6 +183,19 @@ static void put_rows(FILE *f, const index_entry *e, size_t n)
     }
 }
 
+/* cpprof's own memory, which the heap profile leaves out. */
+static void put_internal_heap(FILE *f)
+{
+    int64_t inuse, allocated;
+    heap_internal_stats(&inuse, &allocated);
+    fprintf(f, "<li><div class=\"profile-name\">cpprof's own memory: </div> "
+               "<span id=\"internal-heap\">%lld</span> bytes in use, %lld "
+               "allocated since start, by cpprof itself (symbolizer, "
+               "profile building, HTTP server), estimated from samples and "
+               "left out of heap and allocs</li>\n",
+            (long long)inuse, (long long)allocated);
+}
+
 static void put_descriptions(FILE *f, const index_entry *e, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -191,6 +210,7 @@ static void put_descriptions(FILE *f, const index_entry *e, size_t n)
         }
         fputs("</li>\n", f);
     }
+    put_internal_heap(f);
 }
 
 static const www_file *find_file(const char *name)

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "symbolize.h"
+#include "collect.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -506,6 +507,7 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
 
 void symbolize_begin(void)
 {
+    collect_internal_enter(); /* libdw's memory is cpprof's, not the program's */
     pthread_mutex_lock(&S.lock);
     struct mapping *maps;
     size_t n;
@@ -526,6 +528,7 @@ void symbolize_begin(void)
 void symbolize_end(void)
 {
     pthread_mutex_unlock(&S.lock);
+    collect_internal_leave();
 }
 
 size_t symbolize_mapping_count(void)

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "thread.h"
 #include "accounting.h"
+#include "collect.h"
 #include "heap.h"
 #include "labels.h"
 #include "otel.h"
@@ -240,15 +241,20 @@ struct thread_start {
     void *(*start)(void *);
     void *arg;
     cpprof_labelset *labels; /* reference handed to the new thread */
+    bool internal;           /* a thread cpprof creates for itself */
 };
 
 /* From the allocator directly, untracked: cpprof's bookkeeping is not the
- * program's memory. */
+ * program's memory.  A thread created inside cpprof's own work is
+ * cpprof's: it takes no labels from the program's thread that started
+ * that work, and all it allocates is cpprof's. */
 struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
     struct thread_start *t = heap_real_calloc(1, sizeof *t);
+    bool internal = collect_internal;
     if (t)
-        *t = (struct thread_start){start, arg, cpprof_thread_labels()};
+        *t = (struct thread_start){
+            start, arg, internal ? NULL : cpprof_thread_labels(), internal};
     return t;
 }
 
@@ -262,6 +268,8 @@ void *thread_start_run(void *p)
 {
     struct thread_start t = *(struct thread_start *)p;
     heap_real_free(p);
+    if (t.internal)
+        collect_internal_enter(); /* never left: the thread is cpprof's */
     if (t.labels) {
         struct thread_entry *e = self_entry();
         if (e)

@@ -13,8 +13,10 @@
  * A thread created by a thread that holds labels starts with them, as a
  * goroutine starts with its creator's (setting inherit_labels): the
  * thread's function is wrapped in thread.c's thread_start_run, which
- * applies them first.  A creator without labels creates its thread
- * unwrapped, at no cost.
+ * applies them first.  A thread created inside cpprof's own work
+ * (collect_internal: the HTTP server's, the CPU sampler's collector) is
+ * wrapped too, to be cpprof's for life and take no labels.  Any other
+ * creator without labels creates its thread unwrapped, at no cost.
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
@@ -63,8 +65,9 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         __atomic_store_n(&glibc_create, real, __ATOMIC_RELEASE);
     }
     struct thread_start *inherit = NULL;
-    if (start != thread_start_run && thread_current_labels() &&
-        cfg_int(CFG_INHERIT_LABELS)) {
+    if (start != thread_start_run &&
+        (collect_internal ||
+         (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
         if (!(inherit = thread_start_new(start, arg)))
             return EAGAIN;
         start = thread_start_run;
