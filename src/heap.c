@@ -78,13 +78,13 @@
 
 /* ---- The allocator underneath ------------------------------------------ */
 
-/* The allocator the program would use without cpprof: each entry is the
- * next definition after ours in symbol lookup order (glibc's, or
- * jemalloc's, tcmalloc's or mimalloc's when one is linked or preloaded
- * after cpprof).  All come from the object that defines the next malloc;
- * what it lacks (jemalloc has no pvalloc) is built from what it has by the
- * shims below, never taken from another allocator, which could not free
- * the other's blocks. */
+/* The allocator the program would use without cpprof (glibc's, or
+ * jemalloc's, tcmalloc's or mimalloc's when one is linked or preloaded):
+ * every entry comes from the one library that defines the malloc the
+ * program would call -- the next after ours in symbol lookup order, or the
+ * global one when it is not ours (lookup_next).  What that library lacks
+ * (jemalloc has no pvalloc) is built from what it has by the shims below,
+ * never taken from another allocator, which could not free its blocks. */
 struct allocator {
     void *(*malloc)(size_t);
     void (*free)(void *);
@@ -850,19 +850,6 @@ void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate)
 
 /* ---- Whether to track --------------------------------------------------- */
 
-/* Our own definitions, whatever the global names resolve to. */
-#define OWN(alias_name, fn)                                               \
-    extern __typeof(fn) alias_name                                        \
-        __attribute__((copy(fn), alias(#fn), visibility("hidden")))
-OWN(own_malloc, malloc);
-OWN(own_free, free);
-OWN(own_calloc, calloc);
-OWN(own_realloc, realloc);
-OWN(own_posix_memalign, posix_memalign);
-OWN(own_aligned_alloc, aligned_alloc);
-OWN(own_memalign, memalign);
-OWN(own_usable_size, malloc_usable_size);
-
 /* The first allocator function the program does not reach through us,
  * with the object that defines it instead, or NULL.  Such a program
  * allocates elsewhere (an allocator loaded or linked before cpprof, or
@@ -870,27 +857,21 @@ OWN(own_usable_size, malloc_usable_size);
  * best, and a block of ours could reach its free. */
 static const char *not_ours(const char **where)
 {
-    static const struct {
-        const char *name;
-        const void *own;
-    } fns[] = {{"malloc", (const void *)own_malloc},
-               {"free", (const void *)own_free},
-               {"calloc", (const void *)own_calloc},
-               {"realloc", (const void *)own_realloc},
-               {"posix_memalign", (const void *)own_posix_memalign},
-               {"aligned_alloc", (const void *)own_aligned_alloc},
-               {"memalign", (const void *)own_memalign},
-               {"malloc_usable_size", (const void *)own_usable_size}};
+    static const char *const fns[] = {
+        "malloc",         "free",     "calloc",           "realloc",
+        "posix_memalign", "memalign", "aligned_alloc",    "valloc",
+        "pvalloc",        "reallocarray", "malloc_usable_size"};
+    const void *self = object_of((const void *)not_ours);
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-        void *global = dlsym(RTLD_DEFAULT, fns[i].name);
-        if (global == fns[i].own)
+        void *global = dlsym(RTLD_DEFAULT, fns[i]);
+        if (object_of(global) == self)
             continue;
         Dl_info info;
         *where = global && dladdr(global, &info) && info.dli_fname &&
                          *info.dli_fname
                      ? info.dli_fname
                      : "the program itself";
-        return fns[i].name;
+        return fns[i];
     }
     return NULL;
 }
@@ -947,8 +928,13 @@ __attribute__((constructor)) static void heap_init(void)
     pthread_atfork(atfork_prepare, atfork_release, atfork_release);
     cfg_freeze(CFG_HEAP_INTERPOSE);
     declined = why_not_tracking();
-    if (declined)
-        fprintf(stderr, "cpprof: no heap profile: %s\n", declined);
-    else
+    if (!declined)
         atomic_store(&tracking, true);
+#ifndef CPPROF_SANITIZER_INTERCEPTS
+    /* (Not in a sanitized build, whose runtime always comes first: there
+     * every program linked with libcpprof.so declines, as expected, and
+     * the endpoints still say why.) */
+    else
+        fprintf(stderr, "cpprof: no heap profile: %s\n", declined);
+#endif
 }

@@ -6,7 +6,8 @@
 #     from a directory other than the build directory;
 #   - a snapshot profile (heap, allocs, block, mutex, threadcreate,
 #     goroutine) has duration_nanos 0, so pprof prints no Duration, while a
-#     ?seconds= delta carries its window.
+#     ?seconds= delta carries its window (threadcreate's, which every build
+#     serves).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 command -v go >/dev/null || fail "go not found (Debian package golang-go)"
@@ -27,6 +28,9 @@ echo "ok: go tool pprof -list decode_block from another directory: $(grep -c . "
 
 for p in heap allocs block mutex threadcreate goroutine; do
     code=$(fetch "$p" "$base/$p")
+    # Under a sanitizer the demo has no heap profile (its runtime's malloc
+    # comes first), and says so.
+    [ "$code" = 501 ] && [ "${CPPROF_SANITIZER:-none}" != none ] && continue
     [ "$code" = 200 ] || fail "/$p: status $code"
     go tool pprof -top "$tmp/$p.body" >"$tmp/$p.top" 2>"$tmp/$p.err" ||
         fail "go tool pprof -top $p: $(cat "$tmp/$p.err")"
@@ -35,11 +39,11 @@ for p in heap allocs block mutex threadcreate goroutine; do
     fi
 done
 echo "ok: no Duration for heap, allocs, block, mutex, threadcreate, goroutine snapshots"
-code=$(fetch delta "$base/heap?seconds=2")
-[ "$code" = 200 ] || fail "heap?seconds=2: status $code"
+code=$(fetch delta "$base/threadcreate?seconds=2")
+[ "$code" = 200 ] || fail "threadcreate?seconds=2: status $code"
 go tool pprof -top "$tmp/delta.body" >"$tmp/delta.top" 2>"$tmp/delta.err" ||
-    fail "go tool pprof -top heap delta: $(cat "$tmp/delta.err")"
+    fail "go tool pprof -top threadcreate delta: $(cat "$tmp/delta.err")"
 grep -q 'Duration: 2' "$tmp/delta.top" ||
-    fail "heap?seconds=2: no 2 s Duration: $(head -5 "$tmp/delta.top")"
-echo "ok: heap?seconds=2: $(grep -o 'Duration: [^,]*' "$tmp/delta.top")"
+    fail "threadcreate?seconds=2: no 2 s Duration: $(head -5 "$tmp/delta.top")"
+echo "ok: threadcreate?seconds=2: $(grep -o 'Duration: [^,]*' "$tmp/delta.top")"
 kill "$demo_pid"; wait "$demo_pid" 2>/dev/null; demo_pid=
