@@ -68,7 +68,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,9 +137,6 @@ static atomic_int next_state = NEXT_UNKNOWN;
  * only forwards. */
 static atomic_bool tracking;
 static const char *declined;
-
-/* The thread finding the next allocator: dlsym may allocate meanwhile. */
-static __thread int resolving TLS_IE;
 
 /* ---- Bootstrap arena ---------------------------------------------------- */
 
@@ -324,23 +320,19 @@ static void lookup_next(void)
         next.usable_size = usable_size_missing;
 }
 
-/* The next allocator, or NULL on the thread that is looking it up (whose
- * allocations meanwhile come from the bootstrap arena).  Another thread
- * waits for the lookup, which takes microseconds and happens once. */
+/* The next allocator, or NULL while it is being looked up (the first
+ * call; dlsym may allocate meanwhile, and another thread may allocate
+ * too): those allocations come from the bootstrap arena.  No thread waits
+ * for the lookup, which could hold a lock the lookup needs (the dynamic
+ * loader's). */
 static __attribute__((noinline)) const struct allocator *next_slow(void)
 {
-    if (resolving)
-        return NULL;
     int state = NEXT_UNKNOWN;
-    if (atomic_compare_exchange_strong(&next_state, &state, NEXT_RESOLVING)) {
-        resolving = 1;
-        lookup_next();
-        resolving = 0;
-        atomic_store_explicit(&next_state, NEXT_READY, memory_order_release);
-    }
-    while (atomic_load_explicit(&next_state, memory_order_acquire) !=
-           NEXT_READY)
-        sched_yield();
+    if (!atomic_compare_exchange_strong(&next_state, &state,
+                                        NEXT_RESOLVING))
+        return state == NEXT_READY ? &next : NULL;
+    lookup_next();
+    atomic_store_explicit(&next_state, NEXT_READY, memory_order_release);
     return &next;
 }
 
@@ -357,12 +349,20 @@ next_allocator(void)
 
 void *heap_real_calloc(size_t n, size_t size)
 {
-    return next_allocator()->calloc(n, size);
+    const struct allocator *a = next_allocator();
+    size_t total;
+    if (a)
+        return a->calloc(n, size);
+    return __builtin_mul_overflow(n, size, &total)
+               ? NULL
+               : boot_alloc(BOOT_ALIGN, total); /* zero, never reused */
 }
 
 void heap_real_free(void *p)
 {
-    next_allocator()->free(p);
+    const struct allocator *a = is_boot(p) ? NULL : next_allocator();
+    if (a && p)
+        a->free(p);
 }
 /* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
  * out of the heap profile and summed by heap_internal_stats. */
