@@ -21,7 +21,8 @@ packages=(autoconf automake libtool pkg-config make gcc g++ curl
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libjansson-dev check libunwind-dev libdw-dev
   golang-go golang-github-google-pprof-dev chromium jq
-  clang libclang-rt-14-dev libgoogle-perftools-dev)
+  clang libclang-rt-14-dev libgoogle-perftools-dev
+  libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools)
 
 install_missing() {
   local missing=()

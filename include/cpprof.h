@@ -103,15 +103,25 @@ int cpprof_set_thread_labels(const cpprof_labelset *set);
 typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
 
 /* Go's pprof.Do: derives parent-plus-labels (parent NULL means the calling
- * thread's current set), applies it to the calling thread, runs fn(arg,
- * derived) and restores the thread's previous set on every exit path: a
- * normal return, a C++ exception or a pthread_cancel unwinding through it.
- * The caller keeps its references to parent and labels for the call. */
+ * thread's current set; CPPROF_BACKGROUND, no labels at all), applies it to
+ * the calling thread, runs fn(arg, derived) and restores the thread's
+ * previous set on every exit path: a normal return, a C++ exception or a
+ * pthread_cancel unwinding through it.  The caller keeps its references to
+ * parent and labels for the call. */
 int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
               cpprof_do_fn fn, void *arg);
 
+/* cpprof_do()'s explicitly empty parent, Go's Do(context.Background(),
+ * ...): the derived set is `labels` alone, whatever the thread holds.  Only
+ * cpprof_do() accepts it (it is not a set). */
+extern const char cpprof_background_parent[];
+#define CPPROF_BACKGROUND \
+    ((const cpprof_labelset *)(const void *)cpprof_background_parent)
+
 /* pthread_create whose new thread starts with the creator's current labels,
- * as a goroutine inherits its creator's.  Returns 0 or a negative errno. */
+ * as a goroutine inherits its creator's, whatever the setting
+ * "inherit_labels" says (with it on, the default, every pthread_create
+ * does the same).  Returns 0 or a negative errno. */
 int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
                          void *(*start)(void *), void *arg);
 

@@ -53,6 +53,7 @@
 #define _GNU_SOURCE
 #include "accounting.h"
 #include "config.h"
+#include "heap.h"
 #include "labels.h"
 #include "thread.h"
 
@@ -65,8 +66,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern void *__libc_calloc(size_t, size_t);
-extern void __libc_free(void *);
 
 #define SHORT_NS 100000   /* segments from here on are charged exactly */
 #define TICK_COOKIE 0x41434354 /* "ACCT" in the timer signal's si_value */
@@ -418,19 +417,19 @@ static int name_slot(const char *name)
     return slot;
 }
 
-/* The set's user slots, allocated on first use from glibc directly so the
+/* The set's user slots, allocated on first use from the allocator directly so the
  * bookkeeping is not charged to the set as an allocation. */
 static _Atomic uint64_t *user_slots(struct acct_counters *c)
 {
     _Atomic uint64_t *u = atomic_load_explicit(&c->user, memory_order_acquire);
     if (u)
         return u;
-    _Atomic uint64_t *fresh = __libc_calloc(ACCT_USER_MAX, sizeof *fresh);
+    _Atomic uint64_t *fresh = heap_real_calloc(ACCT_USER_MAX, sizeof *fresh);
     if (!fresh)
         return NULL;
     if (atomic_compare_exchange_strong(&c->user, &u, fresh))
         return fresh;
-    __libc_free(fresh);
+    heap_real_free(fresh);
     return u;
 }
 
@@ -471,7 +470,7 @@ static void add_counters(struct acct_counters *to, struct acct_counters *from)
 void accounting_retire(struct acct_counters *c)
 {
     add_counters(&retired, c);
-    __libc_free((void *)atomic_load(&c->user));
+    heap_real_free((void *)atomic_load(&c->user));
 }
 
 static void read_counters(acct_row *row, struct acct_counters *c)

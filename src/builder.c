@@ -16,6 +16,7 @@
  * function, at least one mapping exists.
  */
 #include "builder.h"
+#include "collect.h"
 
 #include "labels.h"
 #include "profile.pb-c.h"
@@ -845,6 +846,7 @@ static int gzip_buffer(const unsigned char *in, size_t len,
 int builder_encode(builder *b, unsigned char **out, size_t *len)
 {
     struct message_arrays a = {0};
+    collect_internal_enter(); /* the encoding's memory is cpprof's */
     int rc = symbolize_all(b, &a.maps, &a.nmaps);
     if (rc == 0)
         rc = make_arrays(b, &a);
@@ -862,5 +864,6 @@ int builder_encode(builder *b, unsigned char **out, size_t *len)
         }
     }
     free_arrays(&a);
+    collect_internal_leave();
     return rc;
 }

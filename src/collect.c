@@ -27,6 +27,17 @@
 #include <time.h>
 
 __thread int collect_busy __attribute__((tls_model("initial-exec")));
+__thread int collect_internal __attribute__((tls_model("initial-exec")));
+
+void collect_internal_enter(void)
+{
+    collect_internal++;
+}
+
+void collect_internal_leave(void)
+{
+    collect_internal--;
+}
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread bool stack_learnt TLS_IE;

@@ -23,6 +23,15 @@
  * wait for a collector lock it already holds. */
 extern __thread int collect_busy __attribute__((tls_model("initial-exec")));
 
+/* Depth of cpprof's own work on this thread (symbolizing, building a
+ * profile, serving HTTP), from collect_internal_enter to _leave (they
+ * nest): what it allocates is cpprof's, kept out of the heap and allocs
+ * profiles and counted apart (heap_internal_stats).  A thread created
+ * inside such work is cpprof's own and inside it for life (thread.c). */
+extern __thread int collect_internal __attribute__((tls_model("initial-exec")));
+void collect_internal_enter(void);
+void collect_internal_leave(void);
+
 /* Walks the calling thread's stack (unwind.h: CFI, frame pointers where
  * there is none) and stores return
  * addresses, leaf first, dropping the first `skip` (skip 0: pcs[0] is the

@@ -88,6 +88,13 @@ static struct setting settings[CFG__COUNT] = {
      * SetMutexProfileFraction: same meanings, same defaults. */
     INT(CFG_MEM_PROFILE_RATE, "mem_profile_rate",
         "mean bytes allocated between heap samples", 0, 1L << 40, 524288),
+    /* Read once, when heap.c's constructor decides whether to track. */
+    INT(CFG_HEAP_INTERPOSE, "heap_interpose",
+        "0 to leave allocations unsampled (no heap or allocs profile)", 0, 1,
+        1),
+    INT(CFG_INHERIT_LABELS, "inherit_labels",
+        "0 to start threads from pthread_create without their creator's "
+        "labels", 0, 1, 1),
     INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
         "nanoseconds blocked per block sample", 0, 1L << 40, 0),
     INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",

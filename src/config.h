@@ -37,6 +37,8 @@ typedef enum {
     CFG_ACCOUNTING_HZ,        /* accounting ticks per thread CPU-second */
     CFG_ACCOUNTING_SIGNAL,    /* real-time signal of the accounting tick */
     CFG_ACCOUNTING_CPU,       /* "exact" or "sampled" CPU charging */
+    CFG_HEAP_INTERPOSE,       /* 0: malloc & co. only forward, nothing tracked */
+    CFG_INHERIT_LABELS,       /* 0: pthread_create passes no labels */
     CFG__COUNT
 } cfg_id;
 

@@ -10,6 +10,7 @@
  * Building happens after the sampler has stopped, so a new profile can start
  * while this one is symbolized and encoded.
  */
+#include "collect.h"
 #include "builder.h"
 #include "config.h"
 #include "cpprof.h"
@@ -35,7 +36,9 @@ int cpprof_cpu_profile_start(void)
 {
     long hz = cfg_int(CFG_CPU_HZ);
     pthread_mutex_lock(&window_mu);
+    collect_internal_enter(); /* the collector thread is cpprof's own */
     int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
+    collect_internal_leave();
     if (rc == 0) {
         window_hz = hz;
         window_start_ns = clock_ns(CLOCK_REALTIME);
@@ -85,7 +88,9 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     pthread_mutex_unlock(&window_mu);
     if (rc != 0)
         return rc;
+    collect_internal_enter();
     rc = build_profile(samples, lost, hz, start_ns, duration_ns, buf, len);
     stacktab_free(samples);
+    collect_internal_leave();
     return rc;
 }

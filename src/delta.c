@@ -518,9 +518,9 @@ int http_serve_named(http_req *r, const named_profile *p)
     trim_unmapped(s);
     if (debug != 0)
         rc = reply_text(r, p, s, (int)debug);
-    else
-        rc = reply_proto(r, p, s, t0, collect_wall_ns() - t0,
-                         p->name);
+    else /* a snapshot has no window: Go leaves duration_nanos 0, and
+          * pprof then prints no Duration (a delta's is its window) */
+        rc = reply_proto(r, p, s, t0, 0, p->name);
     sampleset_free(s);
     return rc;
 }

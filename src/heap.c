@@ -4,20 +4,36 @@
  *
  * malloc, calloc, realloc, reallocarray, free, posix_memalign,
  * aligned_alloc, memalign, valloc, pvalloc and malloc_usable_size are
- * defined here and exported from libcpprof, so they interpose on glibc's
- * whether the library is linked or preloaded; each passes straight through
- * to glibc's own entry points (__libc_malloc...), so the memory layout is
- * glibc's and a pointer from either side may be freed by the other.
- * reallocarray is ours too because glibc's calls its internal realloc,
- * which would move a sampled block behind our back.
+ * defined here and exported from libcpprof, so they come first whether
+ * the library is linked or preloaded.  Each forwards to the allocator the
+ * program would use without cpprof -- glibc's, jemalloc's, tcmalloc's,
+ * mimalloc's: the library that defines the next malloc in lookup order --
+ * so linking or preloading cpprof never changes the program's allocator,
+ * and every function comes from that one library (what it lacks is built
+ * from what it has), so no block reaches another allocator's free.  The
+ * lookup happens on the first call, when dlsym may itself allocate: those
+ * allocations come from a static bootstrap arena, recognised by address
+ * ever after.  reallocarray is ours too because glibc's calls its internal
+ * realloc, which would move a sampled block behind our back.
+ *
+ * cpprof's own allocations (libdw's DWARF, profile building, the HTTP
+ * server: whatever runs between collect_internal_enter and _leave, and on the
+ * threads cpprof creates for itself) are sampled into buckets of their
+ * own, with no stack, that the heap profile leaves out and
+ * heap_internal_stats sums: the program's profile shows the program.
+ *
+ * When the program's malloc is not ours (an allocator loaded or linked
+ * before cpprof, or built into the executable), or heap_interpose is 0,
+ * the profiler declines: every call only forwards, and heap_declined()
+ * says why for the endpoints, the index and stderr (once, at load).
  *
  * Sampling is Go's (runtime.MemProfileRate) and tcmalloc's: a per-thread
  * countdown of bytes drawn from an exponential distribution of mean
  * `mem_profile_rate`, so that every byte is equally likely to be sampled
  * and an object of size s is sampled with probability 1 - exp(-s/rate);
  * heap_scale() divides by that.  The countdown is an initial-exec TLS
- * variable, so the path that is not sampled is glibc's call plus a TLS
- * subtraction and a branch (bench/malloc measures it).  With sampling off
+ * variable, so the path that is not sampled is the allocator's call plus a
+ * TLS subtraction and a branch (bench/malloc measures it).  With sampling off
  * (rate 0) a thread still looks at the setting every RECHECK_BYTES, so
  * turning it on at run time reaches every thread.
  *
@@ -34,11 +50,11 @@
  * interrupts the profiler on the same thread see collect_busy and pass
  * straight through (a free that must be forgotten then is counted in
  * heap_get_stats, and its record is dropped when the address is reused).
- * Live records come from __libc_malloc, never from ourselves; buckets,
- * never freed, from a bump allocator over mappings of our own
- * (bucket_memory says why).  Before
- * the settings are loaded (early constructors) the rate reads as 0, so
- * nothing is sampled; after fork the atfork handlers have kept the lock
+ * Internal records come from the next allocator directly, never from
+ * ourselves; buckets, never freed, from a bump allocator over mappings
+ * of our own (bucket_memory says why).  Until our constructor has run
+ * (early constructors) nothing is tracked; after fork the atfork
+ * handlers have kept the lock
  * consistent.
  */
 #define _GNU_SOURCE
@@ -56,46 +72,305 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Under ASan or TSan (--enable-asan-ubsan, --enable-tsan) the sanitizer's
- * allocator owns the heap: blocks it hands out (its strdup, its internals)
- * reach our free(), and a block from glibc would escape its checks.  Pass
- * through to its interceptors instead, which every sanitizer runtime
- * exports under these names. */
-#ifdef CPPROF_SANITIZER_INTERCEPTS
-#define __libc_malloc __interceptor_malloc
-#define __libc_calloc __interceptor_calloc
-#define __libc_realloc __interceptor_realloc
-#define __libc_free __interceptor_free
-#define __libc_memalign __interceptor_memalign
-#define __libc_valloc __interceptor_valloc
-#define __libc_pvalloc __interceptor_pvalloc
-/* The sanitizer's own start-up allocates and frees through us before its
- * shadow memory exists, when our checked accesses would fault: nothing is
- * sampled or looked up until our constructor has run. */
-static bool sanitizer_ready;
-#endif
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
+#include <unistd.h>
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-#ifndef CPPROF_SANITIZER_INTERCEPTS
-#define EXPORT __attribute__((visibility("default")))
-#else
-/* The entry points run before the sanitizer has started (see
- * sanitizer_ready): not instrumented, or TSan's function-entry hook faults
- * there. */
+
+/* ---- The allocator underneath ------------------------------------------ */
+
+/* The allocator the program would use without cpprof (glibc's, or
+ * jemalloc's, tcmalloc's or mimalloc's when one is linked or preloaded):
+ * every entry comes from the one library that defines the malloc the
+ * program would call -- the next after ours in symbol lookup order, or the
+ * global one when it is not ours (lookup_next).  What that library lacks
+ * (jemalloc has no pvalloc) is built from what it has by the shims below,
+ * never taken from another allocator, which could not free its blocks. */
+struct allocator {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*usable_size)(void *);
+};
+
+enum { NEXT_UNKNOWN, NEXT_RESOLVING, NEXT_READY };
+
+#ifdef CPPROF_SANITIZER_INTERCEPTS
+/* Under ASan or TSan (--enable-asan-ubsan, --enable-tsan) the sanitizer's
+ * allocator owns the heap and its runtime comes first: its interceptors,
+ * which every sanitizer runtime exports under these names, are the next
+ * allocator, known at link time. */
+extern void *__interceptor_malloc(size_t);
+extern void __interceptor_free(void *);
+extern void *__interceptor_calloc(size_t, size_t);
+extern void *__interceptor_realloc(void *, size_t);
+extern int __interceptor_posix_memalign(void **, size_t, size_t);
+extern void *__interceptor_aligned_alloc(size_t, size_t);
+extern void *__interceptor_memalign(size_t, size_t);
+extern void *__interceptor_valloc(size_t);
+extern void *__interceptor_pvalloc(size_t);
+extern size_t __interceptor_malloc_usable_size(void *);
+static struct allocator next = {
+    __interceptor_malloc,         __interceptor_free,
+    __interceptor_calloc,         __interceptor_realloc,
+    __interceptor_posix_memalign, __interceptor_aligned_alloc,
+    __interceptor_memalign,       __interceptor_valloc,
+    __interceptor_pvalloc,        __interceptor_malloc_usable_size};
+static atomic_int next_state = NEXT_READY;
 #define EXPORT                                                         \
     __attribute__((visibility("default"), no_sanitize_address,         \
                    no_sanitize_thread))
+#else
+static struct allocator next;
+static atomic_int next_state = NEXT_UNKNOWN;
+#define EXPORT __attribute__((visibility("default")))
 #endif
+
+/* Whether allocations are tracked: from our constructor on, unless it
+ * declines (`declined` says why).  Until then (early constructors) nothing
+ * is sampled; under a sanitizer, whose own start-up allocates before its
+ * shadow memory exists, when our checked accesses would fault, every call
+ * only forwards. */
+static atomic_bool tracking;
+static const char *declined;
+
+/* ---- Bootstrap arena ---------------------------------------------------- */
+
+/* What is allocated while the next allocator is being looked up comes from
+ * here.  Its blocks are recognised by address: free forgets them, realloc
+ * moves them to the real allocator, and no other allocator ever sees one.
+ * Each block is preceded by its size. */
+#define BOOT_BYTES (64 * 1024)
+#define BOOT_ALIGN 16
+#define BOOT_MAX_ALIGN 4096 /* the arena's own alignment */
+static _Alignas(BOOT_MAX_ALIGN) unsigned char boot_arena[BOOT_BYTES];
+static atomic_size_t boot_used;
+
+static bool is_boot(const void *p)
+{
+    return (const unsigned char *)p >= boot_arena &&
+           (const unsigned char *)p < boot_arena + BOOT_BYTES;
+}
+
+static size_t boot_size(const void *p)
+{
+    return ((const size_t *)p)[-1];
+}
+
+/* n bytes aligned to `align` (a power of two), zeroed (the arena is never
+ * reused), or NULL with ENOMEM when the arena is full. */
+static void *boot_alloc(size_t align, size_t n)
+{
+    if (align < BOOT_ALIGN)
+        align = BOOT_ALIGN;
+    size_t used = atomic_load(&boot_used), start;
+    do {
+        start = (used + sizeof(size_t) + align - 1) & ~(align - 1);
+        if (start > BOOT_BYTES || n > BOOT_BYTES - start) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    } while (!atomic_compare_exchange_weak(&boot_used, &used, start + n));
+    ((size_t *)(boot_arena + start))[-1] = n;
+    return boot_arena + start;
+}
+
+/* ---- Shims for what the next allocator lacks ---------------------------- */
+
+static void *calloc_from_malloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = next.malloc(total);
+    return p ? memset(p, 0, total) : NULL;
+}
+
+static void *realloc_missing(void *p, size_t n)
+{
+    (void)p, (void)n;
+    errno = ENOMEM; /* p stays valid, as after any failed realloc */
+    return NULL;
+}
+
+static int posix_memalign_from_memalign(void **out, size_t align, size_t n)
+{
+    void *p = next.memalign(align, n);
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+static void *memalign_from_posix_memalign(size_t align, size_t n)
+{
+    void *p;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    int rc = next.posix_memalign(&p, align, n);
+    if (rc != 0) {
+        errno = rc;
+        return NULL;
+    }
+    return p;
+}
+
+static void *memalign_missing(size_t align, size_t n)
+{
+    (void)align, (void)n;
+    errno = ENOMEM;
+    return NULL;
+}
+
+static void *valloc_from_memalign(size_t n)
+{
+    return next.memalign((size_t)sysconf(_SC_PAGESIZE), n);
+}
+
+static void *pvalloc_from_memalign(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (n > SIZE_MAX - page) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return next.memalign(page, n ? (n + page - 1) & ~(page - 1) : page);
+}
+
+/* Without malloc_usable_size nothing may be said about a block. */
+static size_t usable_size_missing(void *p)
+{
+    (void)p;
+    return 0;
+}
+
+/* ---- Finding it ----------------------------------------------------------- */
+
+static const void *object_of(const void *f)
+{
+    Dl_info info;
+    return f && dladdr(f, &info) ? info.dli_fbase : NULL;
+}
+
+/* The definition of `name` in the object `base`: the global one, or else
+ * the next after ours (the global one is ours when we interpose). */
+static void *defined_in(const void *base, const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    if (object_of(f) == base)
+        return f;
+    f = dlsym(RTLD_NEXT, name);
+    return object_of(f) == base ? f : NULL;
+}
+
+/* Fills `next` from the object whose malloc the program would call
+ * without cpprof: the global malloc's when it is not ours (an allocator
+ * before us in lookup order, whose missing functions still reach ours),
+ * else the next malloc after ours.  Without one it says so on stderr and
+ * stops the program: with no allocator to forward to, nothing could run. */
+static void lookup_next(void)
+{
+    const void *self = object_of((const void *)lookup_next);
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    if (object_of(m) == self)
+        m = dlsym(RTLD_NEXT, "malloc");
+    const void *base = object_of(m);
+    if (!base || !defined_in(base, "free")) {
+        static const char msg[] = "cpprof: found no malloc and free to "
+                                  "forward to\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        abort();
+    }
+    next.malloc = (void *(*)(size_t))m;
+    next.free = (void (*)(void *))defined_in(base, "free");
+    next.calloc = (void *(*)(size_t, size_t))defined_in(base, "calloc");
+    next.realloc = (void *(*)(void *, size_t))defined_in(base, "realloc");
+    next.posix_memalign = (int (*)(void **, size_t, size_t))defined_in(
+        base, "posix_memalign");
+    next.aligned_alloc = (void *(*)(size_t, size_t))defined_in(
+        base, "aligned_alloc");
+    next.memalign = (void *(*)(size_t, size_t))defined_in(base, "memalign");
+    next.valloc = (void *(*)(size_t))defined_in(base, "valloc");
+    next.pvalloc = (void *(*)(size_t))defined_in(base, "pvalloc");
+    next.usable_size = (size_t (*)(void *))defined_in(base,
+                                                      "malloc_usable_size");
+    if (!next.calloc)
+        next.calloc = calloc_from_malloc;
+    if (!next.realloc)
+        next.realloc = realloc_missing;
+    if (!next.memalign)
+        next.memalign = next.posix_memalign ? memalign_from_posix_memalign
+                        : next.aligned_alloc ? next.aligned_alloc
+                                             : memalign_missing;
+    if (!next.posix_memalign)
+        next.posix_memalign = posix_memalign_from_memalign;
+    if (!next.aligned_alloc)
+        next.aligned_alloc = next.memalign;
+    if (!next.valloc)
+        next.valloc = valloc_from_memalign;
+    if (!next.pvalloc)
+        next.pvalloc = pvalloc_from_memalign;
+    if (!next.usable_size)
+        next.usable_size = usable_size_missing;
+}
+
+/* The next allocator, or NULL while it is being looked up (the first
+ * call; dlsym may allocate meanwhile, and another thread may allocate
+ * too): those allocations come from the bootstrap arena.  No thread waits
+ * for the lookup, which could hold a lock the lookup needs (the dynamic
+ * loader's). */
+static __attribute__((noinline)) const struct allocator *next_slow(void)
+{
+    int state = NEXT_UNKNOWN;
+    if (!atomic_compare_exchange_strong(&next_state, &state,
+                                        NEXT_RESOLVING))
+        return state == NEXT_READY ? &next : NULL;
+    lookup_next();
+    atomic_store_explicit(&next_state, NEXT_READY, memory_order_release);
+    return &next;
+}
+
+static inline __attribute__((always_inline)) const struct allocator *
+next_allocator(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&next_state,
+                                              memory_order_acquire) ==
+                             NEXT_READY,
+                         1))
+        return &next;
+    return next_slow();
+}
+
+void *heap_real_calloc(size_t n, size_t size)
+{
+    const struct allocator *a = next_allocator();
+    size_t total;
+    if (a)
+        return a->calloc(n, size);
+    return __builtin_mul_overflow(n, size, &total)
+               ? NULL
+               : boot_alloc(BOOT_ALIGN, total); /* zero, never reused */
+}
+
+void heap_real_free(void *p)
+{
+    const struct allocator *a = is_boot(p) ? NULL : next_allocator();
+    if (a && p)
+        a->free(p);
+}
+/* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
+ * out of the heap profile and summed by heap_internal_stats. */
+#define BUCKET_INTERNAL 0x80000000u
 
 /* Bytes this thread may still allocate before the next sample. */
 static __thread long countdown TLS_IE;
@@ -128,7 +403,6 @@ static struct live **live_heads;     /* 1 << FILTER_BITS chains */
 static struct bucket **bucket_heads; /* 1 << BUCKET_BITS chains */
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 static atomic_ulong skipped_allocs, skipped_frees;
-static size_t (*glibc_usable_size)(void *);
 
 /* ---- State under the lock --------------------------------------------- */
 
@@ -145,7 +419,7 @@ static inline __attribute__((always_inline)) bool
 maybe_sampled(const void *p)
 {
 #ifdef CPPROF_SANITIZER_INTERCEPTS
-    if (!sanitizer_ready)
+    if (!atomic_load_explicit(&tracking, memory_order_relaxed))
         return false;
 #endif
     return atomic_load_explicit(&filter[addr_slot(p)],
@@ -164,9 +438,9 @@ static void filter_adjust(size_t slot, int by)
 static bool tables_ready(void)
 {
     if (!live_heads)
-        live_heads = __libc_calloc(1u << FILTER_BITS, sizeof *live_heads);
+        live_heads = next.calloc(1u << FILTER_BITS, sizeof *live_heads);
     if (!bucket_heads)
-        bucket_heads = __libc_calloc(1u << BUCKET_BITS, sizeof *bucket_heads);
+        bucket_heads = next.calloc(1u << BUCKET_BITS, sizeof *bucket_heads);
     return live_heads && bucket_heads;
 }
 
@@ -262,7 +536,7 @@ static long next_interval(long rate)
 static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
                          size_t depth, unsigned flags)
 {
-    struct live *l = __libc_malloc(sizeof *l);
+    struct live *l = next.malloc(sizeof *l);
     if (!l)
         return;
     heap_lock();
@@ -280,7 +554,7 @@ static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
         l = stale;
     }
     heap_unlock();
-    __libc_free(l);
+    next.free(l);
 }
 
 /* The countdown ran out on an allocation of n bytes at p (NULL when it
@@ -298,7 +572,10 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
         return;
     }
     collect_busy = 1;
-    long rate = cfg_int(CFG_MEM_PROFILE_RATE);
+    /* Declined (or not yet decided): as if sampling were off. */
+    long rate = atomic_load_explicit(&tracking, memory_order_relaxed)
+                    ? cfg_int(CFG_MEM_PROFILE_RATE)
+                    : 0;
     if (rate <= 0) {
         countdown = RECHECK_BYTES;
         drawn = 0;
@@ -313,25 +590,35 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
             drawn = 1;
             due = countdown < 0;
         }
-        if (due) {
-            if (p) {
-                uintptr_t pcs[STACK_MAX_FRAMES];
-                unsigned flags;
-                size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags);
-                record_alloc(p, n, pcs, depth, flags);
-            }
-            countdown = next_interval(rate);
+        if (due && p) {
+            uintptr_t pcs[STACK_MAX_FRAMES];
+            unsigned flags = BUCKET_INTERNAL;
+            /* cpprof's own: sampled like the program's, so that its
+             * in-use figure is estimated the same way, but kept with no
+             * stack, out of the program's profile. */
+            size_t depth = collect_internal ? 0
+                                    : collect_stack(2, pcs, STACK_MAX_FRAMES,
+                                                    &flags);
+            record_alloc(p, n, pcs, depth, flags);
         }
+        if (due)
+            countdown = next_interval(rate);
     }
     collect_busy = 0;
 }
 
 /* Every allocation the application makes passes here: accounting's exact
- * per-set byte count (a thread-local add while it is on) and sampling. */
+ * per-set byte count (a thread-local add while it is on) and sampling.
+ * Whether to track at all is asked only when the countdown runs out
+ * (sample_alloc), so that this path stays the subtraction and branch it
+ * was: with one more load here, check_heap's signal-handler test (a
+ * handler allocating while the thread is inside glibc's malloc, which
+ * glibc does not promise to survive) aborted in 1 run in 10, against none
+ * in 90 without. */
 static inline __attribute__((always_inline)) void *track(void *p, size_t n)
 {
 #ifdef CPPROF_SANITIZER_INTERCEPTS
-    if (!sanitizer_ready)
+    if (!atomic_load_explicit(&tracking, memory_order_relaxed))
         return p;
 #endif
     accounting_alloc(p, n);
@@ -369,33 +656,57 @@ static void settle(struct live *l, bool still_there)
     heap_unlock();
     collect_busy = 0;
     if (!still_there)
-        __libc_free(l);
+        next.free(l);
 }
 
 /* ---- The interposed allocator ------------------------------------------ */
 
+/* Each entry point forwards to the next allocator; on the thread that is
+ * looking it up (a NULL allocator) it serves from the bootstrap arena,
+ * untracked. */
+
 EXPORT void *malloc(size_t n)
 {
-    return track(__libc_malloc(n), n);
+    const struct allocator *a = next_allocator();
+    return a ? track(a->malloc(n), n) : boot_alloc(BOOT_ALIGN, n);
 }
 
 EXPORT void free(void *p)
 {
+    if (is_boot(p))
+        return;
+    const struct allocator *a = next_allocator();
+    if (!a || !p)
+        return;
     if (__builtin_expect(maybe_sampled(p), 0)) {
         struct live *l = detach(p);
         if (l)
             settle(l, false);
     }
-    __libc_free(p);
+    a->free(p);
 }
 
 EXPORT void *calloc(size_t n, size_t size)
 {
     size_t total;
-    void *p = __libc_calloc(n, size);
-    if (__builtin_mul_overflow(n, size, &total))
-        return p;
-    return track(p, total);
+    bool overflow = __builtin_mul_overflow(n, size, &total);
+    const struct allocator *a = next_allocator();
+    if (!a) /* the arena is zero and never reused */
+        return overflow ? (errno = ENOMEM, NULL) : boot_alloc(BOOT_ALIGN, total);
+    void *p = a->calloc(n, size);
+    return overflow ? p : track(p, total);
+}
+
+/* A bootstrap block grown or shrunk: moved to the real allocator (through
+ * malloc, so it is tracked like any other). */
+static void *realloc_boot(void *p, size_t n)
+{
+    void *q = malloc(n);
+    if (q) {
+        size_t old = boot_size(p);
+        memcpy(q, p, old < n ? old : n);
+    }
+    return q;
 }
 
 /* realloc's body, inlined into realloc and reallocarray so that the stack
@@ -403,8 +714,17 @@ EXPORT void *calloc(size_t n, size_t size)
 static inline __attribute__((always_inline)) void *realloc_tracked(void *p,
                                                                    size_t n)
 {
+    if (is_boot(p))
+        return realloc_boot(p, n);
+    const struct allocator *a = next_allocator();
+    if (!a) {
+        if (!p)
+            return boot_alloc(BOOT_ALIGN, n);
+        errno = ENOMEM;
+        return NULL;
+    }
     struct live *was = p && maybe_sampled(p) ? detach(p) : NULL;
-    void *q = __libc_realloc(p, n);
+    void *q = a->realloc(p, n);
     if (was)
         settle(was, q == NULL && n != 0);
     return q ? track(q, n) : q;
@@ -432,43 +752,61 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         (align / sizeof(void *) & (align / sizeof(void *) - 1)) != 0 ||
         align == 0)
         return EINVAL;
-    void *p = __libc_memalign(align, n);
-    if (!p)
-        return ENOMEM;
-    *out = track(p, n);
-    return 0;
+    const struct allocator *a = next_allocator();
+    void *p;
+    if (!a) {
+        p = align <= BOOT_MAX_ALIGN ? boot_alloc(align, n) : NULL;
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
+    int rc = a->posix_memalign(&p, align, n);
+    if (rc == 0)
+        *out = track(p, n);
+    return rc;
+}
+
+/* The arena's blocks for an aligned request made during the lookup. */
+static void *boot_aligned(size_t align, size_t n)
+{
+    if (align > BOOT_MAX_ALIGN || (align & (align - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return boot_alloc(align, n);
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-    return track(__libc_memalign(align, n), n);
+    const struct allocator *a = next_allocator();
+    return a ? track(a->aligned_alloc(align, n), n) : boot_aligned(align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-    return track(__libc_memalign(align, n), n);
+    const struct allocator *a = next_allocator();
+    return a ? track(a->memalign(align, n), n) : boot_aligned(align, n);
 }
 
 EXPORT void *valloc(size_t n)
 {
-    return track(__libc_valloc(n), n);
+    const struct allocator *a = next_allocator();
+    return a ? track(a->valloc(n), n) : boot_aligned(BOOT_MAX_ALIGN, n);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-    return track(__libc_pvalloc(n), n);
+    const struct allocator *a = next_allocator();
+    return a ? track(a->pvalloc(n), n) : boot_aligned(BOOT_MAX_ALIGN, n);
 }
 
-/* glibc has no __libc_ name for it: the next definition after ours. */
 EXPORT size_t malloc_usable_size(void *p)
 {
-    size_t (*real)(void *) = __atomic_load_n(&glibc_usable_size,
-                                             __ATOMIC_ACQUIRE);
-    if (!real) {
-        real = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-        __atomic_store_n(&glibc_usable_size, real, __ATOMIC_RELEASE);
-    }
-    return real ? real(p) : 0;
+    if (is_boot(p))
+        return boot_size(p);
+    const struct allocator *a = next_allocator();
+    return a && p ? a->usable_size(p) : 0;
 }
 
 /* ---- Reading it back ---------------------------------------------------- */
@@ -486,6 +824,8 @@ int heap_snapshot(sampleset **out)
     heap_lock();
     for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS) && rc == 0; i++)
         for (struct bucket *b = bucket_heads[i]; b && rc == 0; b = b->next) {
+            if (b->flags & BUCKET_INTERNAL)
+                continue;
             int64_t size = (int64_t)b->size, inuse = b->allocs - b->frees;
             int64_t v[HEAP_NVALUES] = {b->allocs, b->allocs * size, inuse,
                                        inuse * size};
@@ -499,6 +839,28 @@ int heap_snapshot(sampleset **out)
     }
     *out = s;
     return 0;
+}
+
+void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes)
+{
+    long rate = cfg_int(CFG_MEM_PROFILE_RATE);
+    *inuse_bytes = *alloc_bytes = 0;
+    collect_busy = 1;
+    heap_lock();
+    for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS); i++)
+        for (struct bucket *b = bucket_heads[i]; b; b = b->next) {
+            if (!(b->flags & BUCKET_INTERNAL))
+                continue;
+            int64_t size = (int64_t)b->size, inuse = b->allocs - b->frees;
+            int64_t count = inuse, bytes = inuse * size;
+            heap_scale(&count, &bytes, size, rate);
+            *inuse_bytes += bytes;
+            count = b->allocs, bytes = b->allocs * size;
+            heap_scale(&count, &bytes, size, rate);
+            *alloc_bytes += bytes;
+        }
+    heap_unlock();
+    collect_busy = 0;
 }
 
 void heap_get_stats(heap_stats *out)
@@ -520,6 +882,65 @@ void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate)
     *bytes = (int64_t)((double)*bytes * scale);
 }
 
+/* ---- Whether to track --------------------------------------------------- */
+
+/* The first allocator function the program does not reach through us,
+ * with the object that defines it instead, or NULL.  Such a program
+ * allocates elsewhere (an allocator loaded or linked before cpprof, or
+ * built into the executable): what we saw would be part of its heap at
+ * best, and a block of ours could reach its free. */
+static const char *not_ours(const char **where)
+{
+    static const char *const fns[] = {
+        "malloc",         "free",     "calloc",           "realloc",
+        "posix_memalign", "memalign", "aligned_alloc",    "valloc",
+        "pvalloc",        "reallocarray", "malloc_usable_size"};
+    const void *self = object_of((const void *)not_ours);
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        void *global = dlsym(RTLD_DEFAULT, fns[i]);
+        if (object_of(global) == self)
+            continue;
+        Dl_info info;
+        *where = global && dladdr(global, &info) && info.dli_fname &&
+                         *info.dli_fname
+                     ? info.dli_fname
+                     : "the program itself";
+        return fns[i];
+    }
+    return NULL;
+}
+
+/* Why the allocation profiler declines to track, or NULL when it tracks. */
+static const char *why_not_tracking(void)
+{
+    static char why[512];
+    const char *where, *fn;
+    if (cfg_int(CFG_HEAP_INTERPOSE) == 0)
+        return "the allocation profiler was turned off by "
+               "CPPROF_HEAP_INTERPOSE=0: malloc and its relatives only "
+               "forward to the program's allocator";
+#ifdef __SANITIZE_THREAD__
+    /* Each new thread allocates before TSan has set it up, when any
+     * instrumented code the sampling reaches faults. */
+    return "the allocation profiler is off under ThreadSanitizer";
+#endif
+    if ((fn = not_ours(&where)) != NULL) {
+        snprintf(why, sizeof why,
+                 "the program's %s is defined in %s, which comes before "
+                 "cpprof in symbol lookup order, so cpprof sees none of its "
+                 "allocations: preload cpprof before that allocator, or link "
+                 "-lcpprof before it",
+                 fn, where);
+        return why;
+    }
+    return NULL;
+}
+
+const char *heap_declined(void)
+{
+    return declined;
+}
+
 /* ---- fork --------------------------------------------------------------- */
 
 static void atfork_prepare(void)
@@ -534,14 +955,20 @@ static void atfork_release(void)
     collect_busy = 0;
 }
 
+/* Runs after the settings are loaded: from here on allocations are
+ * tracked, or the reason they never will be is known and said once. */
 __attribute__((constructor)) static void heap_init(void)
 {
     pthread_atfork(atfork_prepare, atfork_release, atfork_release);
-    malloc_usable_size(NULL); /* resolves glibc's now, not on first use */
-#if defined(CPPROF_SANITIZER_INTERCEPTS) && !defined(__SANITIZE_THREAD__)
-    /* Under TSan never: each new thread allocates before TSan has set it
-     * up, when any instrumented code the sampling reaches faults, so a
-     * TSan build has no heap profile and no allocation accounting. */
-    sanitizer_ready = true;
+    cfg_freeze(CFG_HEAP_INTERPOSE);
+    declined = why_not_tracking();
+    if (!declined)
+        atomic_store(&tracking, true);
+#ifndef CPPROF_SANITIZER_INTERCEPTS
+    /* (Not in a sanitized build, whose runtime always comes first: there
+     * every program linked with libcpprof.so declines, as expected, and
+     * the endpoints still say why.) */
+    else
+        fprintf(stderr, "cpprof: no heap profile: %s\n", declined);
 #endif
 }

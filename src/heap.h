@@ -33,6 +33,20 @@ typedef struct {
 } heap_stats;
 void heap_get_stats(heap_stats *out);
 
+/* Why there is no heap profile (the allocation profiler was turned off,
+ * or the program's allocator is not reached through cpprof), or NULL when
+ * allocations are tracked.  Known once the library is loaded. */
+const char *heap_declined(void);
+
+/* calloc and free of the program's own allocator, untracked: for cpprof's
+ * bookkeeping that must not count as the program's allocations. */
+void *heap_real_calloc(size_t n, size_t size);
+void heap_real_free(void *p);
+
+/* cpprof's own allocations (made inside collect_internal_enter/leave), estimated from their samples as the heap
+ * profile's figures are: bytes in use now, and allocated since start. */
+void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes);
+
 /* Go's scaling of a sampled (count, bytes) of objects of `size` bytes at
  * sampling rate `rate`: both divided by 1 - exp(-size/rate). */
 void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate);

@@ -15,6 +15,7 @@
  * test binding port 0 can learn the port it got (http_port()).
  */
 #define _GNU_SOURCE /* POLLRDHUP, vasprintf */
+#include "collect.h"
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -645,7 +646,11 @@ int cpprof_http_start(const char *addr)
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
     pthread_mutex_lock(&server_lock);
+    /* libmicrohttpd's threads, created now, are cpprof's own for life:
+     * what they allocate is not the program's (collect.h). */
+    collect_internal_enter();
     rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr);
+    collect_internal_leave();
     pthread_mutex_unlock(&server_lock);
     return rc;
 }

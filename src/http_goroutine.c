@@ -8,7 +8,7 @@
  *   debug=1            Go's text form, grouped the same way, largest group
  *                      first, with a "# labels:" line per labelled group.
  *   debug=2            one block per thread, as Go's full goroutine dump:
- *                      thread TID "NAME" {labels} [STATE, WCHAN]:
+ *                      thread TID "NAME" [STATE, WCHAN, labels:{...}]:
  *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame.
  *
  * Anything else in `debug` is a 400.  A thread whose stack is missing has
@@ -206,14 +206,57 @@ static void print_debug1(FILE *f, const census *c, const struct group *groups,
     }
 }
 
-/* thread TID "NAME" {labels} [STATE, WCHAN]: */
+/* A key or value in a traceback header: quoted, with everything outside
+ * printable ASCII (and the quote and backslash) escaped, so that a label
+ * can never break the line a parser reads. */
+static void print_header_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c > 0x7e)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+struct header_labels {
+    FILE *f;
+    bool first;
+};
+
+static bool print_header_label(const char *key, const char *value, void *arg)
+{
+    struct header_labels *h = arg;
+    if (!h->first)
+        fputs(", ", h->f);
+    h->first = false;
+    print_header_quoted(h->f, key);
+    fputs(": ", h->f);
+    print_header_quoted(h->f, value);
+    return true;
+}
+
+/* thread TID "NAME" [STATE, WCHAN, labels:{"k": "v", ...}]: -- the labels
+ * inside the bracket, after the state, in Go 1.27's traceback form
+ * (GODEBUG tracebacklabels=1, the default for go 1.27 modules;
+ * golang/go#76349, CL 694119), which debug=2 dumps print. */
 static void print_thread_header(FILE *f, const census_thread *t)
 {
-    fprintf(f, "thread %d \"%s\"", (int)t->tid, t->name);
-    if (cpprof_labelset_size(t->labels))
-        print_labels(f, " ", t->labels, "");
-    fprintf(f, " [%s%s%s]:\n", t->state_name[0] ? t->state_name : "unknown",
+    fprintf(f, "thread %d \"%s\" [%s%s%s", (int)t->tid, t->name,
+            t->state_name[0] ? t->state_name : "unknown",
             t->wchan[0] ? ", " : "", t->wchan);
+    if (cpprof_labelset_size(t->labels)) {
+        struct header_labels h = {f, true};
+        fputs(", labels:{", f);
+        cpprof_labels_foreach(t->labels, print_header_label, &h);
+        fputc('}', f);
+    }
+    fputs("]:\n", f);
 }
 
 /* FUNC(...) then \tFILE:LINE +0xOFF, per frame (inlined ones first). */

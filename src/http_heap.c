@@ -118,8 +118,19 @@ static const named_profile heap_profile = {
 static const named_profile allocs_profile = {
     "allocs", true, heap_snapshot, heap_build_alloc, heap_text};
 
-int http_heap(http_req *r) { return http_serve_named(r, &heap_profile); }
-int http_allocs(http_req *r) { return http_serve_named(r, &allocs_profile); }
+/* With the allocation profiler declined (heap_declined), the reason, not
+ * an empty profile a reader would take for a program that allocates
+ * nothing. */
+static int serve_heap(http_req *r, const named_profile *p)
+{
+    const char *why = heap_declined();
+    if (why)
+        return http_error(r, 501, "no heap profile: %s", why);
+    return http_serve_named(r, p);
+}
+
+int http_heap(http_req *r) { return serve_heap(r, &heap_profile); }
+int http_allocs(http_req *r) { return serve_heap(r, &allocs_profile); }
 
 /* ---- block and mutex ------------------------------------------------- */
 

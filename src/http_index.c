@@ -78,8 +78,17 @@ long http_count_threadcreate(void)
 
 typedef struct {
     const char *name, *desc;
-    long count; /* negative: unknown */
+    long count;      /* negative: unknown */
+    const char *why; /* why the profile is not available, or NULL */
 } index_entry;
+
+/* Profiles a collector may decline to take, with the reason it gives. */
+static const char *why_unavailable(const char *name)
+{
+    if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
+        return heap_declined();
+    return NULL;
+}
 
 static int by_name(const void *a, const void *b)
 {
@@ -95,8 +104,12 @@ static size_t list_entries(index_entry *out)
     for (size_t i = 0; i < nroutes && n < MAX_ENTRIES; i++) {
         if (routes[i].desc == NULL)
             continue;
+        const char *why = why_unavailable(routes[i].name);
         out[n++] = (index_entry){routes[i].name, routes[i].desc,
-                                 routes[i].count ? routes[i].count() : 0};
+                                 why ? -1
+                                 : routes[i].count ? routes[i].count()
+                                                   : 0,
+                                 why};
     }
     qsort(out, n, sizeof *out, by_name);
     return n;
@@ -105,21 +118,28 @@ static size_t list_entries(index_entry *out)
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
- * "path"}]} */
+ * "path", and "unavailable" (why) for a profile that cannot be taken}],
+ * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}} */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
         char path[96];
         snprintf(path, sizeof path, "/debug/pprof/%s", e[i].name);
-        json_array_append_new(
-            list, json_pack("{s:s, s:o, s:s, s:s}", "name", e[i].name,
-                            "count", e[i].count < 0
-                                         ? json_null()
-                                         : json_integer(e[i].count),
-                            "description", e[i].desc, "path", path));
+        json_t *entry = json_pack(
+            "{s:s, s:o, s:s, s:s}", "name", e[i].name, "count",
+            e[i].count < 0 ? json_null() : json_integer(e[i].count),
+            "description", e[i].desc, "path", path);
+        if (entry && e[i].why)
+            json_object_set_new(entry, "unavailable", json_string(e[i].why));
+        json_array_append_new(list, entry);
     }
-    json_t *root = json_pack("{s:o}", "profiles", list);
+    int64_t inuse, allocated;
+    heap_internal_stats(&inuse, &allocated);
+    json_t *root = json_pack("{s:o, s:{s:I, s:I}}", "profiles", list,
+                             "cpprof_internal_heap", "inuse_bytes",
+                             (json_int_t)inuse, "alloc_bytes",
+                             (json_int_t)allocated);
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -163,6 +183,19 @@ static void put_rows(FILE *f, const index_entry *e, size_t n)
     }
 }
 
+/* cpprof's own memory, which the heap profile leaves out. */
+static void put_internal_heap(FILE *f)
+{
+    int64_t inuse, allocated;
+    heap_internal_stats(&inuse, &allocated);
+    fprintf(f, "<li><div class=\"profile-name\">cpprof's own memory: </div> "
+               "<span id=\"internal-heap\">%lld</span> bytes in use, %lld "
+               "allocated since start, by cpprof itself (symbolizer, "
+               "profile building, HTTP server), estimated from samples and "
+               "left out of heap and allocs</li>\n",
+            (long long)inuse, (long long)allocated);
+}
+
 static void put_descriptions(FILE *f, const index_entry *e, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -170,8 +203,14 @@ static void put_descriptions(FILE *f, const index_entry *e, size_t n)
         put_escaped(f, e[i].name);
         fputs(": </div> ", f);
         put_escaped(f, e[i].desc);
+        if (e[i].why) {
+            fputs("<div class=\"unavailable\">Not available: ", f);
+            put_escaped(f, e[i].why);
+            fputs("</div>", f);
+        }
         fputs("</li>\n", f);
     }
+    put_internal_heap(f);
 }
 
 static const www_file *find_file(const char *name)

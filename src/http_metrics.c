@@ -17,6 +17,7 @@
  * cpprof_labelsets_folded_total counts the sets folded into it, and
  * counts of reclaimed sets are the series {cpprof_retired="true"}.
  */
+#include "heap.h"
 #include "accounting.h"
 #include "http.h"
 #include "labels.h"
@@ -165,6 +166,18 @@ static void put_exposition(FILE *f, const acct_row *rows, size_t n)
     const char *const *names = accounting_user_names(&nnames);
     for (size_t i = 0; i < nnames; i++)
         put_user_family(f, rows, n, names[i], i);
+    int64_t inuse, allocated;
+    heap_internal_stats(&inuse, &allocated);
+    fprintf(f, "# HELP cpprof_internal_heap_bytes Bytes in use by cpprof "
+               "itself (symbolizer, profile building, HTTP server), "
+               "estimated from samples; not in the heap profile.\n"
+               "# TYPE cpprof_internal_heap_bytes gauge\n"
+               "cpprof_internal_heap_bytes %lld\n"
+               "# HELP cpprof_internal_heap_alloc_bytes_total Bytes "
+               "allocated by cpprof itself, estimated from samples.\n"
+               "# TYPE cpprof_internal_heap_alloc_bytes_total counter\n"
+               "cpprof_internal_heap_alloc_bytes_total %lld\n",
+            (long long)inuse, (long long)allocated);
     fprintf(f, "# HELP cpprof_labelsets_folded_total Label sets folded into "
                "the overflow set by the label cap.\n"
                "# TYPE cpprof_labelsets_folded_total counter\n"

@@ -13,14 +13,16 @@
  *
  * Strings in results point into libdw's own data (symbol tables, DWARF
  * string sections), valid while the module stays reported; only names we
- * make up (demangled, or "module+0xoffset" when there is no symbol) are
- * allocated here.  A flush therefore frees the cache before the modules go.
+ * make up (demangled, "module+0xoffset" when there is no symbol, and
+ * source paths made absolute with the compile unit's directory, as Go's
+ * are) are allocated here.  A flush therefore frees the cache before the modules go.
  *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
  */
 #define _GNU_SOURCE
 #include "symbolize.h"
+#include "collect.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -319,6 +321,54 @@ static const char *own(char *s)
 
 /* ---- Symbolizing one pc ------------------------------------------------- */
 
+/* `file` against the compilation directory `dir`, as Go's profiles name
+ * sources: absolute, with "." and ".." resolved lexically (Go's
+ * filepath.Clean), so that `go tool pprof -list` finds the source from any
+ * directory.  file itself when already absolute or when dir is unknown or
+ * relative; a joined name is kept until the cache is flushed. */
+static const char *absolute_path(const char *dir, const char *file)
+{
+    if (!file || file[0] == '/' || !file[0] || !dir || dir[0] != '/')
+        return file;
+    size_t len = strlen(dir) + strlen(file) + 2;
+    char *joined = malloc(len), *out = malloc(len);
+    if (!joined || !out) {
+        free(joined);
+        free(out);
+        return file;
+    }
+    snprintf(joined, len, "%s/%s", dir, file);
+    size_t n = 0; /* out holds "/a/b" without a trailing slash */
+    char *rest;
+    for (char *part = strtok_r(joined, "/", &rest); part;
+         part = strtok_r(NULL, "/", &rest)) {
+        if (strcmp(part, ".") == 0)
+            continue;
+        if (strcmp(part, "..") == 0) {
+            while (n > 0 && out[--n] != '/')
+                ;
+            continue;
+        }
+        out[n++] = '/';
+        size_t plen = strlen(part);
+        memcpy(out + n, part, plen);
+        n += plen;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+    free(joined);
+    const char *kept = own(out);
+    return kept ? kept : file;
+}
+
+/* The compilation directory of a compile unit, or NULL. */
+static const char *comp_dir(Dwarf_Die *cudie)
+{
+    Dwarf_Attribute attr;
+    return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+}
+
 /* Readable name for a symbol-table name: demangled C++ when possible. */
 static const char *readable_name(const char *system_name)
 {
@@ -383,6 +433,7 @@ static void call_site(Dwarf_Die *cudie, Dwarf_Die *inlined, const char **file,
             0 &&
         dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 && idx < nfiles)
         name = dwarf_filesrc(files, idx, NULL, NULL);
+    name = absolute_path(comp_dir(cudie), name);
     *file = name ? name : "";
     *line = dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr),
                             &l) == 0
@@ -473,7 +524,10 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
     Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, pc) : NULL;
     int lineno = 0;
     const char *file =
-        line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        line ? absolute_path(dwfl_line_comp_dir(line),
+                             dwfl_lineinfo(line, NULL, &lineno, NULL, NULL,
+                                           NULL))
+             : NULL;
     frames[0].file = file ? file : "";
     frames[0].line = file ? lineno : 0;
     r->has_file = frames[0].file[0] != '\0';
@@ -506,6 +560,7 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
 
 void symbolize_begin(void)
 {
+    collect_internal_enter(); /* libdw's memory is cpprof's, not the program's */
     pthread_mutex_lock(&S.lock);
     struct mapping *maps;
     size_t n;
@@ -526,6 +581,7 @@ void symbolize_begin(void)
 void symbolize_end(void)
 {
     pthread_mutex_unlock(&S.lock);
+    collect_internal_leave();
 }
 
 size_t symbolize_mapping_count(void)

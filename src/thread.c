@@ -16,6 +16,8 @@
 #define _GNU_SOURCE
 #include "thread.h"
 #include "accounting.h"
+#include "collect.h"
+#include "heap.h"
 #include "labels.h"
 #include "otel.h"
 
@@ -212,7 +214,10 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
         return -ENOMEM;
     const cpprof_labelset *previous = atomic_load(&e->labels);
     cpprof_labelset *derived;
-    int rc = labelset_merge(&derived, parent ? parent : previous, labels);
+    int rc = parent == CPPROF_BACKGROUND
+                 ? (derived = cpprof_labelset_ref(labels), 0)
+                 : labelset_merge(&derived, parent ? parent : previous,
+                                  labels);
     if (rc)
         return rc;
     /* The thread's reference to `previous` moves into the scope; the
@@ -230,22 +235,49 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
 
 /* ---- Threads that inherit their creator's labels ----------------------- */
 
-struct start_args {
+const char cpprof_background_parent[] = "CPPROF_BACKGROUND";
+
+struct thread_start {
     void *(*start)(void *);
     void *arg;
     cpprof_labelset *labels; /* reference handed to the new thread */
+    bool internal;           /* a thread cpprof creates for itself */
 };
 
-static void *start_with_labels(void *p)
+/* From the allocator directly, untracked: cpprof's bookkeeping is not the
+ * program's memory.  A thread created inside cpprof's own work is
+ * cpprof's: it takes no labels from the program's thread that started
+ * that work, and all it allocates is cpprof's. */
+struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
-    struct start_args a = *(struct start_args *)p;
-    free(p);
-    struct thread_entry *e = self_entry();
-    if (e)
-        install(e, a.labels);
-    else
-        cpprof_labelset_release(a.labels);
-    return a.start(a.arg);
+    struct thread_start *t = heap_real_calloc(1, sizeof *t);
+    bool internal = collect_internal;
+    if (t)
+        *t = (struct thread_start){
+            start, arg, internal ? NULL : cpprof_thread_labels(), internal};
+    return t;
+}
+
+void thread_start_discard(struct thread_start *t)
+{
+    cpprof_labelset_release(t->labels);
+    heap_real_free(t);
+}
+
+void *thread_start_run(void *p)
+{
+    struct thread_start t = *(struct thread_start *)p;
+    heap_real_free(p);
+    if (t.internal)
+        collect_internal_enter(); /* never left: the thread is cpprof's */
+    if (t.labels) {
+        struct thread_entry *e = self_entry();
+        if (e)
+            install(e, t.labels);
+        else
+            cpprof_labelset_release(t.labels);
+    }
+    return t.start(t.arg);
 }
 
 int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
@@ -253,14 +285,14 @@ int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
 {
     if (!thread || !start)
         return -EINVAL;
-    struct start_args *a = malloc(sizeof *a);
-    if (!a)
+    struct thread_start *t = thread_start_new(start, arg);
+    if (!t)
         return -ENOMEM;
-    *a = (struct start_args){start, arg, cpprof_thread_labels()};
-    int rc = pthread_create(thread, attr, start_with_labels, a);
+    /* threadcreate.c's pthread_create sees thread_start_run and does not
+     * wrap it again. */
+    int rc = pthread_create(thread, attr, thread_start_run, t);
     if (rc) {
-        cpprof_labelset_release(a->labels);
-        free(a);
+        thread_start_discard(t);
         return -rc;
     }
     return 0;

@@ -30,6 +30,16 @@ void registry_foreach(registry_visit_fn fn, void *arg);
 /* Number of registered threads. */
 size_t registry_count(void);
 
+/* A new thread's start: the creator's current labels (a reference) with
+ * the thread's function.  thread_start_run() is the function to give
+ * pthread_create, with the record as its argument: it applies the labels
+ * and calls start(arg).  A record pthread_create did not take is
+ * discarded.  NULL from thread_start_new: out of memory. */
+struct thread_start;
+struct thread_start *thread_start_new(void *(*start)(void *), void *arg);
+void *thread_start_run(void *start);
+void thread_start_discard(struct thread_start *t);
+
 /* The lock that reclaiming label sets needs (labels.c). */
 void registry_lock(void);
 void registry_unlock(void);

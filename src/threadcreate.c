@@ -1,6 +1,6 @@
 /*
  * threadcreate.c -- the thread-creation profiler behind
- * /debug/pprof/threadcreate.
+ * /debug/pprof/threadcreate, and label inheritance.
  *
  * pthread_create is defined here and exported, so it interposes on glibc's
  * whether the library is linked or preloaded; glibc's is found with
@@ -9,10 +9,20 @@
  * the creation of OS threads.  cpprof_thread_create() creates its thread
  * through this function, so it is counted once, at its caller's stack
  * (with cpprof_thread_create's frame on top).
+ *
+ * A thread created by a thread that holds labels starts with them, as a
+ * goroutine starts with its creator's (setting inherit_labels): the
+ * thread's function is wrapped in thread.c's thread_start_run, which
+ * applies them first.  A thread created inside cpprof's own work
+ * (collect_internal: the HTTP server's, the CPU sampler's collector) is
+ * wrapped too, to be cpprof's for life and take no labels.  Any other
+ * creator without labels creates its thread unwrapped, at no cost.
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
 #include "collect.h"
+#include "config.h"
+#include "thread.h"
 #include "stacktab.h"
 
 #include <dlfcn.h>
@@ -54,7 +64,18 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
             return EAGAIN;
         __atomic_store_n(&glibc_create, real, __ATOMIC_RELEASE);
     }
+    struct thread_start *inherit = NULL;
+    if (start != thread_start_run &&
+        (collect_internal ||
+         (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
+        if (!(inherit = thread_start_new(start, arg)))
+            return EAGAIN;
+        start = thread_start_run;
+        arg = inherit;
+    }
     int rc = real(thread, attr, start, arg);
+    if (rc != 0 && inherit)
+        thread_start_discard(inherit);
     if (rc == 0 && !collect_busy)
         record_creation();
     return rc;

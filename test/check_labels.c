@@ -327,11 +327,19 @@ START_TEST(new_thread_inherits_creator_labels)
     pthread_join(t, &child);
     ck_assert_ptr_eq(child, s);
     cpprof_labelset_release(child);
-    /* A plain pthread starts without labels. */
+    /* A plain pthread inherits them too (issue 17), unless the setting
+     * inherit_labels is off (test/check_inherit has the census and CPU
+     * profile). */
     cpprof_set_thread_labels(s);
     pthread_create(&t, NULL, report_labels, NULL);
     pthread_join(t, &child);
+    ck_assert_ptr_eq(child, s);
+    cpprof_labelset_release(child);
+    ck_assert_int_eq(cpprof_set("inherit_labels", "0"), 0);
+    pthread_create(&t, NULL, report_labels, NULL);
+    pthread_join(t, &child);
     ck_assert_ptr_null(child);
+    ck_assert_int_eq(cpprof_set("inherit_labels", "1"), 0);
     cpprof_set_thread_labels(NULL);
     cpprof_labelset_release(s);
 }

@@ -98,7 +98,8 @@ missing=$(comm -23 "$tmp/stable" "$tmp/d2.tids")
 extra=$(sort -u "$tmp/tasks.before" "$tmp/tasks.after" |
     comm -13 - "$tmp/d2.tids" | wc -l)
 [ "$extra" -le 1 ] || fail "debug=2: $extra threads that /proc never listed"
-[ "$(grep -c '^thread [0-9]* "[^"]*" {"kind":"wait", "tenant":"acme"} \[' \
+# Labels inside the bracket, after the state, in Go 1.27's form.
+[ "$(grep -c '^thread [0-9]* "[^"]*" \[[^]]*, labels:{"kind": "wait", "tenant": "acme"}\]:$' \
     "$tmp/d2.body")" = 3 ] || fail "debug=2: acme's parked threads: $(cat "$tmp/d2.body")"
 grep -q "$(printf '^\t.*:[0-9]* +0x[0-9a-f]*$')" "$tmp/d2.body" ||
     fail "debug=2: no FILE:LINE +0xOFF line"

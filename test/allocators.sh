@@ -1,0 +1,130 @@
+#!/bin/sh
+# allocators.sh -- cpprof beside the program's own allocator (issue 17).
+# For jemalloc, tcmalloc and mimalloc (and glibc's malloc), test/alloc_mix
+# checks every entry point's block against the allocator's own counts,
+# mixes the allocator's API with the standard one and runs the demo's
+# pattern:
+#   - preloaded after cpprof: it runs clean, the allocator still serves
+#     every block, and the heap profile has the program's allocations
+#     (keep_live's 16 MiB);
+#   - preloaded before cpprof: it runs clean, stderr, /heap, /allocs and the
+#     index say why there is no heap profile;
+#   - linked -lcpprof before the allocator: it runs clean, on that
+#     allocator;
+#   - CPPROF_HEAP_INTERPOSE=0: nothing tracked, and the heap endpoint says
+#     so.
+set -u
+case ${CPPROF_SANITIZER:-none} in
+asan | tsan) echo "SKIP: under $CPPROF_SANITIZER (the sanitizer's allocator owns the heap)" >&2
+    exit 77 ;;
+esac
+. "$(dirname "$0")/http_lib.sh"
+PRELOAD=$top_builddir/.libs/libcpprof.so
+MIX=$top_builddir/test/alloc_mix
+libdir=$(dirname "$(gcc -print-file-name=libc.so.6)")
+[ -f "$PRELOAD" ] || fail "no $PRELOAD"
+
+lib_of() {
+    case $1 in
+    glibc) echo "" ;;
+    jemalloc) echo "$libdir/libjemalloc.so.2" ;;
+    tcmalloc) echo "$libdir/libtcmalloc_minimal.so.4" ;;
+    mimalloc) echo "$libdir/libmimalloc.so.2" ;;
+    esac
+}
+
+# run_mix LD_PRELOAD ALLOCATOR [HOLD]: runs alloc_mix in the foreground.
+run_mix() {
+    LD_PRELOAD=$1 "$MIX" "$2" ${3:-} >"$tmp/mix.out" 2>"$tmp/mix.err" ||
+        fail "alloc_mix $2 with LD_PRELOAD=$1: status $?: $(cat "$tmp/mix.err")"
+    grep -qx "ok $2" "$tmp/mix.out" || fail "alloc_mix $2: no ok line"
+}
+
+# serve_mix LD_PRELOAD ALLOCATOR: runs alloc_mix holding for 8 s with the
+# server on a free port, and waits until it holds keep_live's blocks; sets
+# $base and $demo_pid.
+serve_mix() {
+    for attempt in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+        base=http://127.0.0.1:$port/debug/pprof
+        LD_PRELOAD=$1 CPPROF_HTTP=127.0.0.1:$port "$MIX" "$2" 8 \
+            >"$tmp/mix.out" 2>"$tmp/mix.err" &
+        demo_pid=$!
+        for tick in $(seq 100); do
+            grep -qx holding "$tmp/mix.out" &&
+                curl -s -o /dev/null --max-time 2 "$base/" && return 0
+            kill -0 "$demo_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$demo_pid" 2>/dev/null
+        wait "$demo_pid" 2>/dev/null
+        demo_pid=
+    done
+    fail "alloc_mix $2 never served: $(cat "$tmp/mix.err")"
+}
+
+# stop_mix ALLOCATOR: the run must end by itself, clean.
+stop_mix() {
+    wait "$demo_pid" || fail "alloc_mix $1 (served): status $?: $(cat "$tmp/mix.err")"
+    demo_pid=
+    grep -qx "ok $1" "$tmp/mix.out" || fail "alloc_mix $1 (served): no ok line"
+}
+
+# expect_declined ALLOCATOR WHY: stderr once, /heap and /allocs 501 and the
+# index (JSON and HTML) with the reason WHY (a fixed string).
+expect_declined() {
+    [ "$(grep -c 'cpprof: no heap profile' "$tmp/mix.err")" = 1 ] ||
+        fail "$1: stderr does not say once why there is no heap profile: $(cat "$tmp/mix.err")"
+    grep -qF "$2" "$tmp/mix.err" || fail "$1: stderr lacks \"$2\""
+    for p in heap allocs; do
+        code=$(fetch "$p" "$base/$p")
+        [ "$code" = 501 ] || fail "$1: /$p answered $code, not 501"
+        grep -qF "$2" "$tmp/$p.body" || fail "$1: /$p says $(cat "$tmp/$p.body")"
+    done
+    fetch index "$base/?format=json" >/dev/null
+    jq -e --arg why "$2" '.profiles[] | select(.name == "heap") |
+        (.unavailable | contains($why)) and .count == null' \
+        "$tmp/index.body" >/dev/null || fail "$1: index JSON: $(cat "$tmp/index.body")"
+    fetch page "$base/" >/dev/null
+    grep -qF "Not available: " "$tmp/page.body" ||
+        fail "$1: the index page does not say why"
+}
+
+for a in glibc jemalloc tcmalloc mimalloc; do
+    lib=$(lib_of $a)
+    [ -z "$lib" ] || [ -f "$lib" ] || fail "no $lib"
+    # Without cpprof: the baseline the other runs must match.
+    run_mix "$lib" $a
+    # cpprof first, the allocator behind it: every call reaches it, and
+    # the heap profile holds keep_live's blocks.
+    run_mix "$PRELOAD${lib:+:$lib}" $a
+    serve_mix "$PRELOAD${lib:+:$lib}" $a
+    code=$(fetch heap "$base/heap")
+    [ "$code" = 200 ] || fail "$a: /heap answered $code: $(cat "$tmp/heap.body")"
+    "$GOCHECK" -frames "$tmp/heap.body" >"$tmp/heap.check" ||
+        fail "$a: google/pprof rejects the heap profile"
+    grep -q '^frame keep_live ' "$tmp/heap.check" ||
+        fail "$a: the heap profile lacks keep_live: $(cat "$tmp/heap.check")"
+    grep -q 'no heap profile' "$tmp/mix.err" && fail "$a: declined: $(cat "$tmp/mix.err")"
+    stop_mix $a
+    echo "ok: $a behind cpprof, heap profile with keep_live"
+    [ -n "$lib" ] || continue
+    # The allocator first: cpprof stays out of the way and says so.
+    serve_mix "$lib:$PRELOAD" $a
+    expect_declined $a "defined in $lib, which comes before cpprof"
+    stop_mix $a
+    echo "ok: $a before cpprof, declined with the reason"
+    # Linked -lcpprof before the allocator.
+    "$top_builddir/test/alloc_mix_$a" $a >"$tmp/mix.out" 2>"$tmp/mix.err" ||
+        fail "alloc_mix_$a (linked): status $?: $(cat "$tmp/mix.err")"
+    grep -qx "ok $a" "$tmp/mix.out" || fail "alloc_mix_$a: no ok line"
+    echo "ok: linked -lcpprof -l$a"
+done
+
+# The setting turns the interposer off: nothing tracked, and the reason.
+export CPPROF_HEAP_INTERPOSE=0
+serve_mix "$PRELOAD" glibc
+unset CPPROF_HEAP_INTERPOSE
+expect_declined off "turned off by CPPROF_HEAP_INTERPOSE=0"
+stop_mix glibc
+echo "ok: CPPROF_HEAP_INTERPOSE=0"
