@@ -179,9 +179,9 @@ static struct acct_pending *pending_entry(struct acct_thread *t,
     if (t->pending[1].set == set)
         return &t->pending[1];
     flush_pending(&t->pending[1]);
-    cpprof_labelset_release(t->pending[1].set);
+    labelset_drop(t->pending[1].set);
     t->pending[1] = t->pending[0];
-    t->pending[0] = (struct acct_pending){cpprof_labelset_ref(set), 0};
+    t->pending[0] = (struct acct_pending){labelset_hold(set), 0};
     return &t->pending[0];
 }
 
@@ -190,7 +190,7 @@ static void drop_pending(struct acct_thread *t)
 {
     for (int i = 0; i < 2; i++) {
         flush_pending(&t->pending[i]);
-        cpprof_labelset_release(t->pending[i].set);
+        labelset_drop(t->pending[i].set);
         t->pending[i].set = NULL;
     }
 }
@@ -513,7 +513,7 @@ static void collect_set(cpprof_labelset *set, void *arg)
     acct_row *r = append_row(arg);
     if (r) {
         r->kind = ACCT_ROW_SET;
-        r->set = cpprof_labelset_ref(set);
+        r->set = labelset_hold(set);
     }
 }
 
@@ -605,7 +605,7 @@ int accounting_rows(acct_row **rows, size_t *n)
     acct_row first = l.rows[nsets];
     for (size_t i = 0; i < nsets; i++) {
         if (row_is_empty(&l.rows[i]))
-            cpprof_labelset_release(l.rows[i].set);
+            labelset_drop(l.rows[i].set);
         else
             l.rows[out++] = l.rows[i];
     }
@@ -621,6 +621,6 @@ void accounting_rows_free(acct_row *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (rows[i].kind == ACCT_ROW_SET)
-            cpprof_labelset_release(rows[i].set);
+            labelset_drop(rows[i].set);
     free(rows);
 }

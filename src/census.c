@@ -38,6 +38,7 @@
 #define _GNU_SOURCE
 #include "census.h"
 #include "config.h"
+#include "labels.h"
 #include "thread.h"
 #include "unwind.h"
 
@@ -309,7 +310,7 @@ static void collect_labels(pid_t tid, const char *name,
         ix->v = grown;
         ix->cap = cap;
     }
-    ix->v[ix->n++] = (struct tid_labels){tid, cpprof_labelset_ref(labels)};
+    ix->v[ix->n++] = (struct tid_labels){tid, labelset_hold(labels)};
 }
 
 /* Gives every thread the registry's label set for its tid, reading the
@@ -332,7 +333,7 @@ static int attach_labels(census *c)
         }
     }
     for (size_t i = 0; i < ix.n; i++)
-        cpprof_labelset_release(ix.v[i].labels);
+        labelset_drop(ix.v[i].labels);
     free(ix.v);
     return rc;
 }
@@ -453,7 +454,7 @@ static void drop_gone(census *c)
     size_t kept = 0;
     for (size_t i = 0; i < c->n; i++) {
         if (c->threads[i].tid == 0) {
-            cpprof_labelset_release(c->threads[i].labels);
+            labelset_drop(c->threads[i].labels);
             continue;
         }
         if (kept != i)
@@ -518,7 +519,7 @@ int census_take(census *out)
 void census_release(census *c)
 {
     for (size_t i = 0; i < c->n; i++)
-        cpprof_labelset_release(c->threads[i].labels);
+        labelset_drop(c->threads[i].labels);
     free(c->threads);
     *c = (census){0};
 }

@@ -183,7 +183,7 @@ static void ring_drain(struct session *s)
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
                          slot->labels, values) != 0)
             atomic_fetch_add(&s->lost, slot->weight);
-        cpprof_labelset_release(slot->labels);
+        labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,
                               memory_order_release);
         s->tail++;

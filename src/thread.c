@@ -88,7 +88,7 @@ static void thread_exited(void *arg)
     unlink_entry(e);
     registry_unlock();
     self = NULL;
-    cpprof_labelset_release(atomic_load(&e->labels));
+    labelset_drop(atomic_load(&e->labels));
     free(e);
 }
 
@@ -167,7 +167,7 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
     const cpprof_labelset *old =
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
     publish(set);
-    cpprof_labelset_release(old);
+    labelset_drop(old);
 }
 
 /* SIGNAL-SAFE */
@@ -187,7 +187,7 @@ int cpprof_set_thread_labels(const cpprof_labelset *set)
     struct thread_entry *e = self_entry();
     if (!e)
         return -ENOMEM;
-    install(e, cpprof_labelset_ref(set));
+    install(e, labelset_hold(set));
     return 0;
 }
 
@@ -244,7 +244,7 @@ static void *start_with_labels(void *p)
     if (e)
         install(e, a.labels);
     else
-        cpprof_labelset_release(a.labels);
+        labelset_drop(a.labels);
     return a.start(a.arg);
 }
 
@@ -256,10 +256,11 @@ int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
     struct start_args *a = malloc(sizeof *a);
     if (!a)
         return -ENOMEM;
-    *a = (struct start_args){start, arg, cpprof_thread_labels()};
+    *a = (struct start_args){start, arg,
+                             labelset_hold(thread_current_labels())};
     int rc = pthread_create(thread, attr, start_with_labels, a);
     if (rc) {
-        cpprof_labelset_release(a->labels);
+        labelset_drop(a->labels);
         free(a);
         return -rc;
     }
@@ -274,7 +275,7 @@ cpprof_labelset *registry_labels_of(pid_t tid)
     registry_lock();
     for (struct thread_entry *e = registry_head; e; e = e->next)
         if (e->tid == tid) {
-            set = cpprof_labelset_ref(atomic_load(&e->labels));
+            set = labelset_hold(atomic_load(&e->labels));
             break;
         }
     registry_unlock();

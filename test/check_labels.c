@@ -364,7 +364,7 @@ START_TEST(exiting_thread_leaves_registry)
     ck_assert_uint_eq(registry_count(), before + 1);
     cpprof_labelset *seen = registry_labels_of(worker_tid);
     ck_assert_ptr_eq(seen, s);
-    cpprof_labelset_release(seen);
+    labelset_drop(seen);
     pthread_barrier_wait(&may_exit);
     pthread_join(t, NULL);
     ck_assert_uint_eq(registry_count(), before);
@@ -405,6 +405,34 @@ START_TEST(cap_folds_into_overflow_set)
 }
 END_TEST
 
+/* A program that releases a set once too often while its thread still
+ * holds it must not get the set freed under the thread when the cap makes
+ * room (issue 18, item 12): the extra release is refused. */
+START_TEST(extra_release_keeps_set_a_thread_holds)
+{
+    ck_assert_int_eq(cpprof_set("label_cap", "3"), 0);
+    const char *kv[] = {"tenant", "keep-0"};
+    cpprof_labelset *held = make(2, kv);
+    ck_assert_int_eq(cpprof_set_thread_labels(held), 0);
+    cpprof_labelset_release(held);
+    cpprof_labelset_release(held); /* once too often */
+    /* Same-sized sets past the cap: reclaiming frees what nobody holds,
+     * and a freed set's memory would be reused by the next one. */
+    for (int i = 0; i < 10; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "tmp-%02d", i);
+        const char *other[] = {"tenant", v};
+        cpprof_labelset_release(make(2, other));
+    }
+    cpprof_labelset *now = cpprof_thread_labels();
+    ck_assert_ptr_eq(now, held);
+    ck_assert_str_eq(value_of(now, "tenant"), "keep-0");
+    cpprof_labelset_release(now);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    ck_assert_int_eq(cpprof_set("label_cap", "10000"), 0);
+}
+END_TEST
+
 static Suite *labels_suite(void)
 {
     Suite *s = suite_create("labels");
@@ -428,6 +456,7 @@ static Suite *labels_suite(void)
     suite_add_tcase(s, apply);
     TCase *cap = tcase_create("cap");
     tcase_add_test(cap, cap_folds_into_overflow_set);
+    tcase_add_test(cap, extra_release_keeps_set_a_thread_holds);
     suite_add_tcase(s, cap);
     return s;
 }
