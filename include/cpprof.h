@@ -44,7 +44,9 @@ enum cpprof_error {
                                   "http_allow_remote" setting */
     CPPROF_ENOTOKEN = -10012,  /* non-loopback address without an
                                   "http_token" (or http_require_token=0) */
-    CPPROF_EFROZEN = -10013    /* a setting that is read once, and was */
+    CPPROF_EFROZEN = -10013,   /* a setting that is read once, and was */
+    CPPROF_ENOTIMER = -10014   /* the system refused a CPU-time timer
+                                  (timer_create: seccomp, a container) */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -207,7 +209,7 @@ int cpprof_set_mutex_profile_fraction(int fraction);
 /* ---- CPU profiling and the HTTP server ---------------------------------- */
 
 /* Starts a CPU profile of every thread at the "cpu_hz" rate.
- * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, -errno. */
+ * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, CPPROF_ENOTIMER, -errno. */
 int cpprof_cpu_profile_start(void);
 
 /* Stops the running CPU profile and returns it as gzip-compressed
