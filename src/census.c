@@ -37,6 +37,7 @@
  */
 #define _GNU_SOURCE
 #include "census.h"
+#include "atfork.h"
 #include "config.h"
 #include "labels.h"
 #include "thread.h"
@@ -510,11 +511,18 @@ int census_take(census *out)
     if (!out)
         return -EINVAL;
     *out = (census){0};
+    atfork_ensure();
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);
     pthread_mutex_unlock(&census_mu);
     return rc;
 }
+
+/* fork(): census_mu is held across it, so no round is in flight and the
+ * child can take censuses. */
+void census_atfork_prepare(void) { pthread_mutex_lock(&census_mu); }
+void census_atfork_parent(void) { pthread_mutex_unlock(&census_mu); }
+void census_atfork_child(void) { pthread_mutex_unlock(&census_mu); }
 
 void census_release(census *c)
 {

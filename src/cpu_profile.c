@@ -120,6 +120,11 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     return rc;
 }
 
+/* fork(): window_mu is held across it, so the child can start profiles. */
+void cpu_profile_atfork_prepare(void) { pthread_mutex_lock(&window_mu); }
+void cpu_profile_atfork_parent(void) { pthread_mutex_unlock(&window_mu); }
+void cpu_profile_atfork_child(void) { pthread_mutex_unlock(&window_mu); }
+
 void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS])
 {
     pthread_mutex_lock(&window_mu);

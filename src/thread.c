@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "thread.h"
 #include "accounting.h"
+#include "atfork.h"
 #include "labels.h"
 #include "otel.h"
 
@@ -92,20 +93,20 @@ static void thread_exited(void *arg)
     free(e);
 }
 
-static void atfork_prepare(void)
+void registry_atfork_prepare(void)
 {
     labels_atfork_prepare();
     registry_lock();
 }
 
-static void atfork_parent(void)
+void registry_atfork_parent(void)
 {
     registry_unlock();
     labels_atfork_parent();
 }
 
 /* In the child only the forking thread exists: forget the others. */
-static void atfork_child(void)
+void registry_atfork_child(void)
 {
     /* The other threads' entries are dropped, not freed: after fork only
      * async-signal-safe calls are safe in the child, and an allocator
@@ -127,7 +128,7 @@ static void atfork_child(void)
 static void registry_init(void)
 {
     pthread_key_create(&exit_key, thread_exited);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atfork_ensure();
 }
 
 static struct thread_entry *register_self(void)
