@@ -20,9 +20,10 @@
  * be held by a thread that is gone), so what a child drops is left
  * allocated.  Registered by the first use of any of these modules
  * (atfork_ensure), not by a constructor: a program linking the modules
- * statically would leave out an object nothing refers to.  accounting.c's handler, which takes no lock, stays its own.
+ * statically would leave out an object nothing refers to.
  */
 #include "atfork.h"
+#include "accounting.h"
 #include "census.h"
 #include "http.h"
 #include "sampler.h"
@@ -37,10 +38,12 @@ static void prepare(void)
     sampler_atfork_prepare();
     census_atfork_prepare();
     registry_atfork_prepare();
+    accounting_atfork_prepare();
 }
 
 static void parent(void)
 {
+    accounting_atfork_parent();
     registry_atfork_parent();
     census_atfork_parent();
     sampler_atfork_parent();
@@ -50,6 +53,7 @@ static void parent(void)
 
 static void child(void)
 {
+    accounting_atfork_child();
     registry_atfork_child();
     census_atfork_child();
     sampler_atfork_child();
