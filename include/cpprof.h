@@ -108,7 +108,15 @@ typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
  * thread's current set), applies it to the calling thread, runs fn(arg,
  * derived) and restores the thread's previous set on every exit path: a
  * normal return, a C++ exception or a pthread_cancel unwinding through it.
- * The caller keeps its references to parent and labels for the call. */
+ * The caller keeps its references to parent and labels for the call.
+ *
+ * A longjmp (or siglongjmp) out of fn skips the restore: the thread keeps
+ * the derived set.  Code that jumps out takes the set before the call with
+ * cpprof_thread_labels() and puts it back with cpprof_set_thread_labels()
+ * where it lands.  cpprof_do is not async-signal-safe; from a signal
+ * handler that interrupted cpprof on the same thread (building a set, or
+ * the thread's first use) it returns -EDEADLK instead of deadlocking.
+ * Errors: -EINVAL, -ENOMEM, -EDEADLK. */
 int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
               cpprof_do_fn fn, void *arg);
 

@@ -70,6 +70,10 @@ static struct {
 };
 
 static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Set while this thread is inside intern(): a signal handler that
+ * interrupted it and calls back in (cpprof_do from a handler) gets
+ * -EDEADLK instead of waiting forever for the lock its own thread holds. */
+static __thread int interning __attribute__((tls_model("initial-exec")));
 static struct cpprof_labelset **buckets;
 static size_t nbuckets, ninterned;
 static atomic_ulong folded;
@@ -229,6 +233,10 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
     }
     uint64_t h = hash_pairs(p, n);
     int rc = 0;
+    if (interning)
+        return -EDEADLK;
+    interning = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     pthread_mutex_lock(&intern_lock);
     struct cpprof_labelset *s = nbuckets ? buckets[h & (nbuckets - 1)] : NULL;
     for (; s; s = s->chain)
@@ -254,6 +262,8 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
     if (s && for_app && s != &overflow.set)
         atomic_fetch_add(&s->app_refs, 1);
     pthread_mutex_unlock(&intern_lock);
+    atomic_signal_fence(memory_order_seq_cst);
+    interning = 0;
     *out = s;
     return rc;
 }

@@ -11,7 +11,15 @@
  *
  * cpprof_do() restores through a cleanup attribute: with -fexceptions, gcc
  * runs it while a C++ exception or pthread_cancel's forced unwind passes
- * through, which is the C form of Go's "Do restores on panic".
+ * through, which is the C form of Go's "Do restores on panic".  longjmp
+ * runs no cleanup, so a longjmp out of the function cpprof_do runs leaves
+ * the derived set applied (cpprof.h says how to restore it).
+ *
+ * cpprof_do is not async-signal-safe (it may intern a set under a mutex,
+ * and a thread's first call allocates), but it must not hang the host when
+ * a program calls it from a signal handler anyway: a handler that
+ * interrupted this very thread inside the intern lock or its registration
+ * gets -EDEADLK (thread-local flags, labels.c and `registering` here).
  */
 #define _GNU_SOURCE
 #include "thread.h"
@@ -37,6 +45,10 @@ struct thread_entry {
 
 static __thread struct thread_entry *self
     __attribute__((tls_model("initial-exec")));
+/* Set while this thread registers itself (allocation and the registry
+ * lock): a signal handler that interrupted that and calls cpprof_do gets
+ * -EDEADLK instead of deadlocking. */
+static __thread int registering __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_entry *registry_head;
@@ -131,7 +143,8 @@ static void registry_init(void)
     atfork_ensure();
 }
 
-static struct thread_entry *register_self(void)
+/* Allocates the calling thread's entry and links it in. */
+static struct thread_entry *add_self(void)
 {
     pthread_once(&init_once, registry_init);
     struct thread_entry *e = calloc(1, sizeof *e);
@@ -152,6 +165,17 @@ static struct thread_entry *register_self(void)
     registry_len++;
     registry_unlock();
     self = e;
+    return e;
+}
+
+/* The calling thread's new entry, or NULL (out of memory). */
+static struct thread_entry *register_self(void)
+{
+    registering = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    struct thread_entry *e = add_self();
+    atomic_signal_fence(memory_order_seq_cst);
+    registering = 0;
     return e;
 }
 
@@ -208,6 +232,8 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
 {
     if (!fn)
         return -EINVAL;
+    if (registering)
+        return -EDEADLK; /* from a handler that interrupted that */
     struct thread_entry *e = self_entry();
     if (!e)
         return -ENOMEM;

@@ -10,6 +10,10 @@
 #include <cpprof.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +409,80 @@ START_TEST(cap_folds_into_overflow_set)
 }
 END_TEST
 
+/* cpprof_do from a signal handler that interrupted the same thread while
+ * it built a label set (holding the intern lock) returns -EDEADLK instead
+ * of waiting forever for that lock (issue 18, item 14).  The main thread
+ * builds sets in a loop while another thread signals it every 20 us; the
+ * handler's cpprof_do needs the lock (it derives the thread's set plus
+ * another).  An alarm turns a deadlock into a failure. */
+static cpprof_labelset *in_handler_set;
+static atomic_long handler_ran, handler_refused;
+static atomic_int stop_signalling;
+static pid_t main_tid;
+
+static void count_run(void *arg, const cpprof_labelset *labels)
+{
+    (void)arg, (void)labels;
+    atomic_fetch_add(&handler_ran, 1);
+}
+
+static void do_in_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    int rc = cpprof_do(NULL, in_handler_set, count_run, NULL);
+    if (rc == -EDEADLK)
+        atomic_fetch_add(&handler_refused, 1);
+    errno = saved;
+}
+
+static void *signal_main_thread(void *arg)
+{
+    (void)arg;
+    struct timespec gap = {0, 20000};
+    while (!atomic_load(&stop_signalling)) {
+        syscall(SYS_tgkill, getpid(), main_tid, SIGUSR1);
+        nanosleep(&gap, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(do_from_signal_handler_does_not_deadlock)
+{
+    alarm(20);
+    const char *base_kv[] = {"tenant", "acme"}, *extra_kv[] = {"job", "x"};
+    cpprof_labelset *base = make(2, base_kv);
+    in_handler_set = make(2, extra_kv);
+    ck_assert_int_eq(cpprof_set_thread_labels(base), 0);
+    /* The derived set exists, so the handler allocates nothing. */
+    ck_assert_int_eq(cpprof_do(NULL, in_handler_set, count_run, NULL), 0);
+    main_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction sa = {.sa_handler = do_in_handler};
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, signal_main_thread, NULL), 0);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int i = 0;
+    do {
+        char v[16];
+        snprintf(v, sizeof v, "r%d", i++ % 64);
+        const char *kv[] = {"request", v};
+        cpprof_labelset_release(make(2, kv));
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < 2 ||
+             atomic_load(&handler_refused) == 0);
+    atomic_store(&stop_signalling, 1);
+    pthread_join(t, NULL);
+    alarm(0);
+    ck_assert_int_gt(atomic_load(&handler_ran), 0);
+    ck_assert_int_gt(atomic_load(&handler_refused), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    cpprof_labelset_release(in_handler_set);
+    cpprof_labelset_release(base);
+}
+END_TEST
+
 /* A program that releases a set once too often while its thread still
  * holds it must not get the set freed under the thread when the cap makes
  * room (issue 18, item 12): the extra release is refused. */
@@ -457,6 +535,7 @@ static Suite *labels_suite(void)
     TCase *cap = tcase_create("cap");
     tcase_add_test(cap, cap_folds_into_overflow_set);
     tcase_add_test(cap, extra_release_keeps_set_a_thread_holds);
+    tcase_add_test(cap, do_from_signal_handler_does_not_deadlock);
     suite_add_tcase(s, cap);
     return s;
 }
