@@ -1,8 +1,10 @@
 /*
- * check_fork.c -- fork() without exec (issue 18, item 10): the child of a
- * process that was profiling and serving starts with a clean, usable
- * profiler, and keeps neither the parent's profile nor its listening
- * socket.
+ * check_lifecycle.c -- the process's own lifecycle around cpprof: fork()
+ * and exit().
+ *
+ * fork() without exec (issue 18, item 10): the child of a process that
+ * was profiling and serving starts with a clean, usable profiler, and
+ * keeps neither the parent's profile nor its listening socket.
  *
  * The parent serves on a port and runs a CPU profile when it forks.  The
  * child starts and stops a CPU profile of its own (it used to get "cpu
@@ -12,18 +14,29 @@
  * server and starts it again on its own port: the child's copy of the
  * listening socket used to make that fail with "Address already in use".
  * A watchdog alarm turns a hang into a failure.
+ *
+ * exit() with a request in flight (issue 18, item 14: a segfault at exit
+ * about once in 730 runs): exit's stdio cleanup and library destructors
+ * used to run under handlers still at work (a profile being symbolized
+ * reads /proc/self/maps through stdio).  A child calls exit() while a
+ * /profile request is inside its handler (known from the sampler's
+ * collector thread existing): it must answer that request before the
+ * process ends, and exit cleanly.
  */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cpprof.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -122,12 +135,72 @@ START_TEST(child_profiles_and_serves_parent_restarts)
 }
 END_TEST
 
+/* Whether a thread named `comm` exists. */
+static bool thread_named(const char *comm)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    bool found = false;
+    while (!found && d && (e = readdir(d))) {
+        char path[300], name[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            found = fgets(name, sizeof name, f) &&
+                    strncmp(name, comm, strlen(comm)) == 0;
+            fclose(f);
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* The child: serves, and calls exit() once a /profile handler runs. */
+static void exit_while_profiling(int port_fd)
+{
+    alarm(20);
+    if (cpprof_http_start("127.0.0.1:0") != 0)
+        _exit(10);
+    int port = http_port();
+    if (write(port_fd, &port, sizeof port) != sizeof port)
+        _exit(11);
+    struct timespec pause = {0, 1000000};
+    while (!thread_named("cpprof-sampler"))
+        nanosleep(&pause, NULL);
+    exit(0);
+}
+
+START_TEST(exit_answers_request_in_flight)
+{
+    alarm(30);
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit_while_profiling(pipefd[1]);
+    close(pipefd[1]);
+    int port;
+    ck_assert_int_eq(read(pipefd[0], &port, sizeof port), sizeof port);
+    int status_code = http_status(port, "/debug/pprof/profile?seconds=10");
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child: %s %d", WIFEXITED(status) ? "status" : "signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    ck_assert_msg(status_code != 0,
+                  "the process exited without answering the request");
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("fork");
-    TCase *tc = tcase_create("fork");
+    Suite *s = suite_create("lifecycle");
+    TCase *tc = tcase_create("lifecycle");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, child_profiles_and_serves_parent_restarts);
+    tcase_add_test(tc, exit_answers_request_in_flight);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
