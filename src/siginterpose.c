@@ -26,6 +26,13 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* glibc's own, which the sanitizers' runtimes intercept under these
+ * names (as heap.c passes malloc to them): going around them would let a
+ * program's handler replace theirs. */
+#ifdef CPPROF_SANITIZER_INTERCEPTS
+#define __sigaction __interceptor_sigaction
+#define bsd_signal __interceptor_signal
+#endif
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 extern __sighandler_t bsd_signal(int, __sighandler_t);
 
