@@ -432,9 +432,9 @@ static int install_tick_handler(int signo)
 /* fork(): ticks_mu is held across it (atfork.c).  The child's threads
  * have no timers and their CPU clocks start again from zero; its one
  * thread starts over at its next switch. */
-void accounting_atfork_prepare(void) { pthread_mutex_lock(&ticks_mu); }
-void accounting_atfork_parent(void) { pthread_mutex_unlock(&ticks_mu); }
-void accounting_atfork_child(void)
+static void ticks_lock(void) { pthread_mutex_lock(&ticks_mu); }
+static void ticks_unlock(void) { pthread_mutex_unlock(&ticks_mu); }
+static void accounting_atfork_child(void)
 {
     nticks = 0; /* the parent's; they stay allocated, as after any fork */
     acct_self.last = 0;
@@ -455,7 +455,9 @@ int cpprof_accounting_enable(void)
         rc = install_tick_handler(tick_signal);
         if (rc == 0) {
             calibrate();
-            atfork_ensure();
+            static const atfork_handlers on_fork = {ticks_lock, ticks_unlock,
+                                                    accounting_atfork_child};
+            atfork_add(ATFORK_ACCOUNTING, &on_fork);
             cfg_freeze(CFG_ACCOUNTING_SIGNAL);
             cfg_freeze(CFG_ACCOUNTING_HZ);
             cfg_freeze(CFG_ACCOUNTING_CPU);

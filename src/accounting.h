@@ -102,11 +102,6 @@ void accounting_yield_signal(int signo);
 /* Whether that has happened (for /metrics and /debug/pprof/accounting). */
 int accounting_tick_yielded(void);
 
-/* fork() handlers (atfork.c). */
-void accounting_atfork_prepare(void);
-void accounting_atfork_parent(void);
-void accounting_atfork_child(void);
-
 #endif
 }
 
@@ -211,10 +206,5 @@ void accounting_yield_signal(int signo);
 
 /* Whether that has happened (for /metrics and /debug/pprof/accounting). */
 int accounting_tick_yielded(void);
-
-/* fork() handlers (atfork.c). */
-void accounting_atfork_prepare(void);
-void accounting_atfork_parent(void);
-void accounting_atfork_child(void);
 
 #endif

@@ -12,62 +12,54 @@
  *
  * One pthread_atfork registration for all of them, because the order
  * matters: prepare takes the locks in the order the code nests them
- * (server_lock before the CPU profile's window_mu, which comes before
- * sampler_mu; census_mu before the registry; the intern lock before the
- * registry lock), and pthread_atfork runs the prepare handlers of separate
- * registrations in reverse order, which would invert it.  The child
- * handlers make only async-signal-safe calls (no allocator: its locks may
- * be held by a thread that is gone), so what a child drops is left
- * allocated.  Registered by the first use of any of these modules
- * (atfork_ensure), not by a constructor: a program linking the modules
- * statically would leave out an object nothing refers to.
+ * (atfork.h's levels), and pthread_atfork runs the prepare handlers of
+ * separate registrations in reverse order, which would invert it.  Modules
+ * add their handlers on first use rather than this file calling them, so
+ * that a program linking some modules statically does not drag in the
+ * others (the HTTP server and its libraries with them).  A fork that races
+ * with a module's first use runs the child and parent handlers of exactly
+ * the modules whose prepare it ran.
  */
 #include "atfork.h"
-#include "accounting.h"
-#include "census.h"
-#include "http.h"
-#include "sampler.h"
-#include "thread.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
+static const atfork_handlers *prepared[ATFORK_LEVELS]; /* across a fork */
 
 static void prepare(void)
 {
-    http_atfork_prepare();
-    cpu_profile_atfork_prepare();
-    sampler_atfork_prepare();
-    census_atfork_prepare();
-    registry_atfork_prepare();
-    accounting_atfork_prepare();
+    for (int i = 0; i < ATFORK_LEVELS; i++) {
+        prepared[i] = atomic_load(&table[i]);
+        if (prepared[i])
+            prepared[i]->prepare();
+    }
 }
 
 static void parent(void)
 {
-    accounting_atfork_parent();
-    registry_atfork_parent();
-    census_atfork_parent();
-    sampler_atfork_parent();
-    cpu_profile_atfork_parent();
-    http_atfork_parent();
+    for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
+        if (prepared[i])
+            prepared[i]->parent();
 }
 
 static void child(void)
 {
-    accounting_atfork_child();
-    registry_atfork_child();
-    census_atfork_child();
-    sampler_atfork_child();
-    cpu_profile_atfork_child();
-    http_forget_after_fork();
+    for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
+        if (prepared[i])
+            prepared[i]->child();
 }
 
-static void atfork_register(void)
+static void register_once(void)
 {
     pthread_atfork(prepare, parent, child);
 }
 
-void atfork_ensure(void)
+void atfork_add(enum atfork_level level, const atfork_handlers *h)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, atfork_register);
+    pthread_once(&once, register_once);
+    atomic_store(&table[level], h);
 }

@@ -405,13 +405,16 @@ static void give_back_answered(struct round *r, unsigned *held)
         sigbudget_give();
 }
 
-/* A unit of the queued-signal budget for one more signal, waiting for
- * answers to free some when none is to be had.  False when none comes
- * before the deadline, or nothing sent can free one. */
+/* A unit of the queued-signal budget for one more signal, after giving
+ * back those of signals answered since, and waiting for more answers while
+ * none is to be had.  False when none comes before the deadline, or no
+ * signal is outstanding to free one. */
 static bool take_unit(struct round *r, unsigned *held, int64_t deadline)
 {
-    while (!sigbudget_take()) {
+    for (;;) {
         give_back_answered(r, held);
+        if (sigbudget_take())
+            break;
         unsigned left = atomic_load(&r->remaining);
         int64_t wait = deadline - now_ns();
         if (*held == 0 || wait <= 0)
@@ -556,23 +559,24 @@ static int take_locked(census *out)
     return rc;
 }
 
+/* fork(): census_mu is held across it, so no round is in flight and the
+ * child can take censuses. */
+static void census_lock(void) { pthread_mutex_lock(&census_mu); }
+static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
+
 int census_take(census *out)
 {
     if (!out)
         return -EINVAL;
     *out = (census){0};
-    atfork_ensure();
+    static const atfork_handlers on_fork = {census_lock, census_unlock,
+                                            census_unlock};
+    atfork_add(ATFORK_CENSUS, &on_fork);
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);
     pthread_mutex_unlock(&census_mu);
     return rc;
 }
-
-/* fork(): census_mu is held across it, so no round is in flight and the
- * child can take censuses. */
-void census_atfork_prepare(void) { pthread_mutex_lock(&census_mu); }
-void census_atfork_parent(void) { pthread_mutex_unlock(&census_mu); }
-void census_atfork_child(void) { pthread_mutex_unlock(&census_mu); }
 
 void census_release(census *c)
 {

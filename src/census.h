@@ -45,9 +45,4 @@ int census_take(census *out);
 /* Releases the label references and frees the threads. */
 void census_release(census *c);
 
-/* fork() handlers (atfork.c). */
-void census_atfork_prepare(void);
-void census_atfork_parent(void);
-void census_atfork_child(void);
-
 #endif

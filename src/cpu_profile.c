@@ -16,6 +16,7 @@
  * Building happens after the sampler has stopped, so a new profile can start
  * while this one is symbolized and encoded.
  */
+#include "atfork.h"
 #include "builder.h"
 #include "config.h"
 #include "cpprof.h"
@@ -40,8 +41,15 @@ static int64_t clock_ns(clockid_t clock)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* fork(): window_mu is held across it, so the child can start profiles. */
+static void window_lock(void) { pthread_mutex_lock(&window_mu); }
+static void window_unlock(void) { pthread_mutex_unlock(&window_mu); }
+
 int cpprof_cpu_profile_start(void)
 {
+    static const atfork_handlers on_fork = {window_lock, window_unlock,
+                                            window_unlock};
+    atfork_add(ATFORK_CPU_PROFILE, &on_fork);
     long hz = cfg_int(CFG_CPU_HZ);
     pthread_mutex_lock(&window_mu);
     int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
@@ -119,11 +127,6 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     stacktab_free(r.samples);
     return rc;
 }
-
-/* fork(): window_mu is held across it, so the child can start profiles. */
-void cpu_profile_atfork_prepare(void) { pthread_mutex_lock(&window_mu); }
-void cpu_profile_atfork_parent(void) { pthread_mutex_unlock(&window_mu); }
-void cpu_profile_atfork_child(void) { pthread_mutex_unlock(&window_mu); }
 
 void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS])
 {

@@ -687,12 +687,38 @@ static int start_locked(const char *addr)
     return 0;
 }
 
+/* fork(): the child must not inherit a server_lock held by a thread that
+ * stays in the parent, nor the listening socket: while the child holds it
+ * the parent cannot listen on its port again. */
+static void http_atfork_prepare(void) { pthread_mutex_lock(&server_lock); }
+static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
+
+/* In the child the server's threads are gone; its daemon is dropped, not
+ * stopped (only async-signal-safe calls after fork), with its listening
+ * socket closed, so the child can start a server of its own. */
+static void http_forget_after_fork(void)
+{
+    if (server != NULL) {
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(server, MHD_DAEMON_INFO_LISTEN_FD);
+        if (info != NULL)
+            close(info->listen_fd);
+        server = NULL;
+        server_port = 0;
+        server_token = NULL;
+    }
+    atomic_store(&requests_open, 0); /* their threads stayed in the parent */
+    pthread_mutex_unlock(&server_lock);
+}
+
 int cpprof_http_start(const char *addr)
 {
     int rc;
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
-    atfork_ensure();
+    static const atfork_handlers on_fork = {
+        http_atfork_prepare, http_atfork_parent, http_forget_after_fork};
+    atfork_add(ATFORK_HTTP, &on_fork);
     pthread_mutex_lock(&server_lock);
     rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr);
     pthread_mutex_unlock(&server_lock);
@@ -719,30 +745,6 @@ int cpprof_http_stop(void)
     }
     pthread_mutex_unlock(&server_lock);
     return rc;
-}
-
-/* fork(): the child must not inherit a server_lock held by a thread that
- * stays in the parent, nor the listening socket: while the child holds it
- * the parent cannot listen on its port again. */
-void http_atfork_prepare(void) { pthread_mutex_lock(&server_lock); }
-void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
-
-/* In the child the server's threads are gone; its daemon is dropped, not
- * stopped (only async-signal-safe calls after fork), with its listening
- * socket closed, so the child can start a server of its own. */
-void http_forget_after_fork(void)
-{
-    if (server != NULL) {
-        const union MHD_DaemonInfo *info =
-            MHD_get_daemon_info(server, MHD_DAEMON_INFO_LISTEN_FD);
-        if (info != NULL)
-            close(info->listen_fd);
-        server = NULL;
-        server_port = 0;
-        server_token = NULL;
-    }
-    atomic_store(&requests_open, 0); /* their threads stayed in the parent */
-    pthread_mutex_unlock(&server_lock);
 }
 
 int http_port(void)

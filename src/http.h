@@ -57,12 +57,6 @@ bool http_client_gone(http_req *r);
  * CPPROF_ENOTRUNNING. */
 int http_port(void);
 
-/* fork() handlers (atfork.c): the child keeps no server and no listening
- * socket. */
-void http_atfork_prepare(void);
-void http_atfork_parent(void);
-void http_forget_after_fork(void);
-
 typedef int (*http_handler)(http_req *r);
 
 enum http_method { HTTP_GET = 1, HTTP_POST = 2 };

@@ -686,11 +686,33 @@ static int session_begin(struct session *s)
     return rc;
 }
 
+/* fork(): sampler_mu is held across it, so no session is half started or
+ * stopped in the child. */
+static void sampler_atfork_prepare(void) { pthread_mutex_lock(&sampler_mu); }
+static void sampler_atfork_parent(void) { pthread_mutex_unlock(&sampler_mu); }
+
+/* The child has none of the parent's timers and no collector thread, so a
+ * running session is dropped (its memory stays: no allocator calls after
+ * fork) and the signal gets its disposition from before the profile, as a
+ * stop would have left it. */
+static void sampler_atfork_child(void)
+{
+    struct session *s = running;
+    if (s && handler_is_ours(s->signo))
+        sigaction(s->signo, &s->previous, NULL);
+    running = NULL;
+    atomic_store(&active, NULL);
+    atomic_store(&in_handler, 0);
+    pthread_mutex_unlock(&sampler_mu);
+}
+
 int sampler_start(long hz, int signo)
 {
     if (hz < 1 || hz > 1000 || signo < 1 || signo >= NSIG)
         return -EINVAL;
-    atfork_ensure();
+    static const atfork_handlers on_fork = {
+        sampler_atfork_prepare, sampler_atfork_parent, sampler_atfork_child};
+    atfork_add(ATFORK_SAMPLER, &on_fork);
     pthread_mutex_lock(&sampler_mu);
     int rc = CPPROF_EBUSY;
     if (!running) {
@@ -737,26 +759,6 @@ int sampler_stop(sampler_result *out)
     s->samples = NULL;
     session_free(s);
     return 0;
-}
-
-/* fork(): sampler_mu is held across it, so no session is half started or
- * stopped in the child. */
-void sampler_atfork_prepare(void) { pthread_mutex_lock(&sampler_mu); }
-void sampler_atfork_parent(void) { pthread_mutex_unlock(&sampler_mu); }
-
-/* The child has none of the parent's timers and no collector thread, so a
- * running session is dropped (its memory stays: no allocator calls after
- * fork) and the signal gets its disposition from before the profile, as a
- * stop would have left it. */
-void sampler_atfork_child(void)
-{
-    struct session *s = running;
-    if (s && handler_is_ours(s->signo))
-        sigaction(s->signo, &s->previous, NULL);
-    running = NULL;
-    atomic_store(&active, NULL);
-    atomic_store(&in_handler, 0);
-    pthread_mutex_unlock(&sampler_mu);
 }
 
 const char *sampler_reason_frame(sampler_reason why)

@@ -62,16 +62,6 @@ const char *sampler_reason_frame(sampler_reason why);
 /* Why, in words for the index page: "they block the profiling signal". */
 const char *sampler_reason_text(sampler_reason why);
 
-/* fork() handlers (atfork.c): the child starts with no session. */
-void sampler_atfork_prepare(void);
-void sampler_atfork_parent(void);
-void sampler_atfork_child(void);
-
-/* cpu_profile.c's fork() handlers: its window lock. */
-void cpu_profile_atfork_prepare(void);
-void cpu_profile_atfork_parent(void);
-void cpu_profile_atfork_child(void);
-
 /* cpu_profile.c: what the last finished CPU profile could not sample, per
  * reason (all zero before the first), for the index page. */
 void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS]);

@@ -105,20 +105,20 @@ static void thread_exited(void *arg)
     free(e);
 }
 
-void registry_atfork_prepare(void)
+static void registry_atfork_prepare(void)
 {
     labels_atfork_prepare();
     registry_lock();
 }
 
-void registry_atfork_parent(void)
+static void registry_atfork_parent(void)
 {
     registry_unlock();
     labels_atfork_parent();
 }
 
 /* In the child only the forking thread exists: forget the others. */
-void registry_atfork_child(void)
+static void registry_atfork_child(void)
 {
     /* The other threads' entries are dropped, not freed: after fork only
      * async-signal-safe calls are safe in the child, and an allocator
@@ -140,7 +140,9 @@ void registry_atfork_child(void)
 static void registry_init(void)
 {
     pthread_key_create(&exit_key, thread_exited);
-    atfork_ensure();
+    static const atfork_handlers on_fork = {
+        registry_atfork_prepare, registry_atfork_parent, registry_atfork_child};
+    atfork_add(ATFORK_REGISTRY, &on_fork);
 }
 
 /* Allocates the calling thread's entry and links it in. */

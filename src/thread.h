@@ -31,12 +31,6 @@ void registry_foreach(registry_visit_fn fn, void *arg);
 /* Number of registered threads. */
 size_t registry_count(void);
 
-/* fork() handlers (atfork.c): the intern and registry locks are held
- * across fork; the child's registry has only the forking thread. */
-void registry_atfork_prepare(void);
-void registry_atfork_parent(void);
-void registry_atfork_child(void);
-
 /* The lock that reclaiming label sets needs (labels.c). */
 void registry_lock(void);
 void registry_unlock(void);

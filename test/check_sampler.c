@@ -42,6 +42,7 @@
 #include "http.h"
 #include "profile.pb-c.h"
 #include "sampler.h"
+#include "sigq.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__Sample Sample;
@@ -758,19 +759,6 @@ static void count_rt_signal(int sig)
     atomic_fetch_add(&program_rt_signals, 1);
 }
 
-/* The user's queued-signal count (/proc/self/status SigQ "used/limit"). */
-static unsigned long sigq_used(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long used = 0, limit;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "SigQ: %lu/%lu", &used, &limit) == 2)
-            break;
-    fclose(f);
-    return used;
-}
-
 /* 1,000 threads, a queued-signal limit 1,300 above what is used: a timer
  * per thread would leave 300, so the program's 400 real-time signals could
  * not all be queued.  cpprof stays within half of what is free, the
@@ -778,6 +766,7 @@ static unsigned long sigq_used(void)
  * unsampled for that reason. */
 START_TEST(many_threads_leave_program_its_queued_signals)
 {
+    sigq_count_apart();
     int sig = SIGRTMIN + 3;
     sigset_t rt;
     sigemptyset(&rt);
