@@ -44,7 +44,9 @@ enum cpprof_error {
                                   "http_allow_remote" setting */
     CPPROF_ENOTOKEN = -10012,  /* non-loopback address without an
                                   "http_token" (or http_require_token=0) */
-    CPPROF_EFROZEN = -10013    /* a setting that is read once, and was */
+    CPPROF_EFROZEN = -10013,   /* a setting that is read once, and was */
+    CPPROF_ENOTIMER = -10014   /* the system refused a CPU-time timer
+                                  (timer_create: seccomp, a container) */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -107,7 +109,15 @@ typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
  * the calling thread, runs fn(arg, derived) and restores the thread's
  * previous set on every exit path: a normal return, a C++ exception or a
  * pthread_cancel unwinding through it.  The caller keeps its references to
- * parent and labels for the call. */
+ * parent and labels for the call.
+ *
+ * A longjmp (or siglongjmp) out of fn skips the restore: the thread keeps
+ * the derived set.  Code that jumps out takes the set before the call with
+ * cpprof_thread_labels() and puts it back with cpprof_set_thread_labels()
+ * where it lands.  cpprof_do is not async-signal-safe; from a signal
+ * handler that interrupted cpprof on the same thread (building a set, or
+ * the thread's first use) it returns -EDEADLK instead of deadlocking.
+ * Errors: -EINVAL, -ENOMEM, -EDEADLK. */
 int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
               cpprof_do_fn fn, void *arg);
 
@@ -217,7 +227,7 @@ int cpprof_set_mutex_profile_fraction(int fraction);
 /* ---- CPU profiling and the HTTP server ---------------------------------- */
 
 /* Starts a CPU profile of every thread at the "cpu_hz" rate.
- * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, -errno. */
+ * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, CPPROF_ENOTIMER, -errno. */
 int cpprof_cpu_profile_start(void);
 
 /* Stops the running CPU profile and returns it as gzip-compressed

@@ -49,23 +49,39 @@
  * A thread is accounted from its first label switch after the enable (the
  * registry gives no other hook into threads); its CPU and allocations
  * before that are not charged to any set.
+ *
+ * The tick signal stays cpprof's only while the program leaves it alone.
+ * Every armed tick is in one table (`ticks`), so that when the program
+ * changes the signal's disposition (siginterpose.c calls
+ * accounting_yield_signal first) every timer can be deleted before the
+ * program's handler is in place: no tick ever reaches it.  Accounting then
+ * goes on without ticks (switches and thread exit still charge), and
+ * stderr says so once.  A timer is deleted only through the table, so a
+ * timer id the kernel hands to the program after that is never deleted by
+ * a thread's exit.
  */
 #define _GNU_SOURCE
 #include "accounting.h"
+#include "atfork.h"
 #include "config.h"
 #include "heap.h"
 #include "labels.h"
+#include "sigbudget.h"
 #include "thread.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+
+/* glibc's sigaction: siginterpose.c defines sigaction itself. */
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 #define SHORT_NS 100000   /* segments from here on are charged exactly */
 #define TICK_COOKIE 0x41434354 /* "ACCT" in the timer signal's si_value */
@@ -77,6 +93,17 @@ static struct acct_counters unlabelled, retired;
 static pthread_mutex_t enable_mu = PTHREAD_MUTEX_INITIALIZER;
 static int tick_signal;
 static long tick_hz;
+
+/* Every armed tick, by thread; allocated from glibc directly so that the
+ * table is not charged to a set. */
+struct tick {
+    pid_t tid;
+    timer_t timer;
+};
+static pthread_mutex_t ticks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tick *ticks; /* under ticks_mu */
+static size_t nticks, ticks_cap;
+static atomic_int tick_yielded; /* the program took the signal over */
 uint64_t acct_short_ticks;       /* SHORT_NS in clock ticks */
 uint64_t acct_pending_max_ticks; /* ACCT_PENDING_MAX_NS in clock ticks */
 uint64_t acct_ns_per_tick32;     /* ns per clock tick, times 2^32 */
@@ -178,9 +205,9 @@ static struct acct_pending *pending_entry(struct acct_thread *t,
     if (t->pending[1].set == set)
         return &t->pending[1];
     flush_pending(&t->pending[1]);
-    cpprof_labelset_release(t->pending[1].set);
+    labelset_drop(t->pending[1].set);
     t->pending[1] = t->pending[0];
-    t->pending[0] = (struct acct_pending){cpprof_labelset_ref(set), 0};
+    t->pending[0] = (struct acct_pending){labelset_hold(set), 0};
     return &t->pending[0];
 }
 
@@ -189,7 +216,7 @@ static void drop_pending(struct acct_thread *t)
 {
     for (int i = 0; i < 2; i++) {
         flush_pending(&t->pending[i]);
-        cpprof_labelset_release(t->pending[i].set);
+        labelset_drop(t->pending[i].set);
         t->pending[i].set = NULL;
     }
 }
@@ -226,8 +253,26 @@ static void on_tick(int signo, siginfo_t *si, void *uc)
     errno = saved_errno;
 }
 
+/* Adds a tick to the table; false when there is no room. */
+static bool ticks_add(pid_t tid, timer_t timer)
+{
+    if (nticks == ticks_cap) {
+        size_t cap = ticks_cap ? 2 * ticks_cap : 64;
+        struct tick *grown = heap_real_calloc(cap, sizeof *grown);
+        if (!grown)
+            return false;
+        if (nticks)
+            memcpy(grown, ticks, nticks * sizeof *grown);
+        heap_real_free(ticks);
+        ticks = grown, ticks_cap = cap;
+    }
+    ticks[nticks++] = (struct tick){tid, timer};
+    return true;
+}
+
 /* Arms the thread's tick on its CPU-time clock; without one (no timers
- * left) the thread is still charged at its switches and exit. */
+ * left, no room in the queued-signal budget, or the program has taken the
+ * signal) the thread is still charged at its switches and exit. */
 static void arm_tick(struct acct_thread *t)
 {
     struct sigevent ev = {0};
@@ -235,17 +280,71 @@ static void arm_tick(struct acct_thread *t)
     ev.sigev_signo = tick_signal;
     ev.sigev_value.sival_int = TICK_COOKIE;
     ev._sigev_un._tid = gettid();
-    timer_t timer;
-    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0)
-        return;
     long period = 1000000000L / tick_hz; /* 1 Hz: a whole second */
     struct timespec every = {period / 1000000000L, period % 1000000000L};
     struct itimerspec its = {every, every};
-    if (timer_settime(timer, 0, &its, NULL) != 0) {
-        timer_delete(timer);
-        return;
+    timer_t timer;
+    pthread_mutex_lock(&ticks_mu);
+    if (!atomic_load(&tick_yielded) && sigbudget_take()) {
+        if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
+            sigbudget_give();
+        } else if (!ticks_add(gettid(), timer) ||
+                   timer_settime(timer, 0, &its, NULL) != 0) {
+            if (nticks && ticks[nticks - 1].timer == timer)
+                nticks--;
+            timer_delete(timer);
+            sigbudget_give();
+        } else {
+            t->timer = timer;
+        }
     }
-    t->timer = timer;
+    pthread_mutex_unlock(&ticks_mu);
+}
+
+/* Deletes the calling thread's tick, if the table still has it. */
+static void disarm_tick(struct acct_thread *t)
+{
+    pid_t tid = gettid();
+    pthread_mutex_lock(&ticks_mu);
+    for (size_t i = 0; i < nticks; i++)
+        if (ticks[i].tid == tid) {
+            timer_delete(ticks[i].timer);
+            sigbudget_give();
+            ticks[i] = ticks[--nticks];
+            break;
+        }
+    pthread_mutex_unlock(&ticks_mu);
+    t->timer = NULL;
+}
+
+void accounting_yield_signal(int signo)
+{
+    if (!atomic_load(&accounting_on) || signo != tick_signal ||
+        atomic_load(&tick_yielded))
+        return;
+    pthread_mutex_lock(&ticks_mu);
+    if (!atomic_exchange(&tick_yielded, 1)) {
+        for (size_t i = 0; i < nticks; i++) {
+            timer_delete(ticks[i].timer);
+            sigbudget_give();
+        }
+        nticks = 0;
+        /* Ticks already queued go where SIG_IGN sends them, not to the
+         * program's handler. */
+        struct sigaction ignore = {0};
+        ignore.sa_handler = SIG_IGN;
+        __sigaction(signo, &ignore, NULL);
+        fprintf(stderr, "cpprof: the program set its own action for signal "
+                        "%d, the accounting tick; accounting goes on without "
+                        "it (CPU is charged at label switches and thread "
+                        "exit)\n", signo);
+    }
+    pthread_mutex_unlock(&ticks_mu);
+}
+
+int accounting_tick_yielded(void)
+{
+    return atomic_load(&tick_yielded);
 }
 
 static void start_thread(struct acct_thread *t, uint64_t now)
@@ -294,8 +393,7 @@ void accounting_thread_exit(const cpprof_labelset *current)
     atomic_signal_fence(memory_order_seq_cst);
     if (t->last) {
         if (t->timer)
-            timer_delete((timer_t)t->timer);
-        t->timer = NULL;
+            disarm_tick(t);
         charge_exact(t, current, t->last);
         t->last = 0;
         flush_allocations(t, current);
@@ -329,15 +427,20 @@ static int install_tick_handler(int signo)
     sa.sa_sigaction = on_tick;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
+    return __sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
 }
 
-/* fork(): the child's threads have no timers and their CPU clocks start
- * again from zero; its one thread starts over at its next switch. */
-static void atfork_child(void)
+/* fork(): ticks_mu is held across it (atfork.c).  The child's threads
+ * have no timers and their CPU clocks start again from zero; its one
+ * thread starts over at its next switch. */
+static void ticks_lock(void) { pthread_mutex_lock(&ticks_mu); }
+static void ticks_unlock(void) { pthread_mutex_unlock(&ticks_mu); }
+static void accounting_atfork_child(void)
 {
+    nticks = 0; /* the parent's; they stay allocated, as after any fork */
     acct_self.last = 0;
     acct_self.timer = NULL;
+    pthread_mutex_unlock(&ticks_mu);
 }
 
 int cpprof_accounting_enable(void)
@@ -353,7 +456,9 @@ int cpprof_accounting_enable(void)
         rc = install_tick_handler(tick_signal);
         if (rc == 0) {
             calibrate();
-            pthread_atfork(NULL, NULL, atfork_child);
+            static const atfork_handlers on_fork = {ticks_lock, ticks_unlock,
+                                                    accounting_atfork_child};
+            atfork_add(ATFORK_ACCOUNTING, &on_fork);
             cfg_freeze(CFG_ACCOUNTING_SIGNAL);
             cfg_freeze(CFG_ACCOUNTING_HZ);
             cfg_freeze(CFG_ACCOUNTING_CPU);
@@ -512,7 +617,7 @@ static void collect_set(cpprof_labelset *set, void *arg)
     acct_row *r = append_row(arg);
     if (r) {
         r->kind = ACCT_ROW_SET;
-        r->set = cpprof_labelset_ref(set);
+        r->set = labelset_hold(set);
     }
 }
 
@@ -604,7 +709,7 @@ int accounting_rows(acct_row **rows, size_t *n)
     acct_row first = l.rows[nsets];
     for (size_t i = 0; i < nsets; i++) {
         if (row_is_empty(&l.rows[i]))
-            cpprof_labelset_release(l.rows[i].set);
+            labelset_drop(l.rows[i].set);
         else
             l.rows[out++] = l.rows[i];
     }
@@ -620,6 +725,6 @@ void accounting_rows_free(acct_row *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (rows[i].kind == ACCT_ROW_SET)
-            cpprof_labelset_release(rows[i].set);
+            labelset_drop(rows[i].set);
     free(rows);
 }

@@ -94,6 +94,14 @@ static inline uint64_t acct_clock_ticks(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+/* The program is about to change the disposition of `signo`: if that is
+ * the accounting tick, every tick timer is deleted and ticks stop for the
+ * rest of the process's life (siginterpose.c). */
+void accounting_yield_signal(int signo);
+
+/* Whether that has happened (for /metrics and /debug/pprof/accounting). */
+int accounting_tick_yielded(void);
+
 #endif
 }
 
@@ -190,5 +198,13 @@ const char *const *accounting_user_names(size_t *n);
 
 /* Whether cpprof_accounting_enable() has run. */
 int accounting_enabled(void);
+
+/* The program is about to change the disposition of `signo`: if that is
+ * the accounting tick, every tick timer is deleted and ticks stop for the
+ * rest of the process's life (siginterpose.c). */
+void accounting_yield_signal(int signo);
+
+/* Whether that has happened (for /metrics and /debug/pprof/accounting). */
+int accounting_tick_yielded(void);
 
 #endif

@@ -236,7 +236,7 @@ void builder_free(builder *b)
     for (size_t i = 0; i < b->nstrings; i++)
         free(b->strings[i]);
     for (size_t i = 0; i < b->nsets; i++)
-        cpprof_labelset_release(b->sets[i].set);
+        labelset_drop(b->sets[i].set);
     free(b->strings);
     free(b->string_index.slots);
     free(b->sample_types);
@@ -495,7 +495,7 @@ static const struct set_labels *set_labels(builder *b,
         add_set_labels(b, set) != 0)
         return NULL;
     struct set_labels *s = &b->sets[b->nsets];
-    *s = (struct set_labels){cpprof_labelset_ref(set), at, b->nlabels - at};
+    *s = (struct set_labels){labelset_hold(set), at, b->nlabels - at};
     index_set(&b->set_index, slot, hash, b->nsets++);
     return s;
 }

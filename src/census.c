@@ -31,13 +31,22 @@
  * signal blocked may take it long after the census, and it must then be
  * ignored, not kill the process with the default action.
  *
+ * Queued signals count against the user's RLIMIT_SIGPENDING until they
+ * are delivered, so a census of 1,000 threads sends them in waves within
+ * the budget sigbudget.h keeps (half of what is free), each as earlier
+ * answers free units; a thread none could be sent to within the timeout
+ * is reported as "queued-signal limit".
+ *
  * Cost to the application: a thread parked in an interruptible call runs
  * the handler (microseconds) and resumes; calls the kernel does not restart
  * (nanosleep, poll, epoll_wait...) return EINTR, as with any signal.
  */
 #define _GNU_SOURCE
 #include "census.h"
+#include "atfork.h"
 #include "config.h"
+#include "sigbudget.h"
+#include "labels.h"
 #include "thread.h"
 #include "unwind.h"
 
@@ -309,7 +318,7 @@ static void collect_labels(pid_t tid, const char *name,
         ix->v = grown;
         ix->cap = cap;
     }
-    ix->v[ix->n++] = (struct tid_labels){tid, cpprof_labelset_ref(labels)};
+    ix->v[ix->n++] = (struct tid_labels){tid, labelset_hold(labels)};
 }
 
 /* Gives every thread the registry's label set for its tid, reading the
@@ -332,7 +341,7 @@ static int attach_labels(census *c)
         }
     }
     for (size_t i = 0; i < ix.n; i++)
-        cpprof_labelset_release(ix.v[i].labels);
+        labelset_drop(ix.v[i].labels);
     free(ix.v);
     return rc;
 }
@@ -386,14 +395,54 @@ static bool drain_handlers(void)
     return true;
 }
 
-/* Signals every thread not already ruled out; marks threads that vanished
- * before the signal with tid 0. */
-static void signal_threads(census *c, struct round *r, int signo)
+/* Gives back the budget units of signals answered since: a delivered
+ * signal no longer holds its unit of RLIMIT_SIGPENDING, and every signal
+ * sent and unanswered is a PENDING slot, counted in `remaining`. */
+static void give_back_answered(struct round *r, unsigned *held)
 {
+    unsigned pending = atomic_load(&r->remaining);
+    for (; *held > pending; (*held)--)
+        sigbudget_give();
+}
+
+/* A unit of the queued-signal budget for one more signal, after giving
+ * back those of signals answered since, and waiting for more answers while
+ * none is to be had.  False when none comes before the deadline, or no
+ * signal is outstanding to free one. */
+static bool take_unit(struct round *r, unsigned *held, int64_t deadline)
+{
+    for (;;) {
+        give_back_answered(r, held);
+        if (sigbudget_take())
+            break;
+        unsigned left = atomic_load(&r->remaining);
+        int64_t wait = deadline - now_ns();
+        if (*held == 0 || wait <= 0)
+            return false;
+        struct timespec ts = {0, wait < 1000000 ? wait : 1000000};
+        futex(&r->remaining, FUTEX_WAIT_PRIVATE, left, &ts);
+    }
+    (*held)++;
+    return true;
+}
+
+/* Signals every thread not already ruled out, within the queued-signal
+ * budget (sigbudget.h): with many threads, in waves, each sent as earlier
+ * answers free units, so that the program's own queued signals still fit.
+ * Marks threads that vanished before the signal with tid 0.  Returns the
+ * units still held. */
+static unsigned signal_threads(census *c, struct round *r, int signo,
+                               int64_t deadline)
+{
+    unsigned held = 0;
     for (uint32_t i = 0; i < r->n; i++) {
         census_thread *t = &c->threads[i];
         if (t->missing[0])
             continue;
+        if (!take_unit(r, &held, deadline)) {
+            strcpy(t->missing, "queued-signal limit");
+            continue;
+        }
         atomic_fetch_add(&r->remaining, 1);
         atomic_store(&r->slots[i].state, SLOT_PENDING);
         int rc = send_census_signal(t->tid, signo, r->generation, i);
@@ -403,12 +452,15 @@ static void signal_threads(census *c, struct round *r, int signo)
         if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
                                            SLOT_ABANDONED))
             atomic_fetch_sub(&r->remaining, 1);
+        sigbudget_give();
+        held--;
         if (rc == -ESRCH)
             t->tid = 0;
         else
             snprintf(t->missing, sizeof t->missing, "signal not sent: %s",
                      strerror(-rc));
     }
+    return held;
 }
 
 /* After the wait: copies the answers (DONE slots only: a slot that a
@@ -453,7 +505,7 @@ static void drop_gone(census *c)
     size_t kept = 0;
     for (size_t i = 0; i < c->n; i++) {
         if (c->threads[i].tid == 0) {
-            cpprof_labelset_release(c->threads[i].labels);
+            labelset_drop(c->threads[i].labels);
             continue;
         }
         if (kept != i)
@@ -472,11 +524,14 @@ static int collect_stacks(census *c, int signo, long timeout_ms)
     r->n = (uint32_t)c->n;
     int64_t deadline = now_ns() + timeout_ms * 1000000;
     atomic_store(&published, r);
-    signal_threads(c, r, signo);
+    unsigned held = signal_threads(c, r, signo, deadline);
     wait_answers(r, deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
     bool drained = drain_handlers();
+    /* A signal abandoned unanswered frees its unit when delivered. */
+    for (; held > 0; held--)
+        sigbudget_give();
     gather_answers(c, r, timeout_ms);
     if (drained)
         free(r);
@@ -504,11 +559,19 @@ static int take_locked(census *out)
     return rc;
 }
 
+/* fork(): census_mu is held across it, so no round is in flight and the
+ * child can take censuses. */
+static void census_lock(void) { pthread_mutex_lock(&census_mu); }
+static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
+
 int census_take(census *out)
 {
     if (!out)
         return -EINVAL;
     *out = (census){0};
+    static const atfork_handlers on_fork = {census_lock, census_unlock,
+                                            census_unlock};
+    atfork_add(ATFORK_CENSUS, &on_fork);
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);
     pthread_mutex_unlock(&census_mu);
@@ -518,7 +581,7 @@ int census_take(census *out)
 void census_release(census *c)
 {
     for (size_t i = 0; i < c->n; i++)
-        cpprof_labelset_release(c->threads[i].labels);
+        labelset_drop(c->threads[i].labels);
     free(c->threads);
     *c = (census){0};
 }

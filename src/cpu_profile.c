@@ -7,10 +7,17 @@
  * (wall clock) and length, one sample per (stack, label set), and, when the
  * sampler's buffer overflowed, one "cpprof.lostProfileEvent" sample holding
  * what was dropped (Go's runtime/pprof.lostProfileEvent): never silent.
+ * CPU time the sampler could not sample (threads that block the signal,
+ * threads past the queued-signal budget, a program that took the signal
+ * over) comes as one sample per reason under a pseudo-frame naming it and
+ * the number of threads, weighted with that CPU time, so a profile of xz's
+ * signal-blocking workers shows where the CPU went instead of looking
+ * idle; the last profile's figures are also kept for the index page.
  * Building happens after the sampler has stopped, so a new profile can start
  * while this one is symbolized and encoded.
  */
 #include "collect.h"
+#include "atfork.h"
 #include "builder.h"
 #include "config.h"
 #include "cpprof.h"
@@ -18,12 +25,15 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t window_mu = PTHREAD_MUTEX_INITIALIZER;
 static long window_hz;          /* under window_mu, while a profile runs */
 static int64_t window_start_ns; /* CLOCK_REALTIME */
 static int64_t window_start_mono_ns;
+static sampler_unsampled last_unsampled[SAMPLER_NREASONS]; /* window_mu */
 
 static int64_t clock_ns(clockid_t clock)
 {
@@ -32,8 +42,15 @@ static int64_t clock_ns(clockid_t clock)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* fork(): window_mu is held across it, so the child can start profiles. */
+static void window_lock(void) { pthread_mutex_lock(&window_mu); }
+static void window_unlock(void) { pthread_mutex_unlock(&window_mu); }
+
 int cpprof_cpu_profile_start(void)
 {
+    static const atfork_handlers on_fork = {window_lock, window_unlock,
+                                            window_unlock};
+    atfork_add(ATFORK_CPU_PROFILE, &on_fork);
     long hz = cfg_int(CFG_CPU_HZ);
     pthread_mutex_lock(&window_mu);
     collect_internal_enter(); /* the collector thread is cpprof's own */
@@ -48,7 +65,25 @@ int cpprof_cpu_profile_start(void)
     return rc;
 }
 
-static int build_profile(const stacktab *samples, int64_t lost, long hz,
+/* One pseudo-sample per reason some CPU time went unsampled. */
+static int add_unsampled(builder *b, const sampler_unsampled *u,
+                         int64_t period)
+{
+    int rc = 0;
+    for (int why = 0; rc == 0 && why < SAMPLER_NREASONS; why++) {
+        if (!u[why].threads)
+            continue;
+        char frame[96];
+        snprintf(frame, sizeof frame, "%s (%ld thread%s)",
+                 sampler_reason_frame(why), u[why].threads,
+                 u[why].threads == 1 ? "" : "s");
+        int64_t values[2] = {u[why].cpu_ns / period, u[why].cpu_ns};
+        rc = builder_add_pseudo_sample(b, frame, values);
+    }
+    return rc;
+}
+
+static int build_profile(const sampler_result *r, long hz,
                          int64_t start_ns, int64_t duration_ns,
                          unsigned char **buf, size_t *len)
 {
@@ -63,11 +98,13 @@ static int build_profile(const stacktab *samples, int64_t lost, long hz,
         rc = builder_set_period(b, "cpu", "nanoseconds", period);
     builder_set_time(b, start_ns, duration_ns);
     if (rc == 0)
-        rc = builder_add_stacktab(b, samples);
-    if (rc == 0 && lost > 0) {
-        int64_t values[2] = {lost, lost * period};
+        rc = builder_add_stacktab(b, r->samples);
+    if (rc == 0 && r->lost > 0) {
+        int64_t values[2] = {r->lost, r->lost * period};
         rc = builder_add_pseudo_sample(b, "cpprof.lostProfileEvent", values);
     }
+    if (rc == 0)
+        rc = add_unsampled(b, r->unsampled, period);
     if (rc == 0)
         rc = builder_encode(b, buf, len);
     builder_free(b);
@@ -78,19 +115,27 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
 {
     if (!buf || !len)
         return -EINVAL;
-    stacktab *samples;
-    int64_t lost;
+    sampler_result r;
     pthread_mutex_lock(&window_mu);
-    int rc = sampler_stop(&samples, &lost);
+    int rc = sampler_stop(&r);
     long hz = window_hz;
     int64_t start_ns = window_start_ns;
     int64_t duration_ns = clock_ns(CLOCK_MONOTONIC) - window_start_mono_ns;
+    if (rc == 0)
+        memcpy(last_unsampled, r.unsampled, sizeof last_unsampled);
     pthread_mutex_unlock(&window_mu);
     if (rc != 0)
         return rc;
     collect_internal_enter();
-    rc = build_profile(samples, lost, hz, start_ns, duration_ns, buf, len);
-    stacktab_free(samples);
+    rc = build_profile(&r, hz, start_ns, duration_ns, buf, len);
+    stacktab_free(r.samples);
     collect_internal_leave();
     return rc;
+}
+
+void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS])
+{
+    pthread_mutex_lock(&window_mu);
+    memcpy(out, last_unsampled, sizeof last_unsampled);
+    pthread_mutex_unlock(&window_mu);
 }

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "delta.h"
 #include "collect.h"
+#include "labels.h"
 #include "stacktab.h"
 #include "symbolize.h"
 
@@ -61,7 +62,7 @@ void sampleset_free(sampleset *s)
     for (size_t i = 0; i < s->n; i++) {
         free(s->e[i].pcs);
         free(s->e[i].values);
-        cpprof_labelset_release(s->e[i].labels);
+        labelset_drop(s->e[i].labels);
     }
     free(s->e);
     free(s->slots);
@@ -132,7 +133,7 @@ static int append_entry(sampleset *s, uint64_t hash, const uintptr_t *pcs,
     e->hash = hash;
     e->depth = depth;
     e->flags = flags;
-    e->labels = cpprof_labelset_ref(labels);
+    e->labels = labelset_hold(labels);
     e->num = num;
     return (int)s->n++;
 }

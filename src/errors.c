@@ -37,6 +37,10 @@ static const char *cpprof_code_message(int code)
         return "this setting is read once and has been: the value in force "
                "stays (set it in the environment, or before enabling what "
                "reads it)";
+    case CPPROF_ENOTIMER:
+        return "the system refused cpprof a CPU-time timer (timer_create "
+               "failed: a seccomp filter or container policy?), so no CPU "
+               "profile can be taken";
     default: return NULL;
     }
 }

@@ -31,8 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "atfork.h"
 #include "config.h"
 #include "cpprof.h"
 
@@ -98,6 +100,26 @@ static atomic_bool server_stopping;
  * must carry ("" when none is needed) and the body limit. */
 static char *server_token;
 static size_t server_max_body;
+
+/* exit() tears down, under threads that keep running, what handlers use:
+ * glibc's _IO_cleanup flushes every FILE without its lock and, after two
+ * tries at the lock, unbuffers it anyway (genops.c: "we flush them
+ * underneath them"), so a handler writing an open_memstream (index,
+ * goroutine, metrics, symbol) or reading /proc/self/maps with getline
+ * (symbolize.c, on every profile) can fault; then library destructors
+ * (libmicrohttpd's, gnutls's) run.  That was the segfault at exit seen
+ * about once in 730 runs with requests in flight.  So the first start
+ * registers an atexit handler, which runs before _IO_cleanup and the
+ * destructors: it refuses new requests, makes waiting handlers return
+ * (server_stopping) and waits, at most EXIT_DRAIN_NS, until every request
+ * open (from its URI to its completion) is done, the calling thread's own
+ * excepted.  It does not stop the daemon: joining its threads from a
+ * thread of the daemon (a handler of the program's that calls exit) would
+ * never return. */
+#define EXIT_DRAIN_NS 2000000000LL
+static atomic_long requests_open;
+static atomic_bool process_exiting;
+static __thread long requests_open_here;
 
 /* ---- Address parsing --------------------------------------------------- */
 
@@ -505,6 +527,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
     if (r == NULL)
         return MHD_NO; /* new_request() failed to allocate */
+    if (atomic_load(&process_exiting))
+        return MHD_NO; /* exit() is tearing the process down */
     if (r->conn == NULL) {
         r->conn = conn;
         r->method = method_bit(method);
@@ -539,7 +563,26 @@ static void *new_request(void *cls, const char *uri,
         free(r);
         return NULL;
     }
+    atomic_fetch_add(&requests_open, 1); /* before on_request reads
+                                            process_exiting */
+    requests_open_here++;
     return r;
+}
+
+/* atexit: see process_exiting's comment. */
+static void drain_requests_at_exit(void)
+{
+    atomic_store(&process_exiting, true);
+    atomic_store(&server_stopping, true);
+    struct timespec now, pause = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long deadline = now.tv_sec * 1000000000LL + now.tv_nsec +
+                         EXIT_DRAIN_NS;
+    while (atomic_load(&requests_open) > requests_open_here &&
+           now.tv_sec * 1000000000LL + now.tv_nsec < deadline) {
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn,
@@ -552,6 +595,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
         free(r->body);
         free(r);
         *con_cls = NULL;
+        requests_open_here--;
+        atomic_fetch_sub(&requests_open, 1);
     }
 }
 
@@ -637,7 +682,34 @@ static int start_locked(const char *addr)
         return -EIO;
     }
     server_port = bound_port(fd);
+    static bool drain_registered; /* under server_lock */
+    if (!drain_registered)
+        drain_registered = atexit(drain_requests_at_exit) == 0;
     return 0;
+}
+
+/* fork(): the child must not inherit a server_lock held by a thread that
+ * stays in the parent, nor the listening socket: while the child holds it
+ * the parent cannot listen on its port again. */
+static void http_atfork_prepare(void) { pthread_mutex_lock(&server_lock); }
+static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
+
+/* In the child the server's threads are gone; its daemon is dropped, not
+ * stopped (only async-signal-safe calls after fork), with its listening
+ * socket closed, so the child can start a server of its own. */
+static void http_forget_after_fork(void)
+{
+    if (server != NULL) {
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(server, MHD_DAEMON_INFO_LISTEN_FD);
+        if (info != NULL)
+            close(info->listen_fd);
+        server = NULL;
+        server_port = 0;
+        server_token = NULL;
+    }
+    atomic_store(&requests_open, 0); /* their threads stayed in the parent */
+    pthread_mutex_unlock(&server_lock);
 }
 
 int cpprof_http_start(const char *addr)
@@ -645,6 +717,9 @@ int cpprof_http_start(const char *addr)
     int rc;
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
+    static const atfork_handlers on_fork = {
+        http_atfork_prepare, http_atfork_parent, http_forget_after_fork};
+    atfork_add(ATFORK_HTTP, &on_fork);
     pthread_mutex_lock(&server_lock);
     /* libmicrohttpd's threads, created now, are cpprof's own for life:
      * what they allocate is not the program's (collect.h). */

@@ -8,13 +8,16 @@
  * so a profile added there is listed without touching this file.  The HTML
  * is www/index.html with its table filled in here, on the server, so the
  * page is useful without JavaScript as Go's is; only the labels view needs
- * scripts.  Entries are sorted by name, as Go sorts them.
+ * scripts.  Entries are sorted by name, as Go sorts them.  Below the table
+ * (and as "cpu_unsampled" in the JSON) the page says what the last CPU
+ * profile could not sample and why (sampler.h), as that profile does.
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "contention.h"
 #include "delta.h"
 #include "heap.h"
 #include "http.h"
+#include "sampler.h"
 #include "threadcreate.h"
 #include "www.h"
 
@@ -115,6 +118,37 @@ static size_t list_entries(index_entry *out)
     return n;
 }
 
+/* ---- What the last CPU profile could not sample ------------------------ */
+
+static json_t *unsampled_json(void)
+{
+    sampler_unsampled u[SAMPLER_NREASONS];
+    cpu_profile_last_unsampled(u);
+    json_t *list = json_array();
+    for (int why = 0; why < SAMPLER_NREASONS; why++)
+        if (u[why].threads)
+            json_array_append_new(
+                list, json_pack("{s:s, s:s, s:I, s:f}", "frame",
+                                sampler_reason_frame(why), "reason",
+                                sampler_reason_text(why), "threads",
+                                (json_int_t)u[why].threads, "cpu_seconds",
+                                u[why].cpu_ns / 1e9));
+    return list;
+}
+
+static void put_unsampled(FILE *f)
+{
+    sampler_unsampled u[SAMPLER_NREASONS];
+    cpu_profile_last_unsampled(u);
+    for (int why = 0; why < SAMPLER_NREASONS; why++)
+        if (u[why].threads)
+            fprintf(f,
+                    "<p class=\"note unsampled\">The last CPU profile could "
+                    "not sample %ld thread%s (%.3f s of CPU time): %s.</p>\n",
+                    u[why].threads, u[why].threads == 1 ? "" : "s",
+                    u[why].cpu_ns / 1e9, sampler_reason_text(why));
+}
+
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
@@ -136,10 +170,11 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
     }
     int64_t inuse, allocated;
     heap_internal_stats(&inuse, &allocated);
-    json_t *root = json_pack("{s:o, s:{s:I, s:I}}", "profiles", list,
+    json_t *root = json_pack("{s:o, s:{s:I, s:I}, s:o}", "profiles", list,
                              "cpprof_internal_heap", "inuse_bytes",
                              (json_int_t)inuse, "alloc_bytes",
-                             (json_int_t)allocated);
+                             (json_int_t)allocated, "cpu_unsampled",
+                             unsampled_json());
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -226,7 +261,8 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
                      size_t n)
 {
     static const char rows[] = "<!--rows-->",
-                      descriptions[] = "<!--descriptions-->";
+                      descriptions[] = "<!--descriptions-->",
+                      unsampled[] = "<!--unsampled-->";
     const char *p = (const char *)page->data, *end = p + page->len;
     while (p < end) {
         const char *mark = memchr(p, '<', (size_t)(end - p));
@@ -244,6 +280,10 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
                    !memcmp(p, descriptions, sizeof descriptions - 1)) {
             put_descriptions(f, e, n);
             p += sizeof descriptions - 1;
+        } else if (left >= sizeof unsampled - 1 &&
+                   !memcmp(p, unsampled, sizeof unsampled - 1)) {
+            put_unsampled(f);
+            p += sizeof unsampled - 1;
         } else {
             fputc(*p++, f);
         }

@@ -183,6 +183,12 @@ static void put_exposition(FILE *f, const acct_row *rows, size_t n)
                "# TYPE cpprof_labelsets_folded_total counter\n"
                "cpprof_labelsets_folded_total %lu\n",
             cpprof_labelsets_folded());
+    fprintf(f, "# HELP cpprof_accounting_tick_yielded 1 when the program "
+               "set its own action for the accounting tick's signal, so "
+               "CPU is charged only at label switches and thread exit.\n"
+               "# TYPE cpprof_accounting_tick_yielded gauge\n"
+               "cpprof_accounting_tick_yielded %d\n",
+            accounting_tick_yielded());
 }
 
 int http_metrics(http_req *r)
@@ -244,9 +250,10 @@ int http_accounting(http_req *r)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(sets, row_json(&rows[i], names, nnames));
     accounting_rows_free(rows, n);
-    json_t *doc = json_pack("{s:b, s:I, s:o}", "enabled",
+    json_t *doc = json_pack("{s:b, s:I, s:b, s:o}", "enabled",
                             accounting_enabled(), "labelsets_folded",
-                            (json_int_t)cpprof_labelsets_folded(), "sets",
+                            (json_int_t)cpprof_labelsets_folded(),
+                            "tick_yielded", accounting_tick_yielded(), "sets",
                             sets);
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);

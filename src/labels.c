@@ -38,7 +38,8 @@
 struct cpprof_labelset {
     _Atomic(void *) published;     /* otel.c's record, built on first use;
                                       first: labels.h reads it inline */
-    atomic_long refs;
+    atomic_long refs;              /* every holder's: the set lives while > 0 */
+    atomic_long app_refs;          /* the part of refs handed to the program */
     uint64_t hash;
     struct cpprof_labelset *chain; /* next in the intern bucket */
     size_t n;                      /* number of pairs */
@@ -64,11 +65,15 @@ static struct {
     struct cpprof_labelset set;
     const char *kv[2];
 } overflow = {
-    .set = {.refs = 1, .n = 1},
+    .set = {.refs = 1, .app_refs = 1, .n = 1},
     .kv = {"cpprof_overflow", "label set cap reached"},
 };
 
 static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Set while this thread is inside intern(): a signal handler that
+ * interrupted it and calls back in (cpprof_do from a handler) gets
+ * -EDEADLK instead of waiting forever for the lock its own thread holds. */
+static __thread int interning __attribute__((tls_model("initial-exec")));
 static struct cpprof_labelset **buckets;
 static size_t nbuckets, ninterned;
 static atomic_ulong folded;
@@ -156,6 +161,7 @@ static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
     if (!s)
         return NULL;
     atomic_init(&s->refs, 1);
+    atomic_init(&s->app_refs, 0);
     s->hash = hash;
     s->chain = NULL;
     s->n = n;
@@ -216,8 +222,10 @@ static int grow_table(void)
     return 0;
 }
 
-/* The interned set for sorted, unique pairs, with a reference. */
-static int intern(cpprof_labelset **out, const struct pair *p, size_t n)
+/* The interned set for sorted, unique pairs, with a reference (one of
+ * the program's when `for_app`). */
+static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
+                  bool for_app)
 {
     if (n == 0) {
         *out = NULL;
@@ -225,6 +233,10 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n)
     }
     uint64_t h = hash_pairs(p, n);
     int rc = 0;
+    if (interning)
+        return -EDEADLK;
+    interning = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     pthread_mutex_lock(&intern_lock);
     struct cpprof_labelset *s = nbuckets ? buckets[h & (nbuckets - 1)] : NULL;
     for (; s; s = s->chain)
@@ -247,14 +259,18 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n)
             ninterned++;
         }
     }
+    if (s && for_app && s != &overflow.set)
+        atomic_fetch_add(&s->app_refs, 1);
     pthread_mutex_unlock(&intern_lock);
+    atomic_signal_fence(memory_order_seq_cst);
+    interning = 0;
     *out = s;
     return rc;
 }
 
 /* Collects a set's pairs followed by kv's, sorts and interns them. */
 static int build(cpprof_labelset **out, const cpprof_labelset *parent,
-                 size_t n, const char *const *kv)
+                 size_t n, const char *const *kv, bool for_app)
 {
     size_t np = cpprof_labelset_size(parent), total = np + n / 2;
     struct pair stackbuf[16];
@@ -265,7 +281,7 @@ static int build(cpprof_labelset **out, const cpprof_labelset *parent,
         p[i] = (struct pair){parent->kv[2 * i], parent->kv[2 * i + 1], i};
     for (size_t i = 0; i < n / 2; i++)
         p[np + i] = (struct pair){kv[2 * i], kv[2 * i + 1], np + i};
-    int rc = intern(out, p, sort_unique(p, total));
+    int rc = intern(out, p, sort_unique(p, total), for_app);
     if (p != stackbuf)
         free(p);
     return rc;
@@ -283,22 +299,31 @@ int cpprof_labels_with(cpprof_labelset **out, const cpprof_labelset *parent,
         return -EINVAL;
     *out = NULL;
     int rc = validate_pairs(n, kv);
-    return rc ? rc : build(out, parent, n, kv);
+    return rc ? rc : build(out, parent, n, kv, true);
 }
 
 int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
                    const cpprof_labelset *labels)
 {
     if (!parent || !labels || parent == labels) {
-        *out = cpprof_labelset_ref(labels ? labels : parent);
+        *out = labelset_hold(labels ? labels : parent);
         return 0;
     }
-    return build(out, parent, 2 * labels->n, labels->kv);
+    return build(out, parent, 2 * labels->n, labels->kv, false);
 }
 
 /* ---- References ------------------------------------------------------------ */
 
-cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set)
+/* Two counts, because a set must outlive every holder however the program
+ * miscounts: `refs` counts all of them (the program's, a thread's current
+ * set, a sample in the ring, a profile being built) and decides when the
+ * set may be reclaimed; `app_refs` counts the references the API handed to
+ * the program.  A program that releases once too often would otherwise
+ * take a count that a thread or a sample still needs, and the set would be
+ * freed under it: such a release is refused instead, with one warning on
+ * stderr (a host process must not be aborted for it). */
+
+cpprof_labelset *labelset_hold(const cpprof_labelset *set)
 {
     cpprof_labelset *s = (cpprof_labelset *)set;
     if (s)
@@ -309,7 +334,36 @@ cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set)
 /* SIGNAL-SAFE */
 void labelset_ref_signal_safe(const cpprof_labelset *set)
 {
-    cpprof_labelset_ref(set);
+    labelset_hold(set);
+}
+
+static void report_overrelease(void)
+{
+    if (!atomic_exchange(&overrelease_reported, 1))
+        fprintf(stderr, "cpprof: cpprof_labelset_release called more often "
+                        "than the set was referenced; the extra releases are "
+                        "ignored\n");
+}
+
+void labelset_drop(const cpprof_labelset *set)
+{
+    cpprof_labelset *s = (cpprof_labelset *)set;
+    if (!s || s == &overflow.set)
+        return;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) > 0)
+        return;
+    /* Below zero: cpprof's own miscount; keep the set rather than free it
+     * under whoever still uses it. */
+    atomic_fetch_add(&s->refs, 1);
+    report_overrelease();
+}
+
+cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set)
+{
+    cpprof_labelset *s = labelset_hold(set);
+    if (s && s != &overflow.set)
+        atomic_fetch_add_explicit(&s->app_refs, 1, memory_order_relaxed);
+    return s;
 }
 
 void cpprof_labelset_release(const cpprof_labelset *set)
@@ -317,14 +371,14 @@ void cpprof_labelset_release(const cpprof_labelset *set)
     cpprof_labelset *s = (cpprof_labelset *)set;
     if (!s || s == &overflow.set)
         return;
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) > 0)
-        return;
-    /* Released more often than referenced: undo, and say so once rather
-     * than let the set be freed under a holder. */
-    atomic_fetch_add(&s->refs, 1);
-    if (!atomic_exchange(&overrelease_reported, 1))
-        fprintf(stderr, "cpprof: cpprof_labelset_release called more often "
-                        "than the set was referenced\n");
+    long app = atomic_load_explicit(&s->app_refs, memory_order_relaxed);
+    do {
+        if (app <= 0) {
+            report_overrelease();
+            return;
+        }
+    } while (!atomic_compare_exchange_weak(&s->app_refs, &app, app - 1));
+    labelset_drop(s);
 }
 
 /* ---- Reading ------------------------------------------------------------ */

@@ -20,6 +20,12 @@
 const char *labelset_key(const cpprof_labelset *set, size_t i);
 const char *labelset_value(const cpprof_labelset *set, size_t i);
 
+/* cpprof's own references, counted apart from the program's (labels.c):
+ * every module but the public API holds sets through these.  Both accept
+ * NULL; hold returns its argument. */
+cpprof_labelset *labelset_hold(const cpprof_labelset *set);
+void labelset_drop(const cpprof_labelset *set);
+
 /* SIGNAL-SAFE: one atomic increment.  Only for a set known to hold a
  * reference already (a thread's current set, seen from that thread). */
 void labelset_ref_signal_safe(const cpprof_labelset *set);

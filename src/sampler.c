@@ -25,6 +25,23 @@
  * functions; the signal is ignored unless a timer of the running session
  * sent it (si_code and a per-session cookie in si_value).
  *
+ * Threads without a timer.  A thread that blocks the signal (xz's workers
+ * block every signal) would never be sampled, and a profile of it would
+ * look idle; a thread past the queued-signal budget (sigbudget.h: each
+ * timer holds a unit of RLIMIT_SIGPENDING) gets no timer, so that the
+ * program's own real-time signals still fit.  Such threads are read from
+ * outside instead: the collector reads their CPU clocks every MAPS_NS, and
+ * the profile reports, per reason, how many threads and how much CPU time
+ * went unsampled.  Signal masks are read from /proc/self/task/TID/status
+ * when a thread is first seen and every RECHECK_NS.
+ *
+ * The program's own handler.  The disposition is checked at every
+ * collector tick: a program that installs its own handler for the signal
+ * while a profile runs keeps it.  The timers are deleted (at most one tick
+ * of cpprof's signals reaches its handler first), the rest of the window
+ * counts as unsampled, stderr says so once, and stopping leaves the
+ * handler alone instead of restoring the one from before the profile.
+ *
  * Shutdown.  Handlers reach the session only through `active`, after
  * counting themselves in `in_handler`; stopping deletes the timers, sets
  * the signal to SIG_IGN (which discards any pending instance) before
@@ -34,23 +51,29 @@
  */
 #define _GNU_SOURCE
 #include "sampler.h"
+#include "atfork.h"
 #include "labels.h"
+#include "sigbudget.h"
 #include "thread.h"
 #include "unwind.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define NSEC_PER_SEC 1000000000LL
 #define TICK_NS 20000000LL  /* collector: drain and thread scan, 50 a second */
-#define MAPS_NS 100000000LL /* mappings re-read at least this often */
+#define MAPS_NS 100000000LL /* mappings and untimed threads' CPU read this often */
+#define RECHECK_NS 1000000000LL /* signal masks re-read this often */
 #define RING_MIN 1024       /* slots; about 0.6 MiB */
 #define RING_MAX 65536
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
@@ -70,10 +93,22 @@ struct slot {
     uintptr_t pcs[STACK_MAX_FRAMES];
 };
 
+/* A thread of the process and its timer, or why it has none. */
 struct thread_timer {
     pid_t tid;
-    timer_t timer;
+    int why;          /* TIMED, NEW or a sampler_reason */
+    unsigned counted; /* bit per reason the thread was counted under */
+    timer_t timer;    /* when TIMED */
+    int64_t cpu_mark; /* untimed or suspect: its CPU clock when last read */
+    /* Timed, but first seen with the signal blocked: glibc's pthread_create
+     * starts every thread with all signals blocked until start_thread sets
+     * its mask, so only a second look, a tick later, tells a thread that
+     * blocks the signal from one just starting. */
+    bool suspect;
 };
+
+#define TIMED (-1)
+#define NEW (-2) /* first seen, nothing decided yet */
 
 struct session {
     int signo;
@@ -88,10 +123,14 @@ struct session {
     atomic_llong lost;  /* weight of dropped samples */
 
     stacktab *samples;   /* the collector's, until stop */
-    struct thread_timer *timers; /* sorted by tid */
+    struct thread_timer *timers; /* every thread seen, sorted by tid */
     size_t ntimers;
     uint64_t rng;
     int64_t maps_refreshed_ns;
+    int64_t masks_checked_ns;
+    bool taken;   /* the program installed its own handler meanwhile */
+    int refused;  /* timer_create's error other than a gone thread */
+    sampler_unsampled unsampled[SAMPLER_NREASONS];
 
     pthread_t collector;
     pthread_mutex_t mu;
@@ -183,7 +222,7 @@ static void ring_drain(struct session *s)
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
                          slot->labels, values) != 0)
             atomic_fetch_add(&s->lost, slot->weight);
-        cpprof_labelset_release(slot->labels);
+        labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,
                               memory_order_release);
         s->tail++;
@@ -211,27 +250,40 @@ static struct timespec ns_to_timespec(int64_t ns)
 }
 
 /* A timer on thread `tid`'s CPU clock that signals that thread every
- * period, first after a random fraction of one. */
+ * period, first after a random fraction of one.  Takes a unit of the
+ * queued-signal budget, or fails with -EAGAIN. */
 static int thread_timer_start(struct session *s, pid_t tid, timer_t *out)
 {
+    if (!sigbudget_take())
+        return -EAGAIN;
     struct sigevent sev = {0};
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = s->signo;
     sev.sigev_value.sival_int = s->cookie;
     sev._sigev_un._tid = tid;
-    if (timer_create(thread_cpu_clock(tid), &sev, out) != 0)
-        return -errno;
-    struct itimerspec its = {
-        .it_interval = ns_to_timespec(s->period),
-        .it_value = ns_to_timespec(1 + (int64_t)(next_random(s) %
-                                                 (uint64_t)s->period)),
-    };
-    if (timer_settime(*out, 0, &its, NULL) != 0) {
-        int rc = -errno;
-        timer_delete(*out);
-        return rc;
+    int rc = 0;
+    if (timer_create(thread_cpu_clock(tid), &sev, out) != 0) {
+        rc = -errno;
+    } else {
+        struct itimerspec its = {
+            .it_interval = ns_to_timespec(s->period),
+            .it_value = ns_to_timespec(1 + (int64_t)(next_random(s) %
+                                                     (uint64_t)s->period)),
+        };
+        if (timer_settime(*out, 0, &its, NULL) != 0) {
+            rc = -errno;
+            timer_delete(*out);
+        }
     }
-    return 0;
+    if (rc != 0)
+        sigbudget_give();
+    return rc;
+}
+
+static void thread_timer_delete(struct thread_timer *t)
+{
+    timer_delete(t->timer);
+    sigbudget_give();
 }
 
 static int compare_tids(const void *a, const void *b)
@@ -274,6 +326,104 @@ static int list_threads(pid_t **out, size_t *n)
     return 0;
 }
 
+/* Whether thread `tid` has `signo` blocked (its status file's SigBlk). */
+static bool blocks_signal(pid_t tid, int signo)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *line = strstr(buf, "\nSigBlk:");
+    return line && (strtoull(line + 8, NULL, 16) >> (signo - 1)) & 1;
+}
+
+/* A thread's CPU time, or -1 once it has exited. */
+static int64_t thread_cpu_ns(pid_t tid)
+{
+    struct timespec t;
+    if (clock_gettime(thread_cpu_clock(tid), &t) != 0)
+        return -1;
+    return t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
+}
+
+/* Moves the CPU an untimed thread used since its mark into its reason's
+ * total. */
+static void charge_unsampled(struct session *s, struct thread_timer *t)
+{
+    int64_t now = t->why >= 0 ? thread_cpu_ns(t->tid) : -1;
+    if (now < 0)
+        return;
+    s->unsampled[t->why].cpu_ns += now - t->cpu_mark;
+    t->cpu_mark = now;
+}
+
+/* From now on the thread has no timer, for `why`. */
+static void make_untimed(struct session *s, struct thread_timer *t, int why)
+{
+    if (t->why == TIMED)
+        thread_timer_delete(t);
+    if (t->why == TIMED || t->why == NEW)
+        t->cpu_mark = thread_cpu_ns(t->tid);
+    charge_unsampled(s, t);
+    t->why = why;
+    if (!(t->counted & (1u << why))) {
+        t->counted |= 1u << why;
+        s->unsampled[why].threads++;
+    }
+}
+
+/* Gives the thread a timer if it can take the signal and one is to be
+ * had; otherwise records why not.  Returns false when the thread is gone. */
+static bool give_timer(struct session *s, struct thread_timer *t)
+{
+    if (s->taken) {
+        make_untimed(s, t, SAMPLER_SIGNAL_TAKEN);
+        return true;
+    }
+    bool blocked = blocks_signal(t->tid, s->signo);
+    if (blocked && t->why != NEW) {
+        make_untimed(s, t, SAMPLER_BLOCKED);
+        return true;
+    }
+    timer_t timer;
+    int rc = thread_timer_start(s, t->tid, &timer);
+    if (rc == -EINVAL || rc == -ESRCH)
+        return false; /* exited meanwhile: its clock is gone */
+    if (rc == 0) {
+        charge_unsampled(s, t);
+        t->why = TIMED;
+        t->timer = timer;
+        t->suspect = blocked;
+        if (blocked)
+            t->cpu_mark = thread_cpu_ns(t->tid);
+    } else if (rc == -EAGAIN) {
+        make_untimed(s, t, SAMPLER_OVER_BUDGET);
+    } else {
+        if (!s->refused)
+            s->refused = rc;
+        make_untimed(s, t, SAMPLER_REFUSED);
+    }
+    return true;
+}
+
+/* The second look at a thread first seen with the signal blocked: one
+ * that still blocks it is untimed from the first look on. */
+static void recheck_suspect(struct session *s, struct thread_timer *t)
+{
+    t->suspect = false;
+    if (t->why != TIMED || !blocks_signal(t->tid, s->signo))
+        return;
+    int64_t first_seen = t->cpu_mark;
+    make_untimed(s, t, SAMPLER_BLOCKED);
+    t->cpu_mark = first_seen;
+}
+
 /* Refreshes the unwinder's table of mappings (its failure only costs
  * stacks: the walker keeps the older table or records bare PCs). */
 static void refresh_maps(struct session *s)
@@ -282,11 +432,30 @@ static void refresh_maps(struct session *s)
     s->maps_refreshed_ns = monotonic_ns();
 }
 
-/* Brings the timer list in line with the threads alive now: a timer for
- * each new thread, none for threads gone.  The mappings are re-read every
- * MAPS_NS and before any new timer, so that every thread with a timer has
- * its stack in the unwinder's table, and at any tick after the loader
- * added or removed an object, so that its code has a table. */
+/* Every RECHECK_NS: a timed thread that has blocked the signal since is
+ * untimed, and an untimed one that can take it again (or that the budget
+ * now has room for) is given a timer. */
+static void recheck_threads(struct session *s)
+{
+    for (size_t i = 0; i < s->ntimers; i++) {
+        struct thread_timer *t = &s->timers[i];
+        if (t->why == TIMED) {
+            if (!t->suspect && blocks_signal(t->tid, s->signo))
+                make_untimed(s, t, SAMPLER_BLOCKED);
+        } else if (t->why == SAMPLER_BLOCKED ||
+                   t->why == SAMPLER_OVER_BUDGET) {
+            give_timer(s, t);
+        }
+    }
+    s->masks_checked_ns = monotonic_ns();
+}
+
+/* Brings the thread list in line with the threads alive now: a timer (or
+ * the reason for none) for each new thread, nothing for threads gone.  The
+ * mappings are re-read every MAPS_NS and before any new timer, so that
+ * every thread with a timer has its stack in the unwinder's table, and
+ * at any tick after the loader added or removed an object, so that its
+ * code has a table. */
 static int scan_threads(struct session *s)
 {
     pid_t *tids = NULL;
@@ -294,7 +463,8 @@ static int scan_threads(struct session *s)
     int rc = list_threads(&tids, &n);
     if (rc != 0)
         return rc;
-    bool refreshed = monotonic_ns() - s->maps_refreshed_ns >= MAPS_NS;
+    bool periodic = monotonic_ns() - s->maps_refreshed_ns >= MAPS_NS;
+    bool refreshed = periodic;
     if (refreshed)
         refresh_maps(s);
     else
@@ -307,17 +477,24 @@ static int scan_threads(struct session *s)
     size_t i = 0, j = 0, k = 0;
     while (i < s->ntimers || j < n) {
         if (j == n || (i < s->ntimers && s->timers[i].tid < tids[j])) {
-            timer_delete(s->timers[i++].timer); /* thread exited */
+            struct thread_timer *gone = &s->timers[i++];
+            if (gone->why == TIMED)
+                thread_timer_delete(gone);
         } else if (i == s->ntimers || tids[j] < s->timers[i].tid) {
             if (!refreshed) {
                 refresh_maps(s);
                 refreshed = true;
             }
-            next[k].tid = tids[j++];
-            if (thread_timer_start(s, next[k].tid, &next[k].timer) == 0)
-                k++; /* else it exited meanwhile */
+            next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
+            if (give_timer(s, &next[k]))
+                k++;
         } else {
-            next[k++] = s->timers[i++];
+            next[k] = s->timers[i++];
+            if (next[k].suspect)
+                recheck_suspect(s, &next[k]);
+            else if (periodic)
+                charge_unsampled(s, &next[k]);
+            k++;
             j++;
         }
     }
@@ -325,17 +502,48 @@ static int scan_threads(struct session *s)
     free(s->timers);
     s->timers = next;
     s->ntimers = k;
+    if (monotonic_ns() - s->masks_checked_ns >= RECHECK_NS)
+        recheck_threads(s);
     return 0;
 }
 
+/* Deletes every timer; the untimed threads' last CPU is charged. */
 static void delete_timers(struct session *s)
 {
-    for (size_t i = 0; i < s->ntimers; i++)
-        timer_delete(s->timers[i].timer);
+    for (size_t i = 0; i < s->ntimers; i++) {
+        if (s->timers[i].why == TIMED)
+            thread_timer_delete(&s->timers[i]);
+        else
+            charge_unsampled(s, &s->timers[i]);
+    }
     s->ntimers = 0;
 }
 
-/* The collector thread: drains and rescans the threads every TICK_NS. */
+/* Whether the signal's handler is still ours. */
+static bool handler_is_ours(int signo)
+{
+    struct sigaction cur;
+    return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == on_profiling_signal;
+}
+
+/* The program installed its own handler for the signal: stop sending it
+ * there, count the rest of the window as unsampled, and say so once. */
+static void yield_signal(struct session *s)
+{
+    static atomic_int reported;
+    s->taken = true;
+    for (size_t i = 0; i < s->ntimers; i++)
+        make_untimed(s, &s->timers[i], SAMPLER_SIGNAL_TAKEN);
+    if (!atomic_exchange(&reported, 1))
+        fprintf(stderr, "cpprof: the program installed its own handler for "
+                        "signal %d during a CPU profile; the profile stops "
+                        "sampling and leaves the program's handler in "
+                        "place\n", s->signo);
+}
+
+/* The collector thread: drains and rescans the threads every TICK_NS,
+ * after checking that the signal is still cpprof's. */
 static void *collector_main(void *arg)
 {
     struct session *s = arg;
@@ -347,6 +555,8 @@ static void *collector_main(void *arg)
         if (s->stopping)
             break;
         pthread_mutex_unlock(&s->mu);
+        if (!s->taken && !handler_is_ours(s->signo))
+            yield_signal(s);
         ring_drain(s);
         scan_threads(s);
         pthread_mutex_lock(&s->mu);
@@ -397,6 +607,7 @@ static struct session *session_new(long hz, int signo)
     s->cookie = COOKIE_MAGIC | (atomic_fetch_add(&sessions, 1) & 0xfffff);
     s->period = sampler_period_ns(hz);
     s->rng = (uint64_t)monotonic_ns() | 1;
+    s->masks_checked_ns = monotonic_ns(); /* new threads are checked anyway */
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
@@ -435,11 +646,14 @@ static int install_handler(struct session *s)
     return 0;
 }
 
-/* Puts the previous disposition back.  SIG_IGN first: it discards signals
- * still pending from deleted timers, which SIG_DFL would turn into the
- * process's death. */
+/* Puts the previous disposition back, unless the program has installed a
+ * handler of its own since, which stays.  SIG_IGN first: it discards
+ * signals still pending from deleted timers, which SIG_DFL would turn into
+ * the process's death. */
 static void restore_handler(struct session *s)
 {
+    if (!handler_is_ours(s->signo))
+        return;
     struct sigaction ignore = {0};
     ignore.sa_handler = SIG_IGN;
     sigaction(s->signo, &ignore, NULL);
@@ -463,6 +677,8 @@ static int session_begin(struct session *s)
         return rc;
     atomic_store(&active, s);
     rc = scan_threads(s);
+    if (rc == 0 && s->refused)
+        rc = CPPROF_ENOTIMER; /* seccomp or a container said no */
     if (rc == 0)
         rc = -pthread_create(&s->collector, NULL, collector_main, s);
     if (rc != 0) {
@@ -474,10 +690,33 @@ static int session_begin(struct session *s)
     return rc;
 }
 
+/* fork(): sampler_mu is held across it, so no session is half started or
+ * stopped in the child. */
+static void sampler_atfork_prepare(void) { pthread_mutex_lock(&sampler_mu); }
+static void sampler_atfork_parent(void) { pthread_mutex_unlock(&sampler_mu); }
+
+/* The child has none of the parent's timers and no collector thread, so a
+ * running session is dropped (its memory stays: no allocator calls after
+ * fork) and the signal gets its disposition from before the profile, as a
+ * stop would have left it. */
+static void sampler_atfork_child(void)
+{
+    struct session *s = running;
+    if (s && handler_is_ours(s->signo))
+        sigaction(s->signo, &s->previous, NULL);
+    running = NULL;
+    atomic_store(&active, NULL);
+    atomic_store(&in_handler, 0);
+    pthread_mutex_unlock(&sampler_mu);
+}
+
 int sampler_start(long hz, int signo)
 {
     if (hz < 1 || hz > 1000 || signo < 1 || signo >= NSIG)
         return -EINVAL;
+    static const atfork_handlers on_fork = {
+        sampler_atfork_prepare, sampler_atfork_parent, sampler_atfork_child};
+    atfork_add(ATFORK_SAMPLER, &on_fork);
     pthread_mutex_lock(&sampler_mu);
     int rc = CPPROF_EBUSY;
     if (!running) {
@@ -501,7 +740,7 @@ static void stop_collector(struct session *s)
     pthread_join(s->collector, NULL);
 }
 
-int sampler_stop(stacktab **samples, int64_t *lost)
+int sampler_stop(sampler_result *out)
 {
     pthread_mutex_lock(&sampler_mu);
     struct session *s = running;
@@ -510,15 +749,43 @@ int sampler_stop(stacktab **samples, int64_t *lost)
         return CPPROF_ENOTRUNNING;
     }
     stop_collector(s);
+    if (!s->taken && !handler_is_ours(s->signo))
+        yield_signal(s);
     delete_timers(s);
     restore_handler(s);
     deactivate();
     ring_drain(s);
     running = NULL;
     pthread_mutex_unlock(&sampler_mu);
-    *samples = s->samples;
-    *lost = atomic_load(&s->lost);
+    out->samples = s->samples;
+    out->lost = atomic_load(&s->lost);
+    memcpy(out->unsampled, s->unsampled, sizeof out->unsampled);
     s->samples = NULL;
     session_free(s);
     return 0;
+}
+
+const char *sampler_reason_frame(sampler_reason why)
+{
+    static const char *const frames[SAMPLER_NREASONS] = {
+        [SAMPLER_BLOCKED] = "cpprof.unsampled.signalBlocked",
+        [SAMPLER_OVER_BUDGET] = "cpprof.unsampled.queuedSignalLimit",
+        [SAMPLER_SIGNAL_TAKEN] = "cpprof.unsampled.signalTakenByProgram",
+        [SAMPLER_REFUSED] = "cpprof.unsampled.timerRefused",
+    };
+    return frames[why];
+}
+
+const char *sampler_reason_text(sampler_reason why)
+{
+    static const char *const texts[SAMPLER_NREASONS] = {
+        [SAMPLER_BLOCKED] = "they block the profiling signal",
+        [SAMPLER_OVER_BUDGET] =
+            "timers for them would have taken the program's share of the "
+            "queued-signal limit (ulimit -i)",
+        [SAMPLER_SIGNAL_TAKEN] = "the program installed its own handler for "
+                                 "the profiling signal during the profile",
+        [SAMPLER_REFUSED] = "the system refused their CPU timers",
+    };
+    return texts[why];
 }

@@ -16,7 +16,8 @@ int64_t sampler_period_ns(long hz);
 
 /* Starts sampling every thread of the process at `hz` (1..1000) with signal
  * `signo`.  One sampler at a time.  Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN
- * (signo has a handler that is not ours), -EINVAL, -errno. */
+ * (signo has a handler that is not ours), CPPROF_ENOTIMER (timer_create
+ * refused, e.g. by seccomp), -EINVAL, -errno. */
 int sampler_start(long hz, int signo);
 
 /* Fixes the number of buffer slots of later sessions (rounded up to a
@@ -25,10 +26,44 @@ int sampler_start(long hz, int signo);
  * full rate.  Tests set a tiny buffer to see it overflow. */
 void sampler_set_ring_slots(size_t slots);
 
-/* Stops sampling, restores the signal's previous disposition and hands back
- * the samples aggregated by (stack, label set), each entry with the values
- * {samples, CPU nanoseconds}, and in *lost the number of samples a full
- * buffer dropped.  Error: CPPROF_ENOTRUNNING. */
-int sampler_stop(stacktab **samples, int64_t *lost);
+/* Why a thread's CPU time went unsampled: it had the signal blocked; a
+ * timer would have taken the program's share of RLIMIT_SIGPENDING
+ * (sigbudget.h); the program installed its own handler for the signal
+ * during the window; timer_create failed otherwise. */
+typedef enum {
+    SAMPLER_BLOCKED,
+    SAMPLER_OVER_BUDGET,
+    SAMPLER_SIGNAL_TAKEN,
+    SAMPLER_REFUSED,
+    SAMPLER_NREASONS
+} sampler_reason;
+
+typedef struct {
+    long threads;   /* distinct threads affected during the window */
+    int64_t cpu_ns; /* their CPU time while unsampled (read every 100 ms:
+                       a thread's last 100 ms before it exits are missed) */
+} sampler_unsampled;
+
+typedef struct {
+    stacktab *samples; /* {samples, CPU nanoseconds} per (stack, set) */
+    int64_t lost;      /* samples a full buffer dropped */
+    sampler_unsampled unsampled[SAMPLER_NREASONS];
+} sampler_result;
+
+/* Stops sampling, restores the signal's previous disposition (unless the
+ * program installed its own handler meanwhile) and hands back what was
+ * collected; the caller frees out->samples.  Error: CPPROF_ENOTRUNNING. */
+int sampler_stop(sampler_result *out);
+
+/* The pseudo-frame that names a reason in a profile, e.g.
+ * "cpprof.unsampled.signalBlocked". */
+const char *sampler_reason_frame(sampler_reason why);
+
+/* Why, in words for the index page: "they block the profiling signal". */
+const char *sampler_reason_text(sampler_reason why);
+
+/* cpu_profile.c: what the last finished CPU profile could not sample, per
+ * reason (all zero before the first), for the index page. */
+void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS]);
 
 #endif

@@ -8,6 +8,7 @@
  * are interned (labels.h), so the set's pointer is its identity in the key.
  */
 #include "stacktab.h"
+#include "labels.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -143,7 +144,7 @@ int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
         if (rc)
             return rc;
         t->entries[t->n] = (struct entry){hash, t->npcs, depth, flags,
-                                          cpprof_labelset_ref(labels)};
+                                          labelset_hold(labels)};
         if (depth)
             memcpy(&t->pcs[t->npcs], pcs, depth * sizeof *pcs);
         t->npcs += depth;
@@ -176,7 +177,7 @@ void stacktab_free(stacktab *t)
     if (!t)
         return;
     for (size_t i = 0; i < t->n; i++)
-        cpprof_labelset_release(t->entries[i].labels);
+        labelset_drop(t->entries[i].labels);
     free(t->entries);
     free(t->values);
     free(t->pcs);

@@ -11,13 +11,22 @@
  *
  * cpprof_do() restores through a cleanup attribute: with -fexceptions, gcc
  * runs it while a C++ exception or pthread_cancel's forced unwind passes
- * through, which is the C form of Go's "Do restores on panic".
+ * through, which is the C form of Go's "Do restores on panic".  longjmp
+ * runs no cleanup, so a longjmp out of the function cpprof_do runs leaves
+ * the derived set applied (cpprof.h says how to restore it).
+ *
+ * cpprof_do is not async-signal-safe (it may intern a set under a mutex,
+ * and a thread's first call allocates), but it must not hang the host when
+ * a program calls it from a signal handler anyway: a handler that
+ * interrupted this very thread inside the intern lock or its registration
+ * gets -EDEADLK (thread-local flags, labels.c and `registering` here).
  */
 #define _GNU_SOURCE
 #include "thread.h"
 #include "accounting.h"
 #include "collect.h"
 #include "heap.h"
+#include "atfork.h"
 #include "labels.h"
 #include "otel.h"
 
@@ -38,6 +47,10 @@ struct thread_entry {
 
 static __thread struct thread_entry *self
     __attribute__((tls_model("initial-exec")));
+/* Set while this thread registers itself (allocation and the registry
+ * lock): a signal handler that interrupted that and calls cpprof_do gets
+ * -EDEADLK instead of deadlocking. */
+static __thread int registering __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_entry *registry_head;
@@ -90,24 +103,24 @@ static void thread_exited(void *arg)
     unlink_entry(e);
     registry_unlock();
     self = NULL;
-    cpprof_labelset_release(atomic_load(&e->labels));
+    labelset_drop(atomic_load(&e->labels));
     free(e);
 }
 
-static void atfork_prepare(void)
+static void registry_atfork_prepare(void)
 {
     labels_atfork_prepare();
     registry_lock();
 }
 
-static void atfork_parent(void)
+static void registry_atfork_parent(void)
 {
     registry_unlock();
     labels_atfork_parent();
 }
 
 /* In the child only the forking thread exists: forget the others. */
-static void atfork_child(void)
+static void registry_atfork_child(void)
 {
     /* The other threads' entries are dropped, not freed: after fork only
      * async-signal-safe calls are safe in the child, and an allocator
@@ -129,10 +142,13 @@ static void atfork_child(void)
 static void registry_init(void)
 {
     pthread_key_create(&exit_key, thread_exited);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    static const atfork_handlers on_fork = {
+        registry_atfork_prepare, registry_atfork_parent, registry_atfork_child};
+    atfork_add(ATFORK_REGISTRY, &on_fork);
 }
 
-static struct thread_entry *register_self(void)
+/* Allocates the calling thread's entry and links it in. */
+static struct thread_entry *add_self(void)
 {
     pthread_once(&init_once, registry_init);
     struct thread_entry *e = calloc(1, sizeof *e);
@@ -156,6 +172,17 @@ static struct thread_entry *register_self(void)
     return e;
 }
 
+/* The calling thread's new entry, or NULL (out of memory). */
+static struct thread_entry *register_self(void)
+{
+    registering = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    struct thread_entry *e = add_self();
+    atomic_signal_fence(memory_order_seq_cst);
+    registering = 0;
+    return e;
+}
+
 static inline struct thread_entry *self_entry(void)
 {
     return __builtin_expect(self != NULL, 1) ? self : register_self();
@@ -169,7 +196,7 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
     const cpprof_labelset *old =
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
     publish(set);
-    cpprof_labelset_release(old);
+    labelset_drop(old);
 }
 
 /* SIGNAL-SAFE */
@@ -189,7 +216,7 @@ int cpprof_set_thread_labels(const cpprof_labelset *set)
     struct thread_entry *e = self_entry();
     if (!e)
         return -ENOMEM;
-    install(e, cpprof_labelset_ref(set));
+    install(e, labelset_hold(set));
     return 0;
 }
 
@@ -209,13 +236,15 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
 {
     if (!fn)
         return -EINVAL;
+    if (registering)
+        return -EDEADLK; /* from a handler that interrupted that */
     struct thread_entry *e = self_entry();
     if (!e)
         return -ENOMEM;
     const cpprof_labelset *previous = atomic_load(&e->labels);
     cpprof_labelset *derived;
     int rc = parent == CPPROF_BACKGROUND
-                 ? (derived = cpprof_labelset_ref(labels), 0)
+                 ? (derived = labelset_hold(labels), 0)
                  : labelset_merge(&derived, parent ? parent : previous,
                                   labels);
     if (rc)
@@ -254,13 +283,13 @@ struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
     bool internal = collect_internal;
     if (t)
         *t = (struct thread_start){
-            start, arg, internal ? NULL : cpprof_thread_labels(), internal};
+            start, arg, internal ? NULL : labelset_hold(thread_current_labels()), internal};
     return t;
 }
 
 void thread_start_discard(struct thread_start *t)
 {
-    cpprof_labelset_release(t->labels);
+    labelset_drop(t->labels);
     heap_real_free(t);
 }
 
@@ -275,7 +304,7 @@ void *thread_start_run(void *p)
         if (e)
             install(e, t.labels);
         else
-            cpprof_labelset_release(t.labels);
+            labelset_drop(t.labels);
     }
     return t.start(t.arg);
 }
@@ -306,7 +335,7 @@ cpprof_labelset *registry_labels_of(pid_t tid)
     registry_lock();
     for (struct thread_entry *e = registry_head; e; e = e->next)
         if (e->tid == tid) {
-            set = cpprof_labelset_ref(atomic_load(&e->labels));
+            set = labelset_hold(atomic_load(&e->labels));
             break;
         }
     registry_unlock();

@@ -17,7 +17,8 @@
  * thread holds one while the set is current).  NULL when it has none. */
 const cpprof_labelset *thread_current_labels(void);
 
-/* The current set of thread `tid`, with a reference, or NULL when the thread
+/* The current set of thread `tid`, with a reference of cpprof's own
+ * (labelset_drop), or NULL when the thread
  * has none or never used the API.  Takes the registry lock. */
 cpprof_labelset *registry_labels_of(pid_t tid);
 

@@ -10,6 +10,10 @@
 #include <cpprof.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,7 +376,7 @@ START_TEST(exiting_thread_leaves_registry)
     ck_assert_uint_eq(registry_count(), before + 1);
     cpprof_labelset *seen = registry_labels_of(worker_tid);
     ck_assert_ptr_eq(seen, s);
-    cpprof_labelset_release(seen);
+    labelset_drop(seen);
     pthread_barrier_wait(&may_exit);
     pthread_join(t, NULL);
     ck_assert_uint_eq(registry_count(), before);
@@ -413,6 +417,108 @@ START_TEST(cap_folds_into_overflow_set)
 }
 END_TEST
 
+/* cpprof_do from a signal handler that interrupted the same thread while
+ * it built a label set (holding the intern lock) returns -EDEADLK instead
+ * of waiting forever for that lock (issue 18, item 14).  The main thread
+ * builds sets in a loop while another thread signals it every 20 us; the
+ * handler's cpprof_do needs the lock (it derives the thread's set plus
+ * another).  An alarm turns a deadlock into a failure. */
+static cpprof_labelset *in_handler_set;
+static atomic_long handler_ran, handler_refused;
+static atomic_int stop_signalling;
+static pid_t main_tid;
+
+static void count_run(void *arg, const cpprof_labelset *labels)
+{
+    (void)arg, (void)labels;
+    atomic_fetch_add(&handler_ran, 1);
+}
+
+static void do_in_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    int rc = cpprof_do(NULL, in_handler_set, count_run, NULL);
+    if (rc == -EDEADLK)
+        atomic_fetch_add(&handler_refused, 1);
+    errno = saved;
+}
+
+static void *signal_main_thread(void *arg)
+{
+    (void)arg;
+    struct timespec gap = {0, 20000};
+    while (!atomic_load(&stop_signalling)) {
+        syscall(SYS_tgkill, getpid(), main_tid, SIGUSR1);
+        nanosleep(&gap, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(do_from_signal_handler_does_not_deadlock)
+{
+    alarm(20);
+    const char *base_kv[] = {"tenant", "acme"}, *extra_kv[] = {"job", "x"};
+    cpprof_labelset *base = make(2, base_kv);
+    in_handler_set = make(2, extra_kv);
+    ck_assert_int_eq(cpprof_set_thread_labels(base), 0);
+    /* The derived set exists, so the handler allocates nothing. */
+    ck_assert_int_eq(cpprof_do(NULL, in_handler_set, count_run, NULL), 0);
+    main_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction sa = {.sa_handler = do_in_handler};
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, signal_main_thread, NULL), 0);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int i = 0;
+    do {
+        char v[16];
+        snprintf(v, sizeof v, "r%d", i++ % 64);
+        const char *kv[] = {"request", v};
+        cpprof_labelset_release(make(2, kv));
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < 2 ||
+             atomic_load(&handler_refused) == 0);
+    atomic_store(&stop_signalling, 1);
+    pthread_join(t, NULL);
+    alarm(0);
+    ck_assert_int_gt(atomic_load(&handler_ran), 0);
+    ck_assert_int_gt(atomic_load(&handler_refused), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    cpprof_labelset_release(in_handler_set);
+    cpprof_labelset_release(base);
+}
+END_TEST
+
+/* A program that releases a set once too often while its thread still
+ * holds it must not get the set freed under the thread when the cap makes
+ * room (issue 18, item 12): the extra release is refused. */
+START_TEST(extra_release_keeps_set_a_thread_holds)
+{
+    ck_assert_int_eq(cpprof_set("label_cap", "3"), 0);
+    const char *kv[] = {"tenant", "keep-0"};
+    cpprof_labelset *held = make(2, kv);
+    ck_assert_int_eq(cpprof_set_thread_labels(held), 0);
+    cpprof_labelset_release(held);
+    cpprof_labelset_release(held); /* once too often */
+    /* Same-sized sets past the cap: reclaiming frees what nobody holds,
+     * and a freed set's memory would be reused by the next one. */
+    for (int i = 0; i < 10; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "tmp-%02d", i);
+        const char *other[] = {"tenant", v};
+        cpprof_labelset_release(make(2, other));
+    }
+    cpprof_labelset *now = cpprof_thread_labels();
+    ck_assert_ptr_eq(now, held);
+    ck_assert_str_eq(value_of(now, "tenant"), "keep-0");
+    cpprof_labelset_release(now);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    ck_assert_int_eq(cpprof_set("label_cap", "10000"), 0);
+}
+END_TEST
+
 static Suite *labels_suite(void)
 {
     Suite *s = suite_create("labels");
@@ -436,6 +542,8 @@ static Suite *labels_suite(void)
     suite_add_tcase(s, apply);
     TCase *cap = tcase_create("cap");
     tcase_add_test(cap, cap_folds_into_overflow_set);
+    tcase_add_test(cap, extra_release_keeps_set_a_thread_holds);
+    tcase_add_test(cap, do_from_signal_handler_does_not_deadlock);
     suite_add_tcase(s, cap);
     return s;
 }

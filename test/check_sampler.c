@@ -4,8 +4,12 @@
  * label sets attributed in proportion to CPU, threads created and exiting
  * during a profile, threads cpprof did not create, the profile's period and
  * window, refusing a signal the application handles, one profile at a time,
- * the dropped-sample record, no timer left behind, errno preserved, and a
- * configurable signal.
+ * the dropped-sample record, no timer left behind, errno preserved, a
+ * configurable signal, and hostile hosts (issue 18): a program that
+ * installs its own SIGPROF handler during a profile keeps it; a seccomp
+ * filter refusing timer_create is an error, not an empty profile; 1,000
+ * threads under a low RLIMIT_SIGPENDING leave the program its queued
+ * signals; threads that block the signal are reported with their CPU.
  *
  * Each test runs in a process of its own (Check's fork mode), so signal
  * dispositions and /proc/self/timers start clean.  CPU bounds are generous:
@@ -17,18 +21,28 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "http.h"
 #include "profile.pb-c.h"
 #include "sampler.h"
+#include "sigq.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__Sample Sample;
@@ -186,6 +200,24 @@ static double cpu_with_function(const Profile *p, const char *name)
     for (size_t i = 0; i < p->n_sample; i++)
         if (stack_has_function(p, p->sample[i], name))
             ns += p->sample[i]->value[1];
+    return ns / 1e9;
+}
+
+/* Sampled CPU seconds under a function whose name starts with `prefix`,
+ * and in *name that function's whole name (the unsampled pseudo-frames
+ * carry their thread count). */
+static double cpu_with_function_prefix(const Profile *p, const char *prefix,
+                                       const char **name)
+{
+    int64_t ns = 0;
+    *name = NULL;
+    for (size_t f = 0; f < p->n_function; f++) {
+        const char *fn = str(p, p->function[f]->name);
+        if (strncmp(fn, prefix, strlen(prefix)) == 0) {
+            *name = fn;
+            ns += (int64_t)(cpu_with_function(p, fn) * 1e9);
+        }
+    }
     return ns / 1e9;
 }
 
@@ -614,6 +646,203 @@ START_TEST(configured_signal_is_used)
 }
 END_TEST
 
+
+/* ---- Hostile hosts (issue 18, issue 17) ------------------------------------ */
+
+static atomic_int program_profs;
+static void program_prof_handler(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&program_profs, 1);
+}
+
+/* A program that installs its own SIGPROF handler and profiling timer while
+ * a CPU profile runs keeps its handler when the profile stops (it used to
+ * get SIG_DFL back and die of "Profiling timer expired"), and the profile
+ * says the rest of its window went unsampled because of that. */
+START_TEST(program_handler_installed_during_profile_stays)
+{
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    burn_cpu(0.2);
+    struct sigaction sa = {.sa_handler = program_prof_handler};
+    ck_assert_int_eq(sigaction(SIGPROF, &sa, NULL), 0);
+    struct itimerval every_10ms = {{0, 10000}, {0, 10000}};
+    ck_assert_int_eq(setitimer(ITIMER_PROF, &every_10ms, NULL), 0);
+    burn_cpu(0.3);
+    Profile *p = stop_and_decode();
+    int before = atomic_load(&program_profs);
+    burn_cpu(0.3);
+    assert_disposition(SIGPROF, program_prof_handler);
+    ck_assert_int_gt(atomic_load(&program_profs), before);
+    const char *frame;
+    double taken = cpu_with_function_prefix(
+        p, "cpprof.unsampled.signalTakenByProgram", &frame);
+    ck_assert_msg(frame != NULL, "no signalTakenByProgram frame");
+    ck_assert_double_gt(taken, 0.1);
+    struct itimerval off = {0};
+    setitimer(ITIMER_PROF, &off, NULL);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+/* A filter that makes timer_create fail with EPERM, as a container's
+ * seccomp profile may. */
+static void refuse_timer_create(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof *code, code};
+    ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+}
+
+/* The status line and body of GET path from the in-process server. */
+static int http_get(const char *path, char *body, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)http_port()),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    ck_assert_int_eq(write(fd, req, (size_t)n), n);
+    size_t len = 0;
+    ssize_t got;
+    while (len + 1 < cap && (got = read(fd, body + len, cap - 1 - len)) > 0)
+        len += (size_t)got;
+    body[len] = '\0';
+    close(fd);
+    int status = 0;
+    sscanf(body, "HTTP/1.%*d %d", &status);
+    return status;
+}
+
+/* Where seccomp refuses timer_create, a CPU profile is an error naming the
+ * reason, through the API and /profile alike, not an empty profile. */
+START_TEST(refused_timer_create_is_an_error)
+{
+    refuse_timer_create();
+    ck_assert_int_eq(cpprof_cpu_profile_start(), CPPROF_ENOTIMER);
+    ck_assert_int_eq(timer_count(), 0);
+    assert_disposition(SIGPROF, SIG_DFL);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    char body[4096];
+    int status = http_get("/debug/pprof/profile?seconds=1", body, sizeof body);
+    ck_assert_int_ge(status, 500);
+    ck_assert_msg(strstr(body, "timer_create") != NULL, "%s", body);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
+#define MANY_THREADS 1000
+#define PROGRAM_SIGNALS 400
+static pthread_barrier_t parked;
+static atomic_int program_rt_signals;
+
+static void *park(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&parked);
+    pause();
+    return NULL;
+}
+
+static void count_rt_signal(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&program_rt_signals, 1);
+}
+
+/* 1,000 threads, a queued-signal limit 1,300 above what is used: a timer
+ * per thread would leave 300, so the program's 400 real-time signals could
+ * not all be queued.  cpprof stays within half of what is free, the
+ * program's signals all arrive, and the profile says how many threads went
+ * unsampled for that reason. */
+START_TEST(many_threads_leave_program_its_queued_signals)
+{
+    sigq_count_apart();
+    int sig = SIGRTMIN + 3;
+    sigset_t rt;
+    sigemptyset(&rt);
+    sigaddset(&rt, sig);
+    ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, &rt, NULL), 0);
+    struct sigaction sa = {.sa_handler = count_rt_signal};
+    ck_assert_int_eq(sigaction(sig, &sa, NULL), 0);
+    pthread_barrier_init(&parked, NULL, MANY_THREADS + 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    for (int i = 0; i < MANY_THREADS; i++) {
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, &attr, park, NULL), 0);
+    }
+    pthread_barrier_wait(&parked);
+    struct rlimit lim = {sigq_used() + 1300, sigq_used() + 1300};
+    ck_assert_int_eq(setrlimit(RLIMIT_SIGPENDING, &lim), 0);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    burn_cpu(0.1);
+    for (int i = 0; i < PROGRAM_SIGNALS; i++)
+        ck_assert_msg(sigqueue(getpid(), sig, (union sigval){i}) == 0,
+                      "sigqueue %d of %d: %s", i, PROGRAM_SIGNALS,
+                      strerror(errno));
+    Profile *p = stop_and_decode();
+    ck_assert_int_eq(pthread_sigmask(SIG_UNBLOCK, &rt, NULL), 0);
+    ck_assert_int_eq(atomic_load(&program_rt_signals), PROGRAM_SIGNALS);
+    const char *frame;
+    cpu_with_function_prefix(p, "cpprof.unsampled.queuedSignalLimit", &frame);
+    ck_assert_msg(frame != NULL, "no queuedSignalLimit frame");
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+END_TEST
+
+static void *burn_half_second(void *arg)
+{
+    (void)arg;
+    burn_cpu(0.5);
+    return NULL;
+}
+
+/* A worker that blocks every signal, as xz's do, burns 0.5 s: the profile
+ * cannot sample it, so it says so, with the thread and its CPU time, and
+ * the index page shows the same (issue 17). */
+START_TEST(threads_blocking_the_signal_are_reported)
+{
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, burn_half_second, NULL), 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    burn_cpu(0.1);
+    pthread_join(t, NULL);
+    Profile *p = stop_and_decode();
+    const char *frame;
+    double blocked =
+        cpu_with_function_prefix(p, "cpprof.unsampled.signalBlocked", &frame);
+    ck_assert_msg(frame != NULL, "no signalBlocked frame");
+    ck_assert_str_eq(frame, "cpprof.unsampled.signalBlocked (1 thread)");
+    /* Read every 100 ms: the last reads before the thread exits may miss
+     * up to that much. */
+    ck_assert_double_ge(blocked, 0.35);
+    ck_assert_double_le(blocked, 0.55);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    char body[65536];
+    ck_assert_int_eq(http_get("/debug/pprof/", body, sizeof body), 200);
+    ck_assert_msg(strstr(body, "could not sample 1 thread (") &&
+                      strstr(body, "they block the profiling signal"),
+                  "index page says nothing of the blocked thread");
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -629,6 +858,10 @@ int main(void)
     tcase_add_test(tc, dropped_samples_are_reported);
     tcase_add_test(tc, errno_preserved_across_handler);
     tcase_add_test(tc, configured_signal_is_used);
+    tcase_add_test(tc, program_handler_installed_during_profile_stays);
+    tcase_add_test(tc, refused_timer_create_is_an_error);
+    tcase_add_test(tc, many_threads_leave_program_its_queued_signals);
+    tcase_add_test(tc, threads_blocking_the_signal_are_reported);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -6,6 +6,9 @@
 #     google/pprof's parser (gocheck), the CPU one naming its hot function;
 #   - Debian's gzip compressing a stream of 8 MiB random chunks: a CPU
 #     profile of gzip itself, and gzip's output still right;
+#   - Debian's xz -T2 -9, whose two workers block every signal: the CPU
+#     profile and the index say those 2 threads and their CPU time went
+#     unsampled (issue 17);
 #   - a bad CPPROF_HTTP is reported once on stderr and the program runs on.
 set -u
 # Sanitizer builds (issue 8): an ASan or TSan build of the library cannot
@@ -99,6 +102,36 @@ demo_pid=
 gzip -t "$tmp/out.gz" || fail "gzip's output is corrupt"
 gunzip -c "$tmp/out.gz" | head -c 8388608 | cmp -s - "$tmp/chunk" ||
     fail "gzip's output does not start with the input"
+
+# --- Debian's xz, whose workers block every signal ------------------------------
+# The same endless stream, in 4 MiB blocks so that both workers have one.
+if command -v xz >/dev/null; then
+    rm -f "$tmp/stop"
+    (while [ ! -e "$tmp/stop" ]; do cat "$tmp/chunk" || break; done) >"$tmp/stream" &
+    feeder=$!
+    PROG_IN=$tmp/stream serve_preloaded xz -T2 -9 --block-size=4MiB -c
+    # xz's CPU time in clock ticks (utime + stime), around the profile.
+    cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$demo_pid/stat"; }
+    before=$(cpu_ticks)
+    check_profile 'profile?seconds=2' -frames
+    after=$(cpu_ticks)
+    grep -q '^frame "cpprof.unsampled.signalBlocked (2 threads)" ' \
+        "$tmp/profile_seconds_2.check" ||
+        fail "xz: no unsampled frame: $(cat "$tmp/profile_seconds_2.check")"
+    curl -s --max-time 10 "$base/?format=json" | tr -d ' \n' >"$tmp/index.json"
+    unsampled=$(sed -n 's/.*"frame":"cpprof.unsampled.signalBlocked","reason":"theyblocktheprofilingsignal","threads":2,"cpu_seconds":\([0-9.e-]*\).*/\1/p' "$tmp/index.json")
+    [ -n "$unsampled" ] ||
+        fail "xz: the index does not show 2 unsampled threads: $(cat "$tmp/index.json")"
+    # The workers do nearly all of xz's work: most of its CPU time in the
+    # window went unsampled, whatever the machine's load.
+    awk -v u="$unsampled" -v d="$((after - before))" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { exit !(d > 0 && u >= 0.5 * d / hz) }' ||
+        fail "xz: $unsampled s unsampled of $((after - before)) ticks of CPU"
+    touch "$tmp/stop"
+    wait "$feeder"
+    wait "$demo_pid"
+    demo_pid=
+fi
 
 # --- A bad CPPROF_HTTP --------------------------------------------------------
 LD_PRELOAD=$PRELOAD CPPROF_HTTP=nonsense sh -c 'echo ran' >"$tmp/bad.out" \

@@ -1,0 +1,65 @@
+/*
+ * atfork.c -- fork() without exec: the child starts with a clean, usable
+ * profiler.
+ *
+ * After fork only the forking thread exists in the child.  Every lock
+ * another thread held at that moment would stay held forever, the CPU
+ * sampler's timers and collector thread stayed in the parent, and the
+ * HTTP server's listening socket would keep the parent from listening on
+ * its port again.  So each module's lock is held across fork (prepare),
+ * released in the parent, and in the child released after the module has
+ * dropped what only the parent has.
+ *
+ * One pthread_atfork registration for all of them, because the order
+ * matters: prepare takes the locks in the order the code nests them
+ * (atfork.h's levels), and pthread_atfork runs the prepare handlers of
+ * separate registrations in reverse order, which would invert it.  Modules
+ * add their handlers on first use rather than this file calling them, so
+ * that a program linking some modules statically does not drag in the
+ * others (the HTTP server and its libraries with them).  A fork that races
+ * with a module's first use runs the child and parent handlers of exactly
+ * the modules whose prepare it ran.
+ */
+#include "atfork.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
+static const atfork_handlers *prepared[ATFORK_LEVELS]; /* across a fork */
+
+static void prepare(void)
+{
+    for (int i = 0; i < ATFORK_LEVELS; i++) {
+        prepared[i] = atomic_load(&table[i]);
+        if (prepared[i])
+            prepared[i]->prepare();
+    }
+}
+
+static void parent(void)
+{
+    for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
+        if (prepared[i])
+            prepared[i]->parent();
+}
+
+static void child(void)
+{
+    for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
+        if (prepared[i])
+            prepared[i]->child();
+}
+
+static void register_once(void)
+{
+    pthread_atfork(prepare, parent, child);
+}
+
+void atfork_add(enum atfork_level level, const atfork_handlers *h)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_once);
+    atomic_store(&table[level], h);
+}

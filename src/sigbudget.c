@@ -1,0 +1,56 @@
+/*
+ * sigbudget.c -- how many more queued signals cpprof may take.
+ *
+ * The kernel counts queued signals per user (RLIMIT_SIGPENDING, `ulimit
+ * -i`), and a POSIX timer holds its unit from timer_create to timer_delete
+ * (measured on Linux 6.18: with `ulimit -i 100`, 50 timers leave room for
+ * 50 sigqueue() calls, 100 for none).  /proc/self/status's SigQ line gives
+ * "used/limit" for the process's user, so cpprof can stay under half of
+ * what is free and leave the rest to the program, however many threads it
+ * has.  Read on each use rather than tracked: other processes of the same
+ * user draw on the same count.
+ */
+#include "sigbudget.h"
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static atomic_long held; /* cpprof's units now */
+
+/* The user's queued-signal count and limit. */
+static bool read_sigq(unsigned long long *used, unsigned long long *limit)
+{
+    char buf[8192];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *line = strstr(buf, "\nSigQ:");
+    return line && sscanf(line + 6, " %llu/%llu", used, limit) == 2;
+}
+
+bool sigbudget_take(void)
+{
+    unsigned long long used, limit;
+    if (!read_sigq(&used, &limit))
+        return false;
+    long mine = atomic_load(&held);
+    unsigned long long free_without_us = limit - used + (unsigned long long)mine;
+    if (used > limit || (unsigned long long)mine + 1 > free_without_us / 2)
+        return false;
+    atomic_fetch_add(&held, 1);
+    return true;
+}
+
+void sigbudget_give(void)
+{
+    atomic_fetch_sub(&held, 1);
+}
