@@ -5,10 +5,14 @@
  * (CPPROF_ + the name in capitals), its default and its limits, so that the
  * API (cpprof_set), the environment and README's table cannot drift apart.
  * Values are read from the environment once, at load; a bad value is
- * reported once on stderr and the default stays.
+ * reported once on stderr and the default stays, marked as refused so that
+ * the HTTP server can refuse to start on it (cfg_refused).
  */
 #ifndef CPPROF_CONFIG_H
 #define CPPROF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 typedef enum {
     CFG_LABEL_CAP,            /* distinct interned label sets before folding */
@@ -48,5 +52,10 @@ const char *cfg_str(cfg_id id);
  * be undone): cpprof_set() answers CPPROF_EFROZEN from now on, not a
  * change that would never act. */
 void cfg_freeze(cfg_id id);
+/* The environment's value was refused at load and nothing valid has been
+ * set since: the setting holds its default, not what the user asked for. */
+bool cfg_refused(cfg_id id);
+/* The setting's environment variable, CPPROF_<NAME>. */
+void cfg_env_name(cfg_id id, char *buf, size_t len);
 
 #endif

@@ -37,6 +37,10 @@ static const char *cpprof_code_message(int code)
         return "this setting is read once and has been: the value in force "
                "stays (set it in the environment, or before enabling what "
                "reads it)";
+    case CPPROF_EREFUSED:
+        return "a setting of the HTTP server had a value refused at load "
+               "(stderr said which): the server does not start on a default "
+               "nobody chose";
     default: return NULL;
     }
 }

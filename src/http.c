@@ -598,10 +598,31 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn,
     return (size_t)(out - s);
 }
 
+/* The server's settings; a refused value among them keeps it from starting
+ * (fail closed): a token with a stray \r must not leave the server open to
+ * everyone, nor a bad limit leave it with one nobody chose. */
+static const cfg_id server_settings[] = {
+    CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
+    CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
+    CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
+};
+
+/* The first server setting whose value was refused, or -1. */
+static int refused_server_setting(void)
+{
+    for (size_t i = 0; i < sizeof server_settings / sizeof *server_settings;
+         i++)
+        if (cfg_refused(server_settings[i]))
+            return (int)server_settings[i];
+    return -1;
+}
+
 static int start_locked(const char *addr)
 {
     struct sockaddr_storage ss;
     socklen_t len;
+    if (refused_server_setting() >= 0)
+        return CPPROF_EREFUSED;
     int rc = parse_addr(addr, &ss, &len);
     if (rc < 0)
         return rc;
@@ -684,8 +705,9 @@ int http_port(void)
  * serves /debug/pprof/ from any dynamically linked program that never heard
  * of cpprof.  A constructor without a priority runs after every prioritised
  * one, so the settings (config_load) and the interposers are ready.  The
- * variable is removed first, while the process still has one thread, so
- * that programs it starts do not all fight for the same port. */
+ * variables are removed first, while the process still has one thread, so
+ * that programs it starts do not all fight for the same port, nor learn the
+ * token (config_load has read it). */
 __attribute__((constructor)) static void http_serve_from_load(void)
 {
     cfg_freeze(CFG_HTTP);
@@ -693,8 +715,16 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     if (addr[0] == '\0')
         return;
     unsetenv("CPPROF_HTTP");
+    unsetenv("CPPROF_HTTP_TOKEN");
     int rc = cpprof_http_start(addr);
-    if (rc < 0)
+    if (rc == CPPROF_EREFUSED) {
+        char var[64];
+        cfg_env_name((cfg_id)refused_server_setting(), var, sizeof var);
+        fprintf(stderr, "cpprof: not serving CPPROF_HTTP=%s: %s was refused, "
+                "and the server does not start without the value asked "
+                "for\n", addr, var);
+    } else if (rc < 0) {
         fprintf(stderr, "cpprof: cannot serve CPPROF_HTTP=%s: %s\n", addr,
                 cpprof_strerror(rc));
+    }
 }

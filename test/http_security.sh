@@ -11,7 +11,10 @@
 #   - http_connection_timeout: an idle connection is closed;
 #   - http_max_body: the cap is a setting;
 #   - http_cmdline=0 turns cmdline off (403);
-#   - a bad CPPROF_* value is reported once on stderr and the default kept.
+#   - a bad CPPROF_* value is reported once on stderr and the default kept;
+#   - a refused server setting fails closed: a token with a control
+#     character (a trailing \r, read from a file) or a bad limit keeps the
+#     server from starting, and the token is never printed.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
@@ -32,6 +35,23 @@ refused() {
 }
 refused 'needs the http_allow_remote setting'
 refused 'needs the http_token setting' CPPROF_HTTP_ALLOW_REMOTE=1
+
+# --- A refused server setting fails closed -----------------------------------
+# On loopback, where no token is needed: the server must still not start
+# (it would serve everyone), and stderr must not show the token.
+secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+for bad in "CPPROF_HTTP_TOKEN=$secret"$'\r' "CPPROF_HTTP_TOKEN=$secret"$'\n' \
+    "CPPROF_HTTP_TOKEN=$secret x" "CPPROF_HTTP_MAX_BODY=lots"; do
+    env "$bad" "$JOBRUNNER" --addr "127.0.0.1:$((20000 + $$ % 40000))" \
+        --for 1 >"$tmp/closed.out" 2>"$tmp/closed.err" &&
+        fail "started with a refused ${bad%%=*}: $(cat "$tmp/closed.out")"
+    grep -q '^serving' "$tmp/closed.out" && fail "served with a refused ${bad%%=*}"
+    grep -qF "${bad%%=*}" "$tmp/closed.err" ||
+        fail "refusal does not name ${bad%%=*}: $(cat "$tmp/closed.err")"
+    grep -qF 'does not start' "$tmp/closed.err" ||
+        fail "refusal does not say the server did not start: $(cat "$tmp/closed.err")"
+    grep -qF "$secret" "$tmp/closed.err" && fail "stderr shows the token"
+done
 
 # --- A token on a non-loopback address --------------------------------------
 token=s3cret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')

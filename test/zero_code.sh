@@ -6,7 +6,11 @@
 #     google/pprof's parser (gocheck), the CPU one naming its hot function;
 #   - Debian's gzip compressing a stream of 8 MiB random chunks: a CPU
 #     profile of gzip itself, and gzip's output still right;
-#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on.
+#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on;
+#   - a refused CPPROF_HTTP_TOKEN (a trailing \r) keeps the server from
+#     starting, says so on stderr without showing the token, and the
+#     program runs on;
+#   - the token is not in the environment of the program's children.
 set -u
 # Sanitizer builds (issue 8): an ASan or TSan build of the library cannot
 # be preloaded into a program built without the sanitizer, whose runtime
@@ -106,4 +110,24 @@ LD_PRELOAD=$PRELOAD CPPROF_HTTP=nonsense sh -c 'echo ran' >"$tmp/bad.out" \
 [ "$(cat "$tmp/bad.out")" = ran ] || fail "bad CPPROF_HTTP: the program did not run"
 [ "$(grep -c 'CPPROF_HTTP="nonsense" is not valid' "$tmp/bad.err")" = 1 ] ||
     fail "bad CPPROF_HTTP not reported once: $(cat "$tmp/bad.err")"
+
+# --- A refused token: no server, and said why ---------------------------------
+secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+port=$((20000 + $$ % 40000))
+cr=$(printf '\r')
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_TOKEN="$secret$cr" \
+    sh -c 'if curl -s -o /dev/null --max-time 5 "http://127.0.0.1:$1/debug/pprof/";
+           then echo served; else echo closed; fi' sh "$port" \
+    >"$tmp/cr.out" 2>"$tmp/cr.err" || fail "refused token: the program failed"
+[ "$(cat "$tmp/cr.out")" = closed ] ||
+    fail "refused token: the server answered: $(cat "$tmp/cr.err")"
+grep -q 'CPPROF_HTTP_TOKEN was refused' "$tmp/cr.err" ||
+    fail "refused token: stderr does not say why: $(cat "$tmp/cr.err")"
+grep -qF "$secret" "$tmp/cr.err" && fail "refused token: stderr shows it"
+
+# --- The token stays out of children's environment -------------------------------
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_TOKEN="$secret" \
+    sh -c 'env' >"$tmp/env.out" 2>"$tmp/env.err" || fail "env under zero-code failed"
+grep -q '^PATH=' "$tmp/env.out" || fail "the child printed no environment"
+grep -qF "$secret" "$tmp/env.out" && fail "a child inherits CPPROF_HTTP_TOKEN"
 echo "zero_code: ok"
