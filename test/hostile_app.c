@@ -10,21 +10,30 @@
  *                           until killed.
  *   hostile_app --json FILE exits 0 when jansson parses FILE (jansson
  *                           refuses text that is not valid UTF-8).
+ *   hostile_app --post-symbols PORT N FIRST
+ *                           sends N POSTs to /debug/pprof/symbol on
+ *                           127.0.0.1:PORT over one connection, each a
+ *                           60 KB body holding POST_ADDRESSES addresses
+ *                           no other POST asks for (request FIRST onwards),
+ *                           and exits 0 when every one got a 200.
  *
  * The set is built from kv[] strings that are freed right after, so a
  * library keeping pointers into them would read freed memory (ASan,
  * valgrind).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <cpprof.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-enum { KEYS = 40 };
+enum { KEYS = 40, POST_ADDRESSES = 200, POST_BYTES = 60000 };
 
 /* Builds the 40-key set: k00..k35 with values "v\xffNN" (a lone byte that
  * starts no UTF-8 sequence), a key with a cut-short sequence, and three
@@ -79,12 +88,84 @@ static int parse_json(const char *path)
     return 0;
 }
 
+/* Request `i`'s body: POST_ADDRESSES addresses of its own (spread over
+ * the address space, most mapped by nothing), padded with spaces to
+ * POST_BYTES, as a client sending a large symbolization would. */
+static size_t symbol_body(char *buf, unsigned long i)
+{
+    size_t len = 0;
+    for (unsigned long a = 0; a < POST_ADDRESSES; a++)
+        len += (size_t)sprintf(buf + len, "%s%#lx", a ? "+" : "",
+                               0x10000ul + (i * POST_ADDRESSES + a) * 4099ul);
+    memset(buf + len, ' ', POST_BYTES - len);
+    return POST_BYTES;
+}
+
+/* Reads one response (headers with Content-Length, then the body) and
+ * returns its status, or -1. */
+static int read_response(FILE *in)
+{
+    char line[1024];
+    int status = -1;
+    long length = -1;
+    if (fgets(line, sizeof line, in) == NULL ||
+        sscanf(line, "HTTP/1.1 %d", &status) != 1)
+        return -1;
+    while (fgets(line, sizeof line, in) != NULL && strcmp(line, "\r\n") != 0)
+        if (strncasecmp(line, "Content-Length:", 15) == 0)
+            length = atol(line + 15);
+    if (length < 0)
+        return -1;
+    for (; length > 0; length--)
+        if (fgetc(in) == EOF)
+            return -1;
+    return status;
+}
+
+static int post_symbols(int port, unsigned long n, unsigned long first)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((in_port_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        perror("connect");
+        return 1;
+    }
+    FILE *in = fdopen(dup(fd), "r");
+    /* One write per request: headers and body in two would meet the
+     * peer's delayed ACK (40 ms a request). */
+    static char request[POST_BYTES + 256];
+    for (unsigned long i = first; i < first + n; i++) {
+        int hl = sprintf(request,
+                         "POST /debug/pprof/symbol HTTP/1.1\r\nHost: x\r\n"
+                         "Content-Length: %d\r\n\r\n", POST_BYTES);
+        size_t len = (size_t)hl + symbol_body(request + hl, i);
+        if (write(fd, request, len) != (ssize_t)len) {
+            perror("write");
+            return 1;
+        }
+        int status = read_response(in);
+        if (status != 200) {
+            fprintf(stderr, "POST %lu: status %d\n", i, status);
+            return 1;
+        }
+    }
+    fclose(in);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--json") == 0)
         return parse_json(argv[2]);
+    if (argc == 5 && strcmp(argv[1], "--post-symbols") == 0)
+        return post_symbols(atoi(argv[2]), strtoul(argv[3], NULL, 10),
+                            strtoul(argv[4], NULL, 10));
     if (argc != 2) {
-        fprintf(stderr, "usage: hostile_app HOST:PORT | --json FILE\n");
+        fprintf(stderr, "usage: hostile_app HOST:PORT | --json FILE | "
+                        "--post-symbols PORT N FIRST\n");
         return 2;
     }
     int rc = cpprof_accounting_enable();
