@@ -18,7 +18,9 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -29,7 +31,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -97,6 +103,22 @@ static atomic_bool server_stopping;
  * must carry ("" when none is needed) and the body limit. */
 static char *server_token;
 static size_t server_max_body;
+/* The server's own descriptors (listener first, then libmicrohttpd's),
+ * each with the identity it had at start, and the thread that checks them
+ * (see "Descriptors the host cannot take"). */
+enum { OWN_FDS_MAX = 8 };
+static struct own_fd {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+} own_fds[OWN_FDS_MAX];
+static size_t n_own_fds;
+static pthread_t watch_thread;
+static bool watching;
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
+static bool watch_stop;     /* under watch_lock */
+static atomic_bool server_lost; /* the watch thread stopped the server */
 
 /* ---- Address parsing --------------------------------------------------- */
 
@@ -554,6 +576,253 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     }
 }
 
+/* ---- Descriptors the host cannot take -------------------------------------------
+ *
+ * The server's descriptors live in the host's table.  A daemon that closes
+ * every inherited descriptor and opens its own files would get their
+ * numbers, and libmicrohttpd, still polling them, would accept on and read
+ * from the daemon's files (its wake-up read of eight bytes moved the
+ * file's offset: records written were never read back).  So:
+ *   - the listener is moved to a high number (fd_floor()), and in zero-code
+ *     mode, where the process has one thread at start, every lower free
+ *     number is held while libmicrohttpd starts so that its own
+ *     descriptors land high too: a program meets them only after opening
+ *     about a thousand files of its own;
+ *   - a watch thread checks every WATCH_MS that each descriptor is still
+ *     the object it was.  When one was closed, it puts a harmless eventfd
+ *     back at that exact number (F_DUPFD at a free number returns that
+ *     number, so nothing the host opened is ever replaced) and stops the
+ *     server, saying so once on stderr.  libmicrohttpd's thread is then
+ *     asleep in poll() on the objects that were closed, which poll keeps
+ *     alive and which nothing can wake (a connection to the old listener
+ *     is queued but does not wake it; Linux 6.1): MHD_stop_daemon() would
+ *     wait for it for ever.  So it is left asleep, and should it ever wake
+ *     it finds only our placeholders at its numbers.  The old listener
+ *     keeps its port until the process exits.  When the number already names
+ *     something of the host's, stopping would close it; the server is then
+ *     left as it is and stderr says that too. */
+
+enum { WATCH_MS = 100, FD_FLOOR_MAX = 1000, FD_FLOOR_ROOM = 24 };
+
+/* The lowest number the server's descriptors take: near the top of the
+ * soft RLIMIT_NOFILE (leaving room for a few of ours), at most
+ * FD_FLOOR_MAX; 0 when the table is too small to spare it. */
+static int fd_floor(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 2 * FD_FLOOR_ROOM)
+        return 0;
+    rlim_t top = rl.rlim_cur - FD_FLOOR_ROOM;
+    return top < FD_FLOOR_MAX ? (int)top : FD_FLOOR_MAX;
+}
+
+/* fd moved to a close-on-exec number at or above `floor` (fd is closed),
+ * or fd itself when no such number is free. */
+static int move_high(int fd, int floor)
+{
+    int high = floor > fd ? fcntl(fd, F_DUPFD_CLOEXEC, floor) : -1;
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+/* Holds every free number below `floor` (with duplicates of `fd`), so that
+ * descriptors opened meanwhile land at or above it.  Only while the
+ * process has one thread: another thread opening a file would get a high
+ * number, or none.  Returns how many are held, in held[] (malloc'd). */
+static size_t hold_low_numbers(int fd, int floor, int **held)
+{
+    size_t n = 0;
+    *held = malloc((size_t)floor * sizeof **held);
+    for (int d; *held != NULL && n < (size_t)floor &&
+                (d = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0;) {
+        if (d >= floor) {
+            close(d);
+            break;
+        }
+        (*held)[n++] = d;
+    }
+    return n;
+}
+
+static void release_numbers(int *held, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        close(held[i]);
+    free(held);
+}
+
+/* Records fd and the object it names now as one of the server's. */
+static void own_fd(int fd)
+{
+    struct stat st;
+    if (n_own_fds < OWN_FDS_MAX && fstat(fd, &st) == 0)
+        own_fds[n_own_fds++] = (struct own_fd){fd, st.st_dev, st.st_ino};
+}
+
+/* Whether the descriptor `name` of /proc/self/fd (open as dir) is an anonymous
+ * inode (eventfd, epoll): what libmicrohttpd opens for itself. */
+static bool anon_inode(DIR *dir, const char *name)
+{
+    char link[64];
+    ssize_t n = readlinkat(dirfd(dir), name, link, sizeof link - 1);
+    return n > 0 && strncmp(link, "anon_inode:", 11) == 0;
+}
+
+/* Records the descriptors libmicrohttpd opened as it started: anonymous
+ * inodes not open before (before[] lists those, ending with -1). */
+static void own_new_fds(const int *before)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        bool old = e->d_name[0] == '.' || fd == dirfd(d);
+        for (const int *b = before; *b >= 0 && !old; b++)
+            old = *b == fd;
+        if (!old && anon_inode(d, e->d_name))
+            own_fd(fd);
+    }
+    closedir(d);
+}
+
+/* The numbers open now, ending with -1 (malloc'd), or NULL. */
+static int *open_fds(void)
+{
+    size_t n = 0, cap = 16;
+    int *fds = malloc(cap * sizeof *fds);
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; fds != NULL && d != NULL && (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dirfd(d))
+            continue;
+        if (n + 1 == cap) {
+            int *grown = realloc(fds, (cap *= 2) * sizeof *fds);
+            if (grown == NULL) {
+                free(fds);
+                fds = NULL;
+                break;
+            }
+            fds = grown;
+        }
+        fds[n++] = fd;
+    }
+    if (d != NULL)
+        closedir(d);
+    if (fds != NULL)
+        fds[n] = -1;
+    return fds;
+}
+
+enum fd_fate { FD_KEPT, FD_CLOSED, FD_TAKEN };
+
+static enum fd_fate fate_of(const struct own_fd *o)
+{
+    struct stat st;
+    if (fstat(o->fd, &st) != 0)
+        return errno == EBADF ? FD_CLOSED : FD_KEPT;
+    return st.st_dev == o->dev && st.st_ino == o->ino ? FD_KEPT : FD_TAKEN;
+}
+
+/* Puts a placeholder at o's number if it is still free; whether it did. */
+static bool refill(const struct own_fd *o)
+{
+    int ph = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ph < 0)
+        return false;
+    int at = ph == o->fd ? ph : fcntl(ph, F_DUPFD_CLOEXEC, o->fd);
+    if (at != ph)
+        close(ph);
+    if (at == o->fd)
+        return true;
+    if (at >= 0)
+        close(at); /* the number was taken meanwhile: the host's now */
+    return false;
+}
+
+/* Called by the watch thread: a lost descriptor is dealt with as the
+ * section's comment says.  Returns whether the server was given up. */
+static bool stop_if_lost(void)
+{
+    size_t lost = n_own_fds;
+    for (size_t i = 0; i < n_own_fds && lost == n_own_fds; i++)
+        if (fate_of(&own_fds[i]) != FD_KEPT)
+            lost = i;
+    if (lost == n_own_fds)
+        return false;
+    bool safe = true;
+    for (size_t i = 0; i < n_own_fds; i++)
+        if (fate_of(&own_fds[i]) == FD_TAKEN ||
+            (fate_of(&own_fds[i]) == FD_CLOSED && !refill(&own_fds[i])))
+            safe = false;
+    /* Handlers waiting out a profile end, as on a stop. */
+    atomic_store(&server_stopping, true);
+    if (safe)
+        fprintf(stderr, "cpprof: the HTTP server's %s (descriptor %d) was "
+                "closed by the program; the server has stopped\n",
+                lost == 0 ? "listening socket" : "descriptor",
+                own_fds[lost].fd);
+    else
+        fprintf(stderr, "cpprof: the HTTP server's descriptor %d was closed "
+                "and its number reused by the program; the server has "
+                "stopped, but its thread may still use that number\n",
+                own_fds[lost].fd);
+    return true;
+}
+
+static void *watch_fds(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&watch_lock);
+    while (!watch_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += WATCH_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L)
+            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&watch_wake, &watch_lock, &until);
+        if (!watch_stop && stop_if_lost()) {
+            atomic_store(&server_lost, true);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return NULL;
+}
+
+static int start_watch(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&watch_wake);
+    pthread_cond_init(&watch_wake, &ca);
+    pthread_condattr_destroy(&ca);
+    watch_stop = false;
+    atomic_store(&server_lost, false);
+    int rc = pthread_create(&watch_thread, NULL, watch_fds, NULL);
+    watching = rc == 0;
+    return -rc;
+}
+
+/* Ends the watch thread; returns whether it had given the server up (its
+ * thread cannot be joined). */
+static bool end_watch(void)
+{
+    if (!watching)
+        return false;
+    pthread_mutex_lock(&watch_lock);
+    watch_stop = true;
+    pthread_cond_signal(&watch_wake);
+    pthread_mutex_unlock(&watch_lock);
+    pthread_join(watch_thread, NULL);
+    watching = false;
+    n_own_fds = 0;
+    return atomic_load(&server_lost);
+}
+
 /* ---- Lifecycle -------------------------------------------------------------- */
 
 /* The token a server on ss will require, in *token (malloc'd): the
@@ -617,7 +886,61 @@ static int refused_server_setting(void)
     return -1;
 }
 
-static int start_locked(const char *addr)
+/* libmicrohttpd on the listening socket fd, or NULL. */
+static struct MHD_Daemon *start_daemon(int fd, int family)
+{
+    /* MHD_USE_POLL: libmicrohttpd's default, select(), drops every
+     * connection whose fd is 1024 or more, and the host process may well
+     * hold that many (test/http_badinput's 1,000 connections found it; the
+     * server's own descriptors are high on purpose). */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* The timeout counts idle time (a client trickling its request or not
+     * reading the answer), never a handler's own wait for a profile. */
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
+        MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
+}
+
+/* Starts the server on its listening socket fd, its descriptors high
+ * (libmicrohttpd's too when `one_thread`: the process has no other thread
+ * that could need a low number meanwhile) and watched. */
+static int start_on(int fd, int family, bool one_thread)
+{
+    int floor = fd_floor(), *held = NULL;
+    fd = move_high(fd, floor);
+    int *before = open_fds();
+    size_t nheld = one_thread ? hold_low_numbers(fd, floor, &held) : 0;
+    server = before != NULL ? start_daemon(fd, family) : NULL;
+    release_numbers(held, nheld);
+    if (server != NULL) {
+        own_fd(fd);
+        own_new_fds(before);
+    }
+    free(before);
+    if (server == NULL) {
+        close(fd);
+        return -EIO;
+    }
+    int rc = start_watch();
+    if (rc < 0) {
+        MHD_stop_daemon(server);
+        server = NULL;
+        n_own_fds = 0;
+        return rc;
+    }
+    server_port = bound_port(fd);
+    return 0;
+}
+
+static int start_locked(const char *addr, bool one_thread)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -629,46 +952,28 @@ static int start_locked(const char *addr)
     if ((rc = choose_token(&ss, &server_token)) < 0)
         return rc;
     int fd = listen_on(&ss, len);
-    if (fd < 0) {
-        free(server_token);
-        return fd;
-    }
     server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
-    /* MHD_USE_POLL: libmicrohttpd's default, select(), drops every
-     * connection whose fd is 1024 or more, and the host process may well
-     * hold that many (test/http_badinput's 1,000 connections found it). */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    /* The timeout counts idle time (a client trickling its request or not
-     * reading the answer), never a handler's own wait for a profile. */
-    server = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
-        MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
-    if (server == NULL) {
-        close(fd);
+    rc = fd < 0 ? fd : start_on(fd, ss.ss_family, one_thread);
+    if (rc < 0)
         free(server_token);
-        return -EIO;
-    }
-    server_port = bound_port(fd);
-    return 0;
+    return rc;
 }
 
-int cpprof_http_start(const char *addr)
+/* Starts the server unless one runs. */
+static int start(const char *addr, bool one_thread)
 {
     int rc;
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
     pthread_mutex_lock(&server_lock);
-    rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr);
+    rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr, one_thread);
     pthread_mutex_unlock(&server_lock);
     return rc;
+}
+
+int cpprof_http_start(const char *addr)
+{
+    return start(addr, false);
 }
 
 int cpprof_http_stop(void)
@@ -682,7 +987,8 @@ int cpprof_http_stop(void)
          * return, so joining the connection threads takes no longer than
          * one poll interval. */
         atomic_store(&server_stopping, true);
-        MHD_stop_daemon(server);
+        if (!end_watch())
+            MHD_stop_daemon(server);
         atomic_store(&server_stopping, false);
         server = NULL;
         server_port = 0;
@@ -716,7 +1022,7 @@ __attribute__((constructor)) static void http_serve_from_load(void)
         return;
     unsetenv("CPPROF_HTTP");
     unsetenv("CPPROF_HTTP_TOKEN");
-    int rc = cpprof_http_start(addr);
+    int rc = start(addr, true);
     if (rc == CPPROF_EREFUSED) {
         char var[64];
         cfg_env_name((cfg_id)refused_server_setting(), var, sizeof var);
