@@ -375,9 +375,13 @@ bool http_client_gone(http_req *r)
 
 /* ---- Dispatch --------------------------------------------------------------- */
 
+/* HEAD is served as GET: libmicrohttpd sends the same headers, with
+ * GET's Content-Length, and leaves out the body (Go answers HEAD with
+ * GET's headers too). */
 static unsigned method_bit(const char *method)
 {
-    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+        strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
         return HTTP_GET;
     if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
         return HTTP_POST;
