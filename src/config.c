@@ -121,6 +121,11 @@ static struct setting settings[CFG__COUNT] = {
         16777216, 65536),
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
         0, 1, 1),
+    /* One thread of the pool is kept for quick requests: at most
+     * http_threads - 1 requests wait out a window at once. */
+    INT(CFG_HTTP_THREADS, "http_threads",
+        "threads of the HTTP server (requests waiting out a profile window: "
+        "one fewer)", 2, 64, 4),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */

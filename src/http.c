@@ -1,9 +1,16 @@
 /*
  * http.c -- the embedded HTTP server: lifecycle, routing, Go's response form.
  *
- * libmicrohttpd runs one thread per connection, so a handler may block for
- * the length of a CPU profile without holding up any other endpoint.  This
- * file owns everything the handlers share: the route table (one row per
+ * libmicrohttpd serves on a fixed pool of http_threads threads (epoll), so
+ * that a request creates no thread.  A request that waits out a window (a
+ * CPU profile, any ?seconds=) would hold its pool thread and every
+ * connection that thread serves, so its connection is suspended and the
+ * handler runs on one of http_threads window threads, made at start, which
+ * resume it when done; a window past those is a 503 naming the setting.
+ * Suspension rather than a larger pool: a pool thread blocked for 30 s
+ * stalls the keep-alive connections it holds (a Prometheus scrape among
+ * them), whatever the pool's size.  All these threads are cpprof's: not
+ * counted by threadcreate, labelled pprof_internal=http.  This file owns everything the handlers share: the route table (one row per
  * /debug/pprof/ endpoint, with the methods it accepts), the headers every
  * response carries (X-Content-Type-Options: nosniff), and Go's error form
  * (text/plain, X-Go-Pprof: 1, message plus newline) that `go tool pprof`
@@ -38,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collect.h"
 #include "config.h"
 #include "cpprof.h"
 
@@ -90,6 +98,14 @@ struct http_req {
     size_t body_len;
     bool body_too_big;
     bool responded;
+    /* A request waiting out a window runs on a window thread while its
+     * connection is suspended: its response is kept here until the
+     * connection is resumed (only libmicrohttpd's thread may queue it). */
+    const http_route *route;      /* set when handed to a window thread */
+    struct MHD_Response *pending; /* the response it made, not yet queued */
+    unsigned pending_status;
+    int handler_rc;
+    http_req *next_waiting;       /* in the window queue */
 };
 
 /* server_lock serialises start and stop (held for the whole of a stop, so
@@ -106,7 +122,7 @@ static size_t server_max_body;
 /* The server's own descriptors (listener first, then libmicrohttpd's),
  * each with the identity it had at start, and the thread that checks them
  * (see "Descriptors the host cannot take"). */
-enum { OWN_FDS_MAX = 8 };
+enum { OWN_FDS_MAX = 2 * 64 + 8 }; /* an epoll and an eventfd a thread */
 static struct own_fd {
     int fd;
     dev_t dev;
@@ -119,6 +135,132 @@ static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
 static bool watch_stop;     /* under watch_lock */
 static atomic_bool server_lost; /* the watch thread stopped the server */
+/* Requests waiting out a window now, and how many may: one per window
+ * thread.  The queue hands them to those threads. */
+static atomic_int windows_open;
+static int windows_max;
+enum { WINDOW_THREADS_MAX = 64 };
+static pthread_t window_threads[WINDOW_THREADS_MAX];
+static int n_window_threads;
+static pthread_mutex_t window_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t window_ready = PTHREAD_COND_INITIALIZER;
+static http_req *window_queue; /* under window_lock */
+static bool windows_closing;   /* under window_lock */
+
+/* ---- The server's threads are cpprof's ------------------------------------------
+ *
+ * The pool's threads and the watch thread are the profiler's, not the
+ * program's: they are created with the collectors' guard set, so
+ * threadcreate does not count them (nor does heap.c sample what starting
+ * them allocates), and they carry the label pprof_internal=http, so that
+ * the census and CPU profiles name them and `-tagignore pprof_internal=http`
+ * leaves them out.  A pool thread takes the label on its first request (it
+ * starts inside libmicrohttpd); the index page reports their CPU time. */
+
+#define INTERNAL_KEY "pprof_internal"
+#define INTERNAL_VALUE "http"
+
+static cpprof_labelset *internal_set;
+static pthread_once_t internal_once = PTHREAD_ONCE_INIT;
+
+static void build_internal_labels(void)
+{
+    const char *kv[] = {INTERNAL_KEY, INTERNAL_VALUE};
+    if (cpprof_labels(&internal_set, 2, kv) != 0)
+        internal_set = NULL;
+}
+
+/* The set every server thread carries, built once and kept (NULL when it
+ * could not be built: the threads then go unlabelled). */
+static const cpprof_labelset *internal_labels(void)
+{
+    pthread_once(&internal_once, build_internal_labels);
+    return internal_set;
+}
+
+/* The server threads that have run (for their CPU time), and the CPU
+ * time of those of servers since stopped. */
+enum { SERVER_THREADS_MAX = 64 + 1 };
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t server_threads[SERVER_THREADS_MAX];
+static size_t n_server_threads;
+static bool threads_closed; /* the server is stopping: count no more */
+static double retired_cpu_seconds;
+
+static double thread_cpu_seconds(pthread_t t)
+{
+    clockid_t clock;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Gives the calling server thread its label and counts it, once. */
+static void label_server_thread(void)
+{
+    static __thread bool labelled;
+    if (labelled)
+        return;
+    labelled = true;
+    cpprof_set_thread_labels(internal_labels());
+    pthread_mutex_lock(&threads_lock);
+    if (!threads_closed && n_server_threads < SERVER_THREADS_MAX)
+        server_threads[n_server_threads++] = pthread_self();
+    pthread_mutex_unlock(&threads_lock);
+}
+
+/* Called as the server stops, while its threads still run: their time so
+ * far is kept, and they are forgotten before they end. */
+static void retire_server_threads(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    for (size_t i = 0; i < n_server_threads; i++)
+        retired_cpu_seconds += thread_cpu_seconds(server_threads[i]);
+    n_server_threads = 0;
+    threads_closed = true;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+static void open_server_threads(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    threads_closed = false;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+int http_windows_open(void)
+{
+    return atomic_load(&windows_open);
+}
+
+int http_own_cpu(double *seconds, size_t *threads)
+{
+    pthread_mutex_lock(&threads_lock);
+    *seconds = retired_cpu_seconds;
+    for (size_t i = 0; i < n_server_threads; i++)
+        *seconds += thread_cpu_seconds(server_threads[i]);
+    *threads = n_server_threads;
+    pthread_mutex_unlock(&threads_lock);
+    return 0;
+}
+
+/* Runs start(arg) with the guard set and the internal label on, so that
+ * threads it creates are not counted and (where creation inherits labels)
+ * start labelled; the caller's guard and labels are restored. */
+static int as_internal(int (*start)(void *), void *arg)
+{
+    int busy = collect_busy;
+    cpprof_labelset *mine = cpprof_thread_labels();
+    cpprof_set_thread_labels(internal_labels());
+    collect_busy = 1;
+    int rc = start(arg);
+    collect_busy = busy;
+    cpprof_set_thread_labels(mine);
+    cpprof_labelset_release(mine);
+    return rc;
+}
 
 /* ---- Address parsing --------------------------------------------------- */
 
@@ -234,9 +376,14 @@ static int send_response(http_req *r, unsigned status,
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     for (; headers[0] != NULL; headers += 2)
         MHD_add_response_header(resp, headers[0], headers[1]);
+    r->responded = true;
+    if (r->route != NULL) { /* on a window thread: queued once resumed */
+        r->pending = resp;
+        r->pending_status = status;
+        return 0;
+    }
     ok = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
-    r->responded = true;
     return ok == MHD_YES ? 0 : -EIO;
 }
 
@@ -466,6 +613,108 @@ static const char *allowed_methods(unsigned methods)
     }
 }
 
+/* Whether the request holds its thread for a window: a CPU profile, or
+ * any ?seconds= (a delta or the labels' CPU summary). */
+static bool waits_out_window(http_req *r, const http_route *route)
+{
+    return route->handler == http_profile || http_query(r, "seconds") != NULL;
+}
+
+/* Takes one of the windows_max slots; false when all are taken. */
+static bool open_window(void)
+{
+    int n = atomic_load(&windows_open);
+    while (n < windows_max)
+        if (atomic_compare_exchange_weak(&windows_open, &n, n + 1))
+            return true;
+    return false;
+}
+
+/* Runs the route's handler; a handler that answered nothing gets a 500
+ * naming its error. */
+static int run_handler(http_req *r, const http_route *route)
+{
+    int rc = route->handler(r);
+    if (!r->responded)
+        return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
+                          cpprof_strerror(rc < 0 ? rc : -EIO));
+    return rc;
+}
+
+/* A window would hold a pool thread, and with it every connection that
+ * thread serves, for its length: the connection is suspended instead and
+ * the handler runs on a window thread, which resumes it when done. */
+static void hand_to_window_thread(http_req *r, const http_route *route)
+{
+    r->route = route;
+    MHD_suspend_connection(r->conn);
+    pthread_mutex_lock(&window_lock);
+    r->next_waiting = window_queue;
+    window_queue = r;
+    pthread_cond_signal(&window_ready);
+    pthread_mutex_unlock(&window_lock);
+}
+
+static void *window_thread(void *arg)
+{
+    (void)arg;
+    label_server_thread();
+    pthread_mutex_lock(&window_lock);
+    for (;;) {
+        while (window_queue == NULL && !windows_closing)
+            pthread_cond_wait(&window_ready, &window_lock);
+        if (window_queue == NULL)
+            break;
+        http_req *r = window_queue;
+        window_queue = r->next_waiting;
+        pthread_mutex_unlock(&window_lock);
+        r->handler_rc = run_handler(r, r->route);
+        atomic_fetch_sub(&windows_open, 1);
+        MHD_resume_connection(r->conn);
+        pthread_mutex_lock(&window_lock);
+    }
+    pthread_mutex_unlock(&window_lock);
+    return NULL;
+}
+
+static int create_window_threads(void *arg)
+{
+    (void)arg;
+    windows_closing = false;
+    for (n_window_threads = 0; n_window_threads < windows_max;
+         n_window_threads++) {
+        int rc = pthread_create(&window_threads[n_window_threads], NULL,
+                                window_thread, NULL);
+        if (rc != 0)
+            return -rc;
+    }
+    return 0;
+}
+
+/* Ends the window threads once their requests are done (a stopping
+ * server makes every waiting handler return: http_client_gone). */
+static void end_window_threads(void)
+{
+    pthread_mutex_lock(&window_lock);
+    windows_closing = true;
+    pthread_cond_broadcast(&window_ready);
+    pthread_mutex_unlock(&window_lock);
+    for (int i = 0; i < n_window_threads; i++)
+        pthread_join(window_threads[i], NULL);
+    n_window_threads = 0;
+}
+
+/* Queues the response a window thread made, on the call libmicrohttpd
+ * makes once the connection is resumed. */
+static int queue_pending(http_req *r)
+{
+    enum MHD_Result ok =
+        MHD_queue_response(r->conn, r->pending_status, r->pending);
+    MHD_destroy_response(r->pending);
+    r->pending = NULL;
+    return ok == MHD_YES && r->handler_rc == 0 ? 0 : -EIO;
+}
+
 /* Routes a complete request (body received) to its handler. */
 static int dispatch(http_req *r, const char *url)
 {
@@ -491,11 +740,17 @@ static int dispatch(http_req *r, const char *url)
         return http_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
                           "request body larger than %zu bytes",
                           server_max_body);
-    int rc = route->handler(r);
-    if (!r->responded)
-        return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
-                          cpprof_strerror(rc < 0 ? rc : -EIO));
-    return rc;
+    if (waits_out_window(r, route)) {
+        if (!open_window())
+            return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                              "%d requests already wait out a profile "
+                              "window, as many as the server has threads "
+                              "for (setting http_threads=%d)",
+                              windows_max, windows_max);
+        hand_to_window_thread(r, route);
+        return 0;
+    }
+    return run_handler(r, route);
 }
 
 /* Keeps up to server_max_body bytes of the body; past that, remembers only
@@ -530,12 +785,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
     if (r == NULL)
         return MHD_NO; /* new_request() failed to allocate */
+    label_server_thread();
     if (r->conn == NULL) {
         r->conn = conn;
         r->method = method_bit(method);
         refuse_early(r);
         return MHD_YES;
     }
+    if (r->pending != NULL)
+        return queue_pending(r) == 0 ? MHD_YES : MHD_NO;
     if (r->responded) {
         *upload_len = 0; /* refused early: the body is dropped unread */
         return MHD_YES;
@@ -573,6 +831,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     http_req *r = *con_cls;
     (void)cls, (void)conn, (void)why;
     if (r != NULL) {
+        if (r->pending != NULL)
+            MHD_destroy_response(r->pending);
         free(r->raw_query);
         free(r->body);
         free(r);
@@ -779,6 +1039,7 @@ static bool stop_if_lost(void)
 static void *watch_fds(void *arg)
 {
     (void)arg;
+    label_server_thread();
     pthread_mutex_lock(&watch_lock);
     while (!watch_stop) {
         struct timespec until;
@@ -796,6 +1057,12 @@ static void *watch_fds(void *arg)
     return NULL;
 }
 
+static int create_watch_thread(void *arg)
+{
+    (void)arg;
+    return -pthread_create(&watch_thread, NULL, watch_fds, NULL);
+}
+
 static int start_watch(void)
 {
     pthread_condattr_t ca;
@@ -806,9 +1073,9 @@ static int start_watch(void)
     pthread_condattr_destroy(&ca);
     watch_stop = false;
     atomic_store(&server_lost, false);
-    int rc = pthread_create(&watch_thread, NULL, watch_fds, NULL);
+    int rc = as_internal(create_watch_thread, NULL);
     watching = rc == 0;
-    return -rc;
+    return rc;
 }
 
 /* Ends the watch thread; returns whether it had given the server up (its
@@ -877,7 +1144,7 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn,
 static const cfg_id server_settings[] = {
     CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
     CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
-    CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
+    CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE, CFG_HTTP_THREADS,
 };
 
 /* The first server setting whose value was refused, or -1. */
@@ -890,27 +1157,43 @@ static int refused_server_setting(void)
     return -1;
 }
 
-/* libmicrohttpd on the listening socket fd, or NULL. */
-static struct MHD_Daemon *start_daemon(int fd, int family)
+/* libmicrohttpd on the listening socket fd, or NULL: a fixed pool of
+ * `threads` threads, each with its own epoll (no limit on descriptor
+ * numbers, unlike select), so that a request creates no thread.  A
+ * request waiting out a window holds its thread (and the connections that
+ * thread polls) for the window: one thread is kept for the others
+ * (open_window).  libmicrohttpd divides the connection limit among the
+ * threads, so there are never more threads than connections allowed. */
+static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
 {
-    /* MHD_USE_POLL: libmicrohttpd's default, select(), drops every
-     * connection whose fd is 1024 or more, and the host process may well
-     * hold that many (test/http_badinput's 1,000 connections found it; the
-     * server's own descriptors are high on purpose). */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+    unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME |
                      (family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* The timeout counts idle time (a client trickling its request or not
      * reading the answer), never a handler's own wait for a profile. */
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
+        MHD_OPTION_CONNECTION_LIMIT, max_conns,
         MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
+}
+
+struct daemon_start {
+    int fd, family;
+    unsigned threads;
+    struct MHD_Daemon *daemon;
+};
+
+static int run_start_daemon(void *arg)
+{
+    struct daemon_start *ds = arg;
+    ds->daemon = start_daemon(ds->fd, ds->family, ds->threads);
+    return ds->daemon != NULL ? 0 : -EIO;
 }
 
 /* Starts the server on its listening socket fd, its descriptors high
@@ -919,10 +1202,19 @@ static struct MHD_Daemon *start_daemon(int fd, int family)
 static int start_on(int fd, int family, bool one_thread)
 {
     int floor = fd_floor(), *held = NULL;
+    open_server_threads();
     fd = move_high(fd, floor);
     int *before = open_fds();
     size_t nheld = one_thread ? hold_low_numbers(fd, floor, &held) : 0;
-    server = before != NULL ? start_daemon(fd, family) : NULL;
+    unsigned threads = (unsigned)cfg_int(CFG_HTTP_THREADS),
+             max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
+    if (threads > max_conns)
+        threads = max_conns > 1 ? max_conns : 2;
+    windows_max = (int)cfg_int(CFG_HTTP_THREADS);
+    struct daemon_start ds = {fd, family, threads, NULL};
+    if (before != NULL)
+        as_internal(run_start_daemon, &ds);
+    server = ds.daemon;
     release_numbers(held, nheld);
     if (server != NULL) {
         own_fd(fd);
@@ -933,8 +1225,11 @@ static int start_on(int fd, int family, bool one_thread)
         close(fd);
         return -EIO;
     }
-    int rc = start_watch();
+    int rc = as_internal(create_window_threads, NULL);
+    if (rc == 0)
+        rc = start_watch();
     if (rc < 0) {
+        end_window_threads();
         MHD_stop_daemon(server);
         server = NULL;
         n_own_fds = 0;
@@ -991,6 +1286,8 @@ int cpprof_http_stop(void)
          * return, so joining the connection threads takes no longer than
          * one poll interval. */
         atomic_store(&server_stopping, true);
+        retire_server_threads();
+        end_window_threads();
         if (!end_watch())
             MHD_stop_daemon(server);
         atomic_store(&server_stopping, false);

@@ -81,6 +81,12 @@ const http_route *http_routes(size_t *n);
 
 /* Handlers, one per file, listed in http.c's route table.  Each sends
  * exactly one response (http_reply or http_error) and returns its result. */
+/* The CPU time the server's own threads have used (pool and watch thread,
+ * of this server and those before it) and how many run now. */
+int http_own_cpu(double *seconds, size_t *threads);
+/* Requests waiting out a window (a profile, a ?seconds= delta) now. */
+int http_windows_open(void);
+
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
 int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
 int http_heap(http_req *r);        /* http_heap.c: .../heap */
