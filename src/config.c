@@ -61,6 +61,7 @@ static int check_host_port(const char *v);
 static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
+static int check_host_list(const char *v);
 static int check_accounting_cpu(const char *v);
 static int cpu_signal_usable(long sig);
 static void env_var_name(const char *name, char *buf, size_t len);
@@ -121,11 +122,16 @@ static struct setting settings[CFG__COUNT] = {
         16777216, 65536),
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
         0, 1, 1),
-    /* One thread of the pool is kept for quick requests: at most
-     * http_threads - 1 requests wait out a window at once. */
+    /* The pool serving requests, and as many threads for requests that
+     * wait out a window (http.c). */
     INT(CFG_HTTP_THREADS, "http_threads",
-        "threads of the HTTP server (requests waiting out a profile window: "
-        "one fewer)", 2, 64, 4),
+        "threads of the HTTP server's pool, and requests that may wait out "
+        "a profile window at once", 2, 64, 4),
+    /* A loopback server answers only loopback Host names (DNS
+     * rebinding): these names too. */
+    STR(CFG_HTTP_ALLOWED_HOSTS, "http_allowed_hosts",
+        "Host names a loopback HTTP server answers besides loopback ones", "",
+        check_host_list, "comma-separated host names, or empty"),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */
@@ -170,6 +176,20 @@ static int check_token(const char *v)
     for (; *v; v++)
         if (*v < 0x21 || *v > 0x7e)
             return -1;
+    return 0;
+}
+
+/* Host names (letters, digits, '.', '-'), comma-separated, or "". */
+static int check_host_list(const char *v)
+{
+    for (bool name_started = false; *v; v++) {
+        if (*v == ',' && name_started)
+            name_started = false;
+        else if (isalnum((unsigned char)*v) || *v == '.' || *v == '-')
+            name_started = true;
+        else
+            return -1;
+    }
     return 0;
 }
 

@@ -119,6 +119,7 @@ static atomic_bool server_stopping;
  * must carry ("" when none is needed) and the body limit. */
 static char *server_token;
 static size_t server_max_body;
+static bool server_on_loopback; /* then only loopback Host names answered */
 /* The server's own descriptors (listener first, then libmicrohttpd's),
  * each with the identity it had at start, and the thread that checks them
  * (see "Descriptors the host cannot take"). */
@@ -155,7 +156,8 @@ static bool windows_closing;   /* under window_lock */
  * them allocates), and they carry the label pprof_internal=http, so that
  * the census and CPU profiles name them and `-tagignore pprof_internal=http`
  * leaves them out.  A pool thread takes the label on its first request (it
- * starts inside libmicrohttpd); the index page reports their CPU time. */
+ * starts inside libmicrohttpd), a window or watch thread as it starts; the
+ * index page reports their CPU time. */
 
 #define INTERNAL_KEY "pprof_internal"
 #define INTERNAL_VALUE "http"
@@ -246,19 +248,16 @@ int http_own_cpu(double *seconds, size_t *threads)
     return 0;
 }
 
-/* Runs start(arg) with the guard set and the internal label on, so that
- * threads it creates are not counted and (where creation inherits labels)
- * start labelled; the caller's guard and labels are restored. */
+/* Runs start(arg) with the collectors' guard set, so that threads it
+ * creates are not counted as the program's; the caller's guard is
+ * restored.  (The caller's labels stay: switching them would move what
+ * the caller allocates meanwhile to another set's accounting.) */
 static int as_internal(int (*start)(void *), void *arg)
 {
     int busy = collect_busy;
-    cpprof_labelset *mine = cpprof_thread_labels();
-    cpprof_set_thread_labels(internal_labels());
     collect_busy = 1;
     int rc = start(arg);
     collect_busy = busy;
-    cpprof_set_thread_labels(mine);
-    cpprof_labelset_release(mine);
     return rc;
 }
 
@@ -562,7 +561,9 @@ static bool same_secret(const char *given, const char *secret)
 }
 
 /* Whether the request may be served: always when the server needs no
- * token, else only with "Authorization: Bearer <token>". */
+ * token, else only with "Authorization: Bearer <token>" or HTTP Basic with
+ * the token as password (any user name): what go tool pprof, curl and
+ * browsers send from https://user:TOKEN@host/. */
 static bool authorized(struct MHD_Connection *conn)
 {
     if (server_token[0] == '\0')
@@ -570,8 +571,91 @@ static bool authorized(struct MHD_Connection *conn)
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
     static const char scheme[] = "Bearer ";
-    return auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0 &&
-           same_secret(auth + sizeof scheme - 1, server_token);
+    if (auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0)
+        return same_secret(auth + sizeof scheme - 1, server_token);
+    char *password = NULL;
+    char *user = MHD_basic_auth_get_username_password(conn, &password);
+    bool ok = user != NULL && password != NULL &&
+              same_secret(password, server_token);
+    MHD_free(user);
+    MHD_free(password);
+    return ok;
+}
+
+/* Whether `host` (a Host header's name, port cut off) is a loopback name:
+ * localhost, 127.x.x.x or [::1]. */
+static bool loopback_name(const char *host, size_t len)
+{
+    char name[64];
+    struct in_addr a4;
+    if (len >= sizeof name)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0)
+        return true;
+    return inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/* Whether `host` is one of the http_allowed_hosts names. */
+static bool allowed_name(const char *host, size_t len)
+{
+    const char *list = cfg_str(CFG_HTTP_ALLOWED_HOSTS);
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        if (n == len && strncasecmp(list, host, len) == 0)
+            return true;
+        list += n + (list[n] == ',');
+    }
+    return false;
+}
+
+/* DNS rebinding: a page the developer opens may resolve its own name to
+ * 127.0.0.1 and read the server as same-origin; its requests then carry
+ * that foreign name as Host.  A loopback server answers only Host names
+ * that are loopback or allowed (with our port, or none); a request
+ * without Host (HTTP/1.0) comes from no browser. */
+static bool host_allowed(struct MHD_Connection *conn)
+{
+    if (!server_on_loopback)
+        return true;
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_HOST);
+    if (host == NULL)
+        return true;
+    const char *colon = strrchr(host, ':');
+    if (colon != NULL && strchr(colon, ']') != NULL)
+        colon = NULL; /* "[::1]" without a port */
+    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
+    if (colon != NULL && atoi(colon + 1) != server_port)
+        return false;
+    return loopback_name(host, len) || allowed_name(host, len);
+}
+
+/* Whether a browser says the request comes from another site: a
+ * Sec-Fetch-Site of cross-site, or an Origin whose host is not one
+ * host_allowed() would answer. */
+static bool cross_site(struct MHD_Connection *conn)
+{
+    const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   "Sec-Fetch-Site");
+    if (site != NULL && strcasecmp(site, "cross-site") == 0)
+        return true;
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     "Origin");
+    if (origin == NULL || strcmp(origin, "null") == 0)
+        return origin != NULL;
+    const char *host = strstr(origin, "://");
+    if (host == NULL)
+        return true;
+    host += 3;
+    const char *colon = strrchr(host, ':');
+    if (colon != NULL && strchr(colon, ']') != NULL)
+        colon = NULL;
+    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
+    if (colon == NULL || atoi(colon + 1) != server_port)
+        return true;
+    return !loopback_name(host, len) && !allowed_name(host, len);
 }
 
 /* The Content-Length the client announced, or 0. */
@@ -583,14 +667,24 @@ static unsigned long long announced_length(struct MHD_Connection *conn)
 }
 
 /* Answers a request that cannot be served, as soon as its headers are in,
- * before any body is read: 401 without the token, 413 for an announced
+ * before any body is read: 403 for a foreign Host on a loopback server,
+ * 401 without the token (offering Bearer and Basic), 413 for an announced
  * body over the limit.  Returns whether it answered. */
 static bool refuse_early(http_req *r)
 {
+    if (!host_allowed(r->conn)) {
+        http_error(r, MHD_HTTP_FORBIDDEN,
+                   "this loopback server answers only loopback Host names "
+                   "(localhost, 127.0.0.1, [::1]) with its port; add other "
+                   "names to the http_allowed_hosts setting");
+        return true;
+    }
     if (!authorized(r->conn)) {
         const char *headers[] = {"Content-Type", "text/plain; charset=utf-8",
                                  "X-Go-Pprof", "1", "WWW-Authenticate",
-                                 "Bearer", NULL};
+                                 "Bearer", "WWW-Authenticate",
+                                 "Basic realm=\"cpprof\", charset=\"UTF-8\"",
+                                 NULL};
         static const char msg[] = "Unauthorized\n";
         send_response(r, MHD_HTTP_UNAUTHORIZED, headers, msg, sizeof msg - 1);
         return true;
@@ -741,6 +835,11 @@ static int dispatch(http_req *r, const char *url)
                           "request body larger than %zu bytes",
                           server_max_body);
     if (waits_out_window(r, route)) {
+        /* A window costs CPU (a profile): not at another site's asking. */
+        if (cross_site(r->conn))
+            return http_error(r, MHD_HTTP_FORBIDDEN,
+                              "a cross-site request may not start a profile "
+                              "window (Sec-Fetch-Site or Origin)");
         if (!open_window())
             return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                               "%d requests already wait out a profile "
@@ -1145,6 +1244,7 @@ static const cfg_id server_settings[] = {
     CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
     CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
     CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE, CFG_HTTP_THREADS,
+    CFG_HTTP_ALLOWED_HOSTS,
 };
 
 /* The first server setting whose value was refused, or -1. */
@@ -1204,6 +1304,7 @@ static int start_on(int fd, int family, bool one_thread)
     int floor = fd_floor(), *held = NULL;
     open_server_threads();
     fd = move_high(fd, floor);
+    server_port = bound_port(fd); /* before any request checks its Host */
     int *before = open_fds();
     size_t nheld = one_thread ? hold_low_numbers(fd, floor, &held) : 0;
     unsigned threads = (unsigned)cfg_int(CFG_HTTP_THREADS),
@@ -1235,7 +1336,6 @@ static int start_on(int fd, int family, bool one_thread)
         n_own_fds = 0;
         return rc;
     }
-    server_port = bound_port(fd);
     return 0;
 }
 
@@ -1250,6 +1350,7 @@ static int start_locked(const char *addr, bool one_thread)
         return rc;
     if ((rc = choose_token(&ss, &server_token)) < 0)
         return rc;
+    server_on_loopback = is_loopback(&ss);
     int fd = listen_on(&ss, len);
     server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
     rc = fd < 0 ? fd : start_on(fd, ss.ss_family, one_thread);

@@ -138,7 +138,7 @@ static int post_symbols(int port, unsigned long n, unsigned long first)
     static char request[POST_BYTES + 256];
     for (unsigned long i = first; i < first + n; i++) {
         int hl = sprintf(request,
-                         "POST /debug/pprof/symbol HTTP/1.1\r\nHost: x\r\n"
+                         "POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\n"
                          "Content-Length: %d\r\n\r\n", POST_BYTES);
         size_t len = (size_t)hl + symbol_body(request + hl, i);
         if (write(fd, request, len) != (ssize_t)len) {

@@ -63,9 +63,25 @@ for auth in '' "Bearer wrong" "Bearer ${token%?}" "Bearer ${token}x" \
     expect_status "no token ($auth)" 401 "$code"
     [ "$(cat "$tmp/noauth.body")" = Unauthorized ] ||
         fail "401 carries data: $(head -c 200 "$tmp/noauth.body")"
-    [ "$(header noauth www-authenticate)" = Bearer ] ||
+    header noauth www-authenticate | grep -qx Bearer ||
         fail "401 without WWW-Authenticate: Bearer"
+    header noauth www-authenticate | grep -q '^Basic realm=' ||
+        fail "401 without WWW-Authenticate: Basic (a browser would not ask)"
 done
+# HTTP Basic with the token as password (any user), as go tool pprof,
+# curl and browsers send it from http://user:TOKEN@host/.
+code=$(fetch basic "$base/cmdline" -u "anyone:$token")
+expect_status "Basic with the token" 200 "$code"
+code=$(fetch basicwrong "$base/cmdline" -u "anyone:${token}x")
+expect_status "Basic with a wrong token" 401 "$code"
+GOFLAGS= go tool pprof -raw \
+    "http://user:$token@127.0.0.1:$port/debug/pprof/goroutine" \
+    >"$tmp/basic.raw" 2>"$tmp/basic.err" ||
+    fail "go tool pprof with the token as password: $(cat "$tmp/basic.err")"
+grep -q '^PeriodType: goroutine count' "$tmp/basic.raw" ||
+    fail "go tool pprof got no goroutine profile: $(head -5 "$tmp/basic.raw")"
+grep -qF "$token" "$tmp/demo.out" "$tmp/demo.err" && fail "the demo printed the token"
+
 code=$(fetch postnoauth "$base/symbol" --data-binary '0x1234')
 expect_status "POST without token" 401 "$code"
 code=$(fetch auth "$base/goroutine?debug=2" -H "Authorization: Bearer $token")
@@ -131,6 +147,44 @@ expect_status "after the idle connections closed" 200 "$code"
 # timeout.
 code=$(fetch long "$base/profile?seconds=4")
 expect_status "4 s profile with a 3 s idle timeout" 200 "$code"
+stop_demo
+
+# --- DNS rebinding and cross-site use (loopback) ----------------------------------
+CPPROF_HTTP_ALLOWED_HOSTS=pprof.internal,other.example start_demo --workers 1 --for 120
+for host in evil.example "evil.example:$port" "localhost.evil.example:$port" \
+    "127.0.0.1:1" "pprof.internal:1"; do
+    code=$(fetch rebind "$base/cmdline" -H "Host: $host")
+    expect_status "Host: $host" 403 "$code"
+    grep -q 'http_allowed_hosts' "$tmp/rebind.body" ||
+        fail "403 for Host $host does not name the setting: $(cat "$tmp/rebind.body")"
+done
+for host in "localhost:$port" "127.0.0.1:$port" "127.1.2.3:$port" localhost \
+    "pprof.internal:$port" "OTHER.example:$port"; do
+    code=$(fetch okhost "$base/cmdline" -H "Host: $host")
+    expect_status "Host: $host" 200 "$code"
+done
+# The demo listens on IPv4 only: [::1] as a Host name over IPv4.
+code=$(fetch v6name "$base/cmdline" -H "Host: [::1]:$port")
+expect_status "Host: [::1]:$port" 200 "$code"
+# A window started from another site: refused; from the page itself: not.
+code=$(fetch xsite "$base/profile?seconds=1" -H 'Sec-Fetch-Site: cross-site')
+expect_status "cross-site profile" 403 "$code"
+code=$(fetch xorigin "$base/goroutine?seconds=1" -H 'Origin: http://evil.example')
+expect_status "foreign Origin window" 403 "$code"
+code=$(fetch xnull "$base/profile?seconds=1" -H 'Origin: null')
+expect_status "null Origin profile" 403 "$code"
+code=$(fetch sameorigin "$base/profile?seconds=1" -H 'Sec-Fetch-Site: same-origin' \
+    -H "Origin: http://127.0.0.1:$port")
+expect_status "same-origin profile" 200 "$code"
+code=$(fetch xsiteread "$base/cmdline" -H 'Sec-Fetch-Site: cross-site')
+expect_status "cross-site read (no state change; CORS keeps it unreadable)" 200 "$code"
+# No route grants another origin anything.
+for ep in '' '?format=json' cmdline symbol labels accounting goroutine heap \
+    allocs block mutex threadcreate www/index.js nosuch; do
+    fetch cors "$base/$ep" -H 'Origin: http://evil.example' >/dev/null
+    [ -z "$(header cors access-control-allow-origin)" ] ||
+        fail "/$ep sends Access-Control-Allow-Origin"
+done
 stop_demo
 
 # --- A token on loopback: asked for, so required --------------------------------
