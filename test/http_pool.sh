@@ -54,20 +54,24 @@ stop_demo
 
 CPPROF_HTTP_THREADS=2 start_demo --workers 1 --for 120
 curl -s -o "$tmp/long.pb" -w '%{http_code}\n' --max-time 30 \
-    "$base/profile?seconds=5" >"$tmp/long.code" &
+    "$base/profile?seconds=10" >"$tmp/long.code" &
 long=$!
 # A keep-alive connection: a goroutine window, then a quick request on
 # the same connection (curl reuses it for the second URL).
 curl -s -w '%{http_code} %{time_total}\n' --max-time 30 \
-    -o /dev/null "$base/goroutine?seconds=4" -o /dev/null "$base/cmdline" \
+    -o /dev/null "$base/goroutine?seconds=8" -o /dev/null "$base/cmdline" \
     >"$tmp/keepalive.codes" &
 keepalive=$!
-# The index says when both windows hold their threads.
-for tick in $(seq 50); do
+# The index says when both windows hold their threads (slow to come
+# under the sanitizers: the windows are long enough for that).
+open=
+for tick in $(seq 100); do
     fetch windows "$base/?format=json" >/dev/null
-    [ "$(jq .profiler.windows_open "$tmp/windows.body")" = 2 ] && break
+    open=$(jq .profiler.windows_open "$tmp/windows.body" 2>/dev/null)
+    [ "$open" = 2 ] && break
     sleep 0.1
 done
+[ "$open" = 2 ] || fail "the two windows never both opened: $open"
 code=$(fetch third "$base/goroutine?seconds=1")
 [ "$code" = 503 ] || fail "third window with http_threads=2: status $code"
 grep -q 'http_threads=2' "$tmp/third.body" ||
