@@ -45,8 +45,10 @@ enum cpprof_error {
     CPPROF_ENOTOKEN = -10012,  /* non-loopback address without an
                                   "http_token" (or http_require_token=0) */
     CPPROF_EFROZEN = -10013,   /* a setting that is read once, and was */
-    CPPROF_EREFUSED = -10014   /* a setting the HTTP server depends on was
+    CPPROF_EREFUSED = -10014,  /* a setting the HTTP server depends on was
                                   refused at load: it does not start */
+    CPPROF_ETLS = -10015       /* a TLS file (http_tls_*) cannot be used;
+                                  stderr names it and why */
 };
 
 /* A message for any code returned by cpprof (never NULL). */

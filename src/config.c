@@ -62,6 +62,7 @@ static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
 static int check_host_list(const char *v);
+static int check_path(const char *v);
 static int check_accounting_cpu(const char *v);
 static int cpu_signal_usable(long sig);
 static void env_var_name(const char *name, char *buf, size_t len);
@@ -132,6 +133,15 @@ static struct setting settings[CFG__COUNT] = {
     STR(CFG_HTTP_ALLOWED_HOSTS, "http_allowed_hosts",
         "Host names a loopback HTTP server answers besides loopback ones", "",
         check_host_list, "comma-separated host names, or empty"),
+    /* TLS (http.c): files read when the server starts. */
+    STR(CFG_HTTP_TLS_CERT, "http_tls_cert",
+        "PEM certificate file of the HTTPS server", "", check_path,
+        "a file name, or empty for plain HTTP"),
+    STR(CFG_HTTP_TLS_KEY, "http_tls_key", "PEM private key file of the "
+        "HTTPS server", "", check_path, "a file name, or empty"),
+    STR(CFG_HTTP_TLS_CA, "http_tls_ca",
+        "PEM CA file whose client certificates the HTTPS server requires",
+        "", check_path, "a file name, or empty"),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */
@@ -190,6 +200,16 @@ static int check_host_list(const char *v)
         else
             return -1;
     }
+    return 0;
+}
+
+/* A file name: no control characters (a stray \r from a config file
+ * would name another file). */
+static int check_path(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 || *v == 0x7f)
+            return -1;
     return 0;
 }
 

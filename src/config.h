@@ -39,6 +39,9 @@ typedef enum {
     CFG_HTTP_CMDLINE,         /* 0: /debug/pprof/cmdline answers 403 */
     CFG_HTTP_THREADS,         /* the server's fixed pool of threads */
     CFG_HTTP_ALLOWED_HOSTS,   /* Host names a loopback server also answers */
+    CFG_HTTP_TLS_CERT,        /* PEM certificate chain: serve HTTPS */
+    CFG_HTTP_TLS_KEY,         /* its PEM private key */
+    CFG_HTTP_TLS_CA,          /* PEM CA: client certificates required */
     CFG_ACCOUNTING,           /* 1: per-label-set accounting from load */
     CFG_ACCOUNTING_HZ,        /* accounting ticks per thread CPU-second */
     CFG_ACCOUNTING_SIGNAL,    /* real-time signal of the accounting tick */

@@ -41,6 +41,9 @@ static const char *cpprof_code_message(int code)
         return "a setting of the HTTP server had a value refused at load "
                "(stderr said which): the server does not start on a default "
                "nobody chose";
+    case CPPROF_ETLS:
+        return "a TLS file of the HTTP server (http_tls_cert, http_tls_key, "
+               "http_tls_ca) cannot be used (stderr said which and why)";
     default: return NULL;
     }
 }

@@ -120,6 +120,7 @@ static atomic_bool server_stopping;
 static char *server_token;
 static size_t server_max_body;
 static bool server_on_loopback; /* then only loopback Host names answered */
+static http_tls server_tls;     /* its PEM texts, kept for the server's life */
 /* The server's own descriptors (listener first, then libmicrohttpd's),
  * each with the identity it had at start, and the thread that checks them
  * (see "Descriptors the host cannot take"). */
@@ -672,6 +673,12 @@ static unsigned long long announced_length(struct MHD_Connection *conn)
  * body over the limit.  Returns whether it answered. */
 static bool refuse_early(http_req *r)
 {
+    if (server_tls.ca != NULL && !http_tls_client_verified(r->conn)) {
+        http_error(r, MHD_HTTP_FORBIDDEN,
+                   "a client certificate signed by the http_tls_ca "
+                   "authority is required");
+        return true;
+    }
     if (!host_allowed(r->conn)) {
         http_error(r, MHD_HTTP_FORBIDDEN,
                    "this loopback server answers only loopback Host names "
@@ -1244,7 +1251,8 @@ static const cfg_id server_settings[] = {
     CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
     CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
     CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE, CFG_HTTP_THREADS,
-    CFG_HTTP_ALLOWED_HOSTS,
+    CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
+    CFG_HTTP_TLS_CA,
 };
 
 /* The first server setting whose value was refused, or -1. */
@@ -1269,12 +1277,25 @@ static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
     unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                      MHD_ALLOW_SUSPEND_RESUME |
+                     (server_tls.cert != NULL ? MHD_USE_TLS : 0) |
                      (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* HTTPS when a certificate is set; the CA, when set, makes
+     * libmicrohttpd ask clients for theirs (checked in refuse_early). */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, server_tls.cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, server_tls.key},
+        {MHD_OPTION_HTTPS_MEM_TRUST, 0, server_tls.ca},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (server_tls.cert == NULL)
+        tls[0].option = MHD_OPTION_END;
+    else if (server_tls.ca == NULL)
+        tls[2].option = MHD_OPTION_END;
     /* The timeout counts idle time (a client trickling its request or not
      * reading the answer), never a handler's own wait for a profile. */
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
@@ -1351,11 +1372,17 @@ static int start_locked(const char *addr, bool one_thread)
     if ((rc = choose_token(&ss, &server_token)) < 0)
         return rc;
     server_on_loopback = is_loopback(&ss);
+    if ((rc = http_tls_load(&server_tls)) < 0) {
+        free(server_token);
+        return rc;
+    }
     int fd = listen_on(&ss, len);
     server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
     rc = fd < 0 ? fd : start_on(fd, ss.ss_family, one_thread);
-    if (rc < 0)
+    if (rc < 0) {
         free(server_token);
+        http_tls_free(&server_tls);
+    }
     return rc;
 }
 
@@ -1389,13 +1416,17 @@ int cpprof_http_stop(void)
         atomic_store(&server_stopping, true);
         retire_server_threads();
         end_window_threads();
-        if (!end_watch())
+        bool given_up = end_watch();
+        if (!given_up)
             MHD_stop_daemon(server);
         atomic_store(&server_stopping, false);
         server = NULL;
         server_port = 0;
         free(server_token);
         server_token = NULL;
+        if (given_up) /* its threads may still point at the texts */
+            server_tls = (http_tls){NULL, NULL, NULL};
+        http_tls_free(&server_tls);
     }
     pthread_mutex_unlock(&server_lock);
     return rc;

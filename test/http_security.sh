@@ -12,6 +12,11 @@
 #   - http_max_body: the cap is a setting;
 #   - http_cmdline=0 turns cmdline off (403);
 #   - a bad CPPROF_* value is reported once on stderr and the default kept;
+#   - TLS with client certificates (a throwaway CA): a profile over mutual
+#     TLS parses; no client certificate, or one of another CA, is a 403; a
+#     client trusting another CA refuses the server; plain HTTP gets no
+#     profile; a missing, empty or wrong file (key not matching) keeps the
+#     server from starting, stderr naming the setting, file and reason;
 #   - a refused server setting fails closed: a token with a control
 #     character (a trailing \r, read from a file) or a bad limit keeps the
 #     server from starting, and the token is never printed.
@@ -194,4 +199,65 @@ expect_status "loopback without the token" 401 "$code"
 code=$(fetch loopauth "$base/" -H "Authorization: Bearer $token")
 expect_status "loopback with the token" 200 "$code"
 stop_demo
+# --- TLS, and mutual TLS -------------------------------------------------------
+# A throwaway CA signs the server's certificate (for 127.0.0.1) and a
+# client's; another CA signs nothing the server trusts.
+command -v openssl >/dev/null || fail "openssl is missing: apt-get install openssl"
+pki=$tmp/pki
+mkdir -p "$pki"
+mkcert() { # NAME CN ISSUER [EXTFILE]: NAME.pem and NAME.key, signed by ISSUER
+    openssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" \
+        -out "$pki/$1.csr" -subj "/CN=$2" 2>/dev/null &&
+        openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$3.pem" \
+            -CAkey "$pki/$3.key" -CAcreateserial -out "$pki/$1.pem" -days 2 \
+            ${4:+-extfile "$4"} 2>/dev/null || fail "openssl: cannot make $1"
+}
+for ca in ca otherca; do
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/$ca.key" \
+        -out "$pki/$ca.pem" -days 2 -subj "/CN=cpprof test $ca" 2>/dev/null ||
+        fail "openssl: cannot make $ca"
+done
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$pki/san.ext"
+mkcert server 127.0.0.1 ca "$pki/san.ext"
+mkcert client client ca
+mkcert stranger stranger otherca
+CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
+CPPROF_HTTP_TLS_CA=$pki/ca.pem start_demo --workers 2 --for 120
+tls=https://127.0.0.1:$port/debug/pprof
+mine="--cacert $pki/ca.pem --cert $pki/client.pem --key $pki/client.key"
+code=$(fetch tlsprof "$tls/profile?seconds=2" $mine)
+expect_status "profile over mutual TLS" 200 "$code"
+"$GOCHECK" "$tmp/tlsprof.body" >/dev/null || fail "the profile over TLS does not parse"
+code=$(fetch nocert "$tls/cmdline" --cacert "$pki/ca.pem")
+expect_status "no client certificate" 403 "$code"
+grep -q 'client certificate' "$tmp/nocert.body" || fail "403 does not say why"
+code=$(fetch stranger "$tls/cmdline" --cacert "$pki/ca.pem" \
+    --cert "$pki/stranger.pem" --key "$pki/stranger.key")
+expect_status "a client certificate of another CA" 403 "$code"
+curl -s -o /dev/null --cacert "$pki/otherca.pem" "$tls/cmdline" &&
+    fail "a client trusting another CA accepted the server"
+code=$(fetch plain "$base/profile?seconds=1")
+[ "$code" = 200 ] && fail "plain HTTP on the TLS port got a profile"
+stop_demo
+
+# Bad TLS files: the server does not start, and stderr names the setting,
+# the file and the reason.
+: >"$pki/empty.pem"
+echo 'not a certificate' >"$pki/junk.pem"
+badtls() { # WANT VAR=VALUE...: the demo must refuse to serve saying WANT
+    want=$1
+    shift
+    env CPPROF_HTTP_TLS_CERT="$pki/server.pem" CPPROF_HTTP_TLS_KEY="$pki/server.key" \
+        "$@" "$JOBRUNNER" --addr "127.0.0.1:$((20000 + $$ % 40000))" --for 1 \
+        >"$tmp/badtls.out" 2>"$tmp/badtls.err" && fail "served with $*"
+    grep -qF "$want" "$tmp/badtls.err" ||
+        fail "bad TLS ($*): stderr says: $(cat "$tmp/badtls.err")"
+}
+badtls "CPPROF_HTTP_TLS_CERT=\"$pki/missing.pem\": No such file" \
+    CPPROF_HTTP_TLS_CERT="$pki/missing.pem"
+badtls "CPPROF_HTTP_TLS_KEY=\"$pki/client.key\":" CPPROF_HTTP_TLS_KEY="$pki/client.key"
+badtls "CPPROF_HTTP_TLS_CA=\"$pki/empty.pem\": the file is empty" \
+    CPPROF_HTTP_TLS_CA="$pki/empty.pem"
+badtls "CPPROF_HTTP_TLS_CA=\"$pki/junk.pem\":" CPPROF_HTTP_TLS_CA="$pki/junk.pem"
+badtls "CPPROF_HTTP_TLS_CERT=\"$pki/junk.pem\":" CPPROF_HTTP_TLS_CERT="$pki/junk.pem"
 echo "http_security: ok"
