@@ -19,7 +19,7 @@ top=$PWD
 
 packages=(autoconf automake libtool pkg-config make gcc g++ curl
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
-  libjansson-dev check libunwind-dev libdw-dev
+  libjansson-dev check libunwind-dev libdw-dev libgnutls28-dev openssl
   golang-go golang-github-google-pprof-dev chromium jq
   clang libclang-rt-14-dev libgoogle-perftools-dev
   libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools)

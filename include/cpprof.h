@@ -45,8 +45,12 @@ enum cpprof_error {
     CPPROF_ENOTOKEN = -10012,  /* non-loopback address without an
                                   "http_token" (or http_require_token=0) */
     CPPROF_EFROZEN = -10013,   /* a setting that is read once, and was */
-    CPPROF_ENOTIMER = -10014   /* the system refused a CPU-time timer
+    CPPROF_ENOTIMER = -10014,  /* the system refused a CPU-time timer
                                   (timer_create: seccomp, a container) */
+    CPPROF_EREFUSED = -10015,  /* a setting the HTTP server depends on was
+                                  refused at load: it does not start */
+    CPPROF_ETLS = -10016       /* a TLS file (http_tls_*) cannot be used;
+                                  stderr names it and why */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -240,6 +244,9 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
  * non-loopback server then needs the "http_token" setting (else
  * CPPROF_ENOTOKEN, unless "http_require_token" is 0).  When a token is set,
  * every request must carry "Authorization: Bearer TOKEN" or gets a 401.
+ * When the environment gave an http_* setting a value that was refused
+ * (stderr said which), the server does not start: CPPROF_EREFUSED, until
+ * cpprof_set() gives the setting a valid value.
  * Limits: settings "http_max_connections", "http_connection_timeout"
  * (idle seconds), "http_max_body" (bytes).  Zero-code mode: with the
  * environment variable CPPROF_HTTP=HOST:PORT the library starts the server

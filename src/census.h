@@ -13,8 +13,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Room for why a stack is missing: "signal not sent: " and the longest
+ * strerror text, whole (a reason cut short names no cause). */
+#define CENSUS_MISSING_MAX 96
+
 /* The root frame of a thread whose stack is missing, followed by why. */
 #define CENSUS_NO_STACK "cpprof.stackUnavailable"
+/* Room for that frame: CENSUS_NO_STACK " (" missing ")". */
+#define CENSUS_NO_STACK_FRAME_MAX \
+    (sizeof CENSUS_NO_STACK + sizeof " ()" + CENSUS_MISSING_MAX)
 
 typedef struct {
     pid_t tid;
@@ -25,7 +32,7 @@ typedef struct {
     const cpprof_labelset *labels; /* holds a reference; NULL: no labels */
     /* "" when pcs hold the thread's stack; else why it is missing, e.g.
      * "signal blocked", "thread stopped", "no answer within 100 ms". */
-    char missing[40];
+    char missing[CENSUS_MISSING_MAX];
     unsigned depth, flags; /* flags: STACK_* of stacktab.h */
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;

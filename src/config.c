@@ -5,6 +5,9 @@
  * a default and limits.  The environment is read once when the library is
  * loaded, so the zero-code mode (LD_PRELOAD) needs nothing else; a bad value
  * is reported once on stderr and the default stays, never a silent guess.
+ * The setting also remembers that it was refused (cfg_refused), so that what
+ * guards access (the HTTP server) can fail closed instead of running with a
+ * default the user did not choose; a secret's value is never printed.
  * cpprof_set() changes a setting at run time with the same parser.
  * Integer values are atomics because collectors read them from any thread.
  */
@@ -36,6 +39,9 @@ struct setting {
     atomic_long ival;
     char *sval;
     atomic_bool frozen; /* read for good: cpprof_set() refuses it */
+    bool secret;        /* never printed: its value is a credential */
+    atomic_bool refused; /* the environment's value failed validation and
+                            no valid value has been set since */
 };
 
 /* Table rows.  An integer's expected form defaults to its range. */
@@ -47,13 +53,19 @@ struct setting {
 #define STR(id, nm, what, dflt, rule, form) \
     [id] = {.name = nm, .doc = what, .sdef = dflt, .check = rule, \
             .expect = form}
+#define SECRET(id, nm, what, rule, form) \
+    [id] = {.name = nm, .doc = what, .sdef = "", .check = rule, \
+            .expect = form, .secret = true}
 
 static int check_host_port(const char *v);
 static int check_nonempty(const char *v);
 static int check_optional_host_port(const char *v);
 static int check_token(const char *v);
+static int check_host_list(const char *v);
+static int check_path(const char *v);
 static int check_accounting_cpu(const char *v);
 static int cpu_signal_usable(long sig);
+static void env_var_name(const char *name, char *buf, size_t len);
 static int realtime_signal(long sig);
 
 static struct setting settings[CFG__COUNT] = {
@@ -108,8 +120,8 @@ static struct setting settings[CFG__COUNT] = {
         "1 to let the HTTP server bind a non-loopback address", 0, 1, 0),
     INT(CFG_HTTP_REQUIRE_TOKEN, "http_require_token",
         "0 to serve a non-loopback address without a token", 0, 1, 1),
-    STR(CFG_HTTP_TOKEN, "http_token", "bearer token of the HTTP server", "",
-        check_token, "visible ASCII characters"),
+    SECRET(CFG_HTTP_TOKEN, "http_token", "bearer token of the HTTP server",
+           check_token, "visible ASCII characters"),
     INT(CFG_HTTP_MAX_CONNECTIONS, "http_max_connections",
         "concurrent HTTP connections", 1, 10000, 32),
     INT(CFG_HTTP_CONNECTION_TIMEOUT, "http_connection_timeout",
@@ -118,6 +130,25 @@ static struct setting settings[CFG__COUNT] = {
         16777216, 65536),
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
         0, 1, 1),
+    /* The pool serving requests, and as many threads for requests that
+     * wait out a window (http.c). */
+    INT(CFG_HTTP_THREADS, "http_threads",
+        "threads of the HTTP server's pool, and requests that may wait out "
+        "a profile window at once", 2, 64, 4),
+    /* A loopback server answers only loopback Host names (DNS
+     * rebinding): these names too. */
+    STR(CFG_HTTP_ALLOWED_HOSTS, "http_allowed_hosts",
+        "Host names a loopback HTTP server answers besides loopback ones", "",
+        check_host_list, "comma-separated host names, or empty"),
+    /* TLS (http.c): files read when the server starts. */
+    STR(CFG_HTTP_TLS_CERT, "http_tls_cert",
+        "PEM certificate file of the HTTPS server", "", check_path,
+        "a file name, or empty for plain HTTP"),
+    STR(CFG_HTTP_TLS_KEY, "http_tls_key", "PEM private key file of the "
+        "HTTPS server", "", check_path, "a file name, or empty"),
+    STR(CFG_HTTP_TLS_CA, "http_tls_ca",
+        "PEM CA file whose client certificates the HTTPS server requires",
+        "", check_path, "a file name, or empty"),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */
@@ -161,6 +192,30 @@ static int check_token(const char *v)
 {
     for (; *v; v++)
         if (*v < 0x21 || *v > 0x7e)
+            return -1;
+    return 0;
+}
+
+/* Host names (letters, digits, '.', '-'), comma-separated, or "". */
+static int check_host_list(const char *v)
+{
+    for (bool name_started = false; *v; v++) {
+        if (*v == ',' && name_started)
+            name_started = false;
+        else if (isalnum((unsigned char)*v) || *v == '.' || *v == '-')
+            name_started = true;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* A file name: no control characters (a stray \r from a config file
+ * would name another file). */
+static int check_path(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 || *v == 0x7f)
             return -1;
     return 0;
 }
@@ -212,14 +267,15 @@ static int apply(struct setting *s, const char *value)
         free(s->sval);
         s->sval = copy;
         pthread_mutex_unlock(&str_lock);
-        return 0;
+    } else {
+        long n;
+        if (parse_long(value, s->min, s->max, &n) != 0)
+            return CPPROF_EVALUE;
+        if (s->icheck && !s->icheck(n))
+            return CPPROF_EVALUE;
+        atomic_store(&s->ival, n);
     }
-    long n;
-    if (parse_long(value, s->min, s->max, &n) != 0)
-        return CPPROF_EVALUE;
-    if (s->icheck && !s->icheck(n))
-        return CPPROF_EVALUE;
-    atomic_store(&s->ival, n);
+    atomic_store(&s->refused, false);
     return 0;
 }
 
@@ -251,6 +307,16 @@ long cfg_int(cfg_id id)
     return atomic_load(&settings[id].ival);
 }
 
+bool cfg_refused(cfg_id id)
+{
+    return atomic_load(&settings[id].refused);
+}
+
+void cfg_env_name(cfg_id id, char *buf, size_t len)
+{
+    env_var_name(settings[id].name, buf, len);
+}
+
 const char *cfg_str(cfg_id id)
 {
     pthread_mutex_lock(&str_lock);
@@ -277,6 +343,22 @@ static void describe_limits(const struct setting *s, char *buf, size_t len)
                  s->max, s->def);
 }
 
+/* Says once on stderr that the environment's value of s was refused, and
+ * marks it so.  A secret is described, never shown: a token read from a
+ * file with a stray \r must not end up in a log. */
+static void report_refused(struct setting *s, const char *var, const char *v)
+{
+    char limits[128];
+    atomic_store(&s->refused, true);
+    describe_limits(s, limits, sizeof limits);
+    if (s->secret)
+        fprintf(stderr, "cpprof: %s (%zu characters, not shown) is not valid "
+                "for %s: expected %s\n", var, strlen(v), s->doc, s->expect);
+    else
+        fprintf(stderr, "cpprof: %s=\"%s\" is not valid for %s: expected "
+                "%s\n", var, v, s->doc, limits);
+}
+
 /* Runs when the library is loaded: defaults, then the environment.  Its
  * priority runs it before every other constructor, so that a module reading
  * a setting at load (the crash handler) sees the environment's value. */
@@ -289,11 +371,7 @@ __attribute__((constructor(101))) static void config_load(void)
         char var[64];
         env_var_name(s->name, var, sizeof var);
         const char *v = getenv(var);
-        if (v && apply(s, v) != 0) {
-            char limits[128];
-            describe_limits(s, limits, sizeof limits);
-            fprintf(stderr, "cpprof: %s=\"%s\" is not valid for %s: expected "
-                    "%s\n", var, v, s->doc, limits);
-        }
+        if (v && apply(s, v) != 0)
+            report_refused(s, var, v);
     }
 }

@@ -5,10 +5,14 @@
  * (CPPROF_ + the name in capitals), its default and its limits, so that the
  * API (cpprof_set), the environment and README's table cannot drift apart.
  * Values are read from the environment once, at load; a bad value is
- * reported once on stderr and the default stays.
+ * reported once on stderr and the default stays, marked as refused so that
+ * the HTTP server can refuse to start on it (cfg_refused).
  */
 #ifndef CPPROF_CONFIG_H
 #define CPPROF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 typedef enum {
     CFG_LABEL_CAP,            /* distinct interned label sets before folding */
@@ -33,6 +37,11 @@ typedef enum {
     CFG_HTTP_CONNECTION_TIMEOUT, /* seconds a connection may sit idle */
     CFG_HTTP_MAX_BODY,        /* largest request body in bytes (413 past it) */
     CFG_HTTP_CMDLINE,         /* 0: /debug/pprof/cmdline answers 403 */
+    CFG_HTTP_THREADS,         /* the server's fixed pool of threads */
+    CFG_HTTP_ALLOWED_HOSTS,   /* Host names a loopback server also answers */
+    CFG_HTTP_TLS_CERT,        /* PEM certificate chain: serve HTTPS */
+    CFG_HTTP_TLS_KEY,         /* its PEM private key */
+    CFG_HTTP_TLS_CA,          /* PEM CA: client certificates required */
     CFG_ACCOUNTING,           /* 1: per-label-set accounting from load */
     CFG_ACCOUNTING_HZ,        /* accounting ticks per thread CPU-second */
     CFG_ACCOUNTING_SIGNAL,    /* real-time signal of the accounting tick */
@@ -50,5 +59,10 @@ const char *cfg_str(cfg_id id);
  * be undone): cpprof_set() answers CPPROF_EFROZEN from now on, not a
  * change that would never act. */
 void cfg_freeze(cfg_id id);
+/* The environment's value was refused at load and nothing valid has been
+ * set since: the setting holds its default, not what the user asked for. */
+bool cfg_refused(cfg_id id);
+/* The setting's environment variable, CPPROF_<NAME>. */
+void cfg_env_name(cfg_id id, char *buf, size_t len);
 
 #endif

@@ -41,6 +41,13 @@ static const char *cpprof_code_message(int code)
         return "the system refused cpprof a CPU-time timer (timer_create "
                "failed: a seccomp filter or container policy?), so no CPU "
                "profile can be taken";
+    case CPPROF_EREFUSED:
+        return "a setting of the HTTP server had a value refused at load "
+               "(stderr said which): the server does not start on a default "
+               "nobody chose";
+    case CPPROF_ETLS:
+        return "a TLS file of the HTTP server (http_tls_cert, http_tls_key, "
+               "http_tls_ca) cannot be used (stderr said which and why)";
     default: return NULL;
     }
 }

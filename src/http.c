@@ -1,9 +1,16 @@
 /*
  * http.c -- the embedded HTTP server: lifecycle, routing, Go's response form.
  *
- * libmicrohttpd runs one thread per connection, so a handler may block for
- * the length of a CPU profile without holding up any other endpoint.  This
- * file owns everything the handlers share: the route table (one row per
+ * libmicrohttpd serves on a fixed pool of http_threads threads (epoll), so
+ * that a request creates no thread.  A request that waits out a window (a
+ * CPU profile, any ?seconds=) would hold its pool thread and every
+ * connection that thread serves, so its connection is suspended and the
+ * handler runs on one of http_threads window threads, made at start, which
+ * resume it when done; a window past those is a 503 naming the setting.
+ * Suspension rather than a larger pool: a pool thread blocked for 30 s
+ * stalls the keep-alive connections it holds (a Prometheus scrape among
+ * them), whatever the pool's size.  All these threads are cpprof's: not
+ * counted by threadcreate, labelled pprof_internal=http.  This file owns everything the handlers share: the route table (one row per
  * /debug/pprof/ endpoint, with the methods it accepts), the headers every
  * response carries (X-Content-Type-Options: nosniff), and Go's error form
  * (text/plain, X-Go-Pprof: 1, message plus newline) that `go tool pprof`
@@ -19,7 +26,9 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -30,11 +39,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "atfork.h"
+#include "collect.h"
 #include "config.h"
 #include "cpprof.h"
 
@@ -87,6 +100,14 @@ struct http_req {
     size_t body_len;
     bool body_too_big;
     bool responded;
+    /* A request waiting out a window runs on a window thread while its
+     * connection is suspended: its response is kept here until the
+     * connection is resumed (only libmicrohttpd's thread may queue it). */
+    const http_route *route;      /* set when handed to a window thread */
+    struct MHD_Response *pending; /* the response it made, not yet queued */
+    unsigned pending_status;
+    int handler_rc;
+    http_req *next_waiting;       /* in the window queue */
 };
 
 /* server_lock serialises start and stop (held for the whole of a stop, so
@@ -100,6 +121,148 @@ static atomic_bool server_stopping;
  * must carry ("" when none is needed) and the body limit. */
 static char *server_token;
 static size_t server_max_body;
+static bool server_on_loopback; /* then only loopback Host names answered */
+static http_tls server_tls;     /* its PEM texts, kept for the server's life */
+/* The server's own descriptors (listener first, then libmicrohttpd's),
+ * each with the identity it had at start, and the thread that checks them
+ * (see "Descriptors the host cannot take"). */
+enum { OWN_FDS_MAX = 2 * 64 + 8 }; /* an epoll and an eventfd a thread */
+static struct own_fd {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+} own_fds[OWN_FDS_MAX];
+static size_t n_own_fds;
+static pthread_t watch_thread;
+static bool watching;
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
+static bool watch_stop;     /* under watch_lock */
+static atomic_bool server_lost; /* the watch thread stopped the server */
+/* Requests waiting out a window now, and how many may: one per window
+ * thread.  The queue hands them to those threads. */
+static atomic_int windows_open;
+static int windows_max;
+enum { WINDOW_THREADS_MAX = 64 };
+static pthread_t window_threads[WINDOW_THREADS_MAX];
+static int n_window_threads;
+static pthread_mutex_t window_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t window_ready = PTHREAD_COND_INITIALIZER;
+static http_req *window_queue; /* under window_lock */
+static bool windows_closing;   /* under window_lock */
+
+/* ---- The server's threads are cpprof's ------------------------------------------
+ *
+ * The pool's threads and the watch thread are the profiler's, not the
+ * program's: they are created with the collectors' guard set, so
+ * threadcreate does not count them (nor does heap.c sample what starting
+ * them allocates), and they carry the label pprof_internal=http, so that
+ * the census and CPU profiles name them and `-tagignore pprof_internal=http`
+ * leaves them out.  A pool thread takes the label on its first request (it
+ * starts inside libmicrohttpd), a window or watch thread as it starts; the
+ * index page reports their CPU time. */
+
+#define INTERNAL_KEY "pprof_internal"
+#define INTERNAL_VALUE "http"
+
+static cpprof_labelset *internal_set;
+static pthread_once_t internal_once = PTHREAD_ONCE_INIT;
+
+static void build_internal_labels(void)
+{
+    const char *kv[] = {INTERNAL_KEY, INTERNAL_VALUE};
+    if (cpprof_labels(&internal_set, 2, kv) != 0)
+        internal_set = NULL;
+}
+
+/* The set every server thread carries, built once and kept (NULL when it
+ * could not be built: the threads then go unlabelled). */
+static const cpprof_labelset *internal_labels(void)
+{
+    pthread_once(&internal_once, build_internal_labels);
+    return internal_set;
+}
+
+/* The server threads that have run (for their CPU time), and the CPU
+ * time of those of servers since stopped. */
+enum { SERVER_THREADS_MAX = 64 + 1 };
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t server_threads[SERVER_THREADS_MAX];
+static size_t n_server_threads;
+static bool threads_closed; /* the server is stopping: count no more */
+static double retired_cpu_seconds;
+
+static double thread_cpu_seconds(pthread_t t)
+{
+    clockid_t clock;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Gives the calling server thread its label and counts it, once. */
+static void label_server_thread(void)
+{
+    static __thread bool labelled;
+    if (labelled)
+        return;
+    labelled = true;
+    cpprof_set_thread_labels(internal_labels());
+    pthread_mutex_lock(&threads_lock);
+    if (!threads_closed && n_server_threads < SERVER_THREADS_MAX)
+        server_threads[n_server_threads++] = pthread_self();
+    pthread_mutex_unlock(&threads_lock);
+}
+
+/* Called as the server stops, while its threads still run: their time so
+ * far is kept, and they are forgotten before they end. */
+static void retire_server_threads(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    for (size_t i = 0; i < n_server_threads; i++)
+        retired_cpu_seconds += thread_cpu_seconds(server_threads[i]);
+    n_server_threads = 0;
+    threads_closed = true;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+static void open_server_threads(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    threads_closed = false;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+int http_windows_open(void)
+{
+    return atomic_load(&windows_open);
+}
+
+int http_own_cpu(double *seconds, size_t *threads)
+{
+    pthread_mutex_lock(&threads_lock);
+    *seconds = retired_cpu_seconds;
+    for (size_t i = 0; i < n_server_threads; i++)
+        *seconds += thread_cpu_seconds(server_threads[i]);
+    *threads = n_server_threads;
+    pthread_mutex_unlock(&threads_lock);
+    return 0;
+}
+
+/* Runs start(arg) with the collectors' guard set, so that threads it
+ * creates are not counted as the program's; the caller's guard is
+ * restored.  (The caller's labels stay: switching them would move what
+ * the caller allocates meanwhile to another set's accounting.) */
+static int as_internal(int (*start)(void *), void *arg)
+{
+    int busy = collect_busy;
+    collect_busy = 1;
+    int rc = start(arg);
+    collect_busy = busy;
+    return rc;
+}
 
 /* exit() tears down, under threads that keep running, what handlers use:
  * glibc's _IO_cleanup flushes every FILE without its lock and, after two
@@ -235,9 +398,14 @@ static int send_response(http_req *r, unsigned status,
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     for (; headers[0] != NULL; headers += 2)
         MHD_add_response_header(resp, headers[0], headers[1]);
+    r->responded = true;
+    if (r->route != NULL) { /* on a window thread: queued once resumed */
+        r->pending = resp;
+        r->pending_status = status;
+        return 0;
+    }
     ok = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
-    r->responded = true;
     return ok == MHD_YES ? 0 : -EIO;
 }
 
@@ -376,9 +544,13 @@ bool http_client_gone(http_req *r)
 
 /* ---- Dispatch --------------------------------------------------------------- */
 
+/* HEAD is served as GET: libmicrohttpd sends the same headers, with
+ * GET's Content-Length, and leaves out the body (Go answers HEAD with
+ * GET's headers too). */
 static unsigned method_bit(const char *method)
 {
-    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+        strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
         return HTTP_GET;
     if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
         return HTTP_POST;
@@ -412,7 +584,9 @@ static bool same_secret(const char *given, const char *secret)
 }
 
 /* Whether the request may be served: always when the server needs no
- * token, else only with "Authorization: Bearer <token>". */
+ * token, else only with "Authorization: Bearer <token>" or HTTP Basic with
+ * the token as password (any user name): what go tool pprof, curl and
+ * browsers send from https://user:TOKEN@host/. */
 static bool authorized(struct MHD_Connection *conn)
 {
     if (server_token[0] == '\0')
@@ -420,8 +594,91 @@ static bool authorized(struct MHD_Connection *conn)
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
     static const char scheme[] = "Bearer ";
-    return auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0 &&
-           same_secret(auth + sizeof scheme - 1, server_token);
+    if (auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0)
+        return same_secret(auth + sizeof scheme - 1, server_token);
+    char *password = NULL;
+    char *user = MHD_basic_auth_get_username_password(conn, &password);
+    bool ok = user != NULL && password != NULL &&
+              same_secret(password, server_token);
+    MHD_free(user);
+    MHD_free(password);
+    return ok;
+}
+
+/* Whether `host` (a Host header's name, port cut off) is a loopback name:
+ * localhost, 127.x.x.x or [::1]. */
+static bool loopback_name(const char *host, size_t len)
+{
+    char name[64];
+    struct in_addr a4;
+    if (len >= sizeof name)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0)
+        return true;
+    return inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/* Whether `host` is one of the http_allowed_hosts names. */
+static bool allowed_name(const char *host, size_t len)
+{
+    const char *list = cfg_str(CFG_HTTP_ALLOWED_HOSTS);
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        if (n == len && strncasecmp(list, host, len) == 0)
+            return true;
+        list += n + (list[n] == ',');
+    }
+    return false;
+}
+
+/* DNS rebinding: a page the developer opens may resolve its own name to
+ * 127.0.0.1 and read the server as same-origin; its requests then carry
+ * that foreign name as Host.  A loopback server answers only Host names
+ * that are loopback or allowed (with our port, or none); a request
+ * without Host (HTTP/1.0) comes from no browser. */
+static bool host_allowed(struct MHD_Connection *conn)
+{
+    if (!server_on_loopback)
+        return true;
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_HOST);
+    if (host == NULL)
+        return true;
+    const char *colon = strrchr(host, ':');
+    if (colon != NULL && strchr(colon, ']') != NULL)
+        colon = NULL; /* "[::1]" without a port */
+    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
+    if (colon != NULL && atoi(colon + 1) != server_port)
+        return false;
+    return loopback_name(host, len) || allowed_name(host, len);
+}
+
+/* Whether a browser says the request comes from another site: a
+ * Sec-Fetch-Site of cross-site, or an Origin whose host is not one
+ * host_allowed() would answer. */
+static bool cross_site(struct MHD_Connection *conn)
+{
+    const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   "Sec-Fetch-Site");
+    if (site != NULL && strcasecmp(site, "cross-site") == 0)
+        return true;
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     "Origin");
+    if (origin == NULL || strcmp(origin, "null") == 0)
+        return origin != NULL;
+    const char *host = strstr(origin, "://");
+    if (host == NULL)
+        return true;
+    host += 3;
+    const char *colon = strrchr(host, ':');
+    if (colon != NULL && strchr(colon, ']') != NULL)
+        colon = NULL;
+    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
+    if (colon == NULL || atoi(colon + 1) != server_port)
+        return true;
+    return !loopback_name(host, len) && !allowed_name(host, len);
 }
 
 /* The Content-Length the client announced, or 0. */
@@ -433,14 +690,30 @@ static unsigned long long announced_length(struct MHD_Connection *conn)
 }
 
 /* Answers a request that cannot be served, as soon as its headers are in,
- * before any body is read: 401 without the token, 413 for an announced
+ * before any body is read: 403 for a foreign Host on a loopback server,
+ * 401 without the token (offering Bearer and Basic), 413 for an announced
  * body over the limit.  Returns whether it answered. */
 static bool refuse_early(http_req *r)
 {
+    if (server_tls.ca != NULL && !http_tls_client_verified(r->conn)) {
+        http_error(r, MHD_HTTP_FORBIDDEN,
+                   "a client certificate signed by the http_tls_ca "
+                   "authority is required");
+        return true;
+    }
+    if (!host_allowed(r->conn)) {
+        http_error(r, MHD_HTTP_FORBIDDEN,
+                   "this loopback server answers only loopback Host names "
+                   "(localhost, 127.0.0.1, [::1]) with its port; add other "
+                   "names to the http_allowed_hosts setting");
+        return true;
+    }
     if (!authorized(r->conn)) {
         const char *headers[] = {"Content-Type", "text/plain; charset=utf-8",
                                  "X-Go-Pprof", "1", "WWW-Authenticate",
-                                 "Bearer", NULL};
+                                 "Bearer", "WWW-Authenticate",
+                                 "Basic realm=\"cpprof\", charset=\"UTF-8\"",
+                                 NULL};
         static const char msg[] = "Unauthorized\n";
         send_response(r, MHD_HTTP_UNAUTHORIZED, headers, msg, sizeof msg - 1);
         return true;
@@ -461,6 +734,108 @@ static const char *allowed_methods(unsigned methods)
     case HTTP_POST: return "POST";
     default: return "GET, POST";
     }
+}
+
+/* Whether the request holds its thread for a window: a CPU profile, or
+ * any ?seconds= (a delta or the labels' CPU summary). */
+static bool waits_out_window(http_req *r, const http_route *route)
+{
+    return route->handler == http_profile || http_query(r, "seconds") != NULL;
+}
+
+/* Takes one of the windows_max slots; false when all are taken. */
+static bool open_window(void)
+{
+    int n = atomic_load(&windows_open);
+    while (n < windows_max)
+        if (atomic_compare_exchange_weak(&windows_open, &n, n + 1))
+            return true;
+    return false;
+}
+
+/* Runs the route's handler; a handler that answered nothing gets a 500
+ * naming its error. */
+static int run_handler(http_req *r, const http_route *route)
+{
+    int rc = route->handler(r);
+    if (!r->responded)
+        return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
+                          cpprof_strerror(rc < 0 ? rc : -EIO));
+    return rc;
+}
+
+/* A window would hold a pool thread, and with it every connection that
+ * thread serves, for its length: the connection is suspended instead and
+ * the handler runs on a window thread, which resumes it when done. */
+static void hand_to_window_thread(http_req *r, const http_route *route)
+{
+    r->route = route;
+    MHD_suspend_connection(r->conn);
+    pthread_mutex_lock(&window_lock);
+    r->next_waiting = window_queue;
+    window_queue = r;
+    pthread_cond_signal(&window_ready);
+    pthread_mutex_unlock(&window_lock);
+}
+
+static void *window_thread(void *arg)
+{
+    (void)arg;
+    label_server_thread();
+    pthread_mutex_lock(&window_lock);
+    for (;;) {
+        while (window_queue == NULL && !windows_closing)
+            pthread_cond_wait(&window_ready, &window_lock);
+        if (window_queue == NULL)
+            break;
+        http_req *r = window_queue;
+        window_queue = r->next_waiting;
+        pthread_mutex_unlock(&window_lock);
+        r->handler_rc = run_handler(r, r->route);
+        atomic_fetch_sub(&windows_open, 1);
+        MHD_resume_connection(r->conn);
+        pthread_mutex_lock(&window_lock);
+    }
+    pthread_mutex_unlock(&window_lock);
+    return NULL;
+}
+
+static int create_window_threads(void *arg)
+{
+    (void)arg;
+    windows_closing = false;
+    for (n_window_threads = 0; n_window_threads < windows_max;
+         n_window_threads++) {
+        int rc = pthread_create(&window_threads[n_window_threads], NULL,
+                                window_thread, NULL);
+        if (rc != 0)
+            return -rc;
+    }
+    return 0;
+}
+
+/* Ends the window threads once their requests are done (a stopping
+ * server makes every waiting handler return: http_client_gone). */
+static void end_window_threads(void)
+{
+    pthread_mutex_lock(&window_lock);
+    windows_closing = true;
+    pthread_cond_broadcast(&window_ready);
+    pthread_mutex_unlock(&window_lock);
+    for (int i = 0; i < n_window_threads; i++)
+        pthread_join(window_threads[i], NULL);
+    n_window_threads = 0;
+}
+
+/* Queues the response a window thread made, on the call libmicrohttpd
+ * makes once the connection is resumed. */
+static int queue_pending(http_req *r)
+{
+    enum MHD_Result ok =
+        MHD_queue_response(r->conn, r->pending_status, r->pending);
+    MHD_destroy_response(r->pending);
+    r->pending = NULL;
+    return ok == MHD_YES && r->handler_rc == 0 ? 0 : -EIO;
 }
 
 /* Routes a complete request (body received) to its handler. */
@@ -488,11 +863,22 @@ static int dispatch(http_req *r, const char *url)
         return http_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
                           "request body larger than %zu bytes",
                           server_max_body);
-    int rc = route->handler(r);
-    if (!r->responded)
-        return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
-                          cpprof_strerror(rc < 0 ? rc : -EIO));
-    return rc;
+    if (waits_out_window(r, route)) {
+        /* A window costs CPU (a profile): not at another site's asking. */
+        if (cross_site(r->conn))
+            return http_error(r, MHD_HTTP_FORBIDDEN,
+                              "a cross-site request may not start a profile "
+                              "window (Sec-Fetch-Site or Origin)");
+        if (!open_window())
+            return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                              "%d requests already wait out a profile "
+                              "window, as many as the server has threads "
+                              "for (setting http_threads=%d)",
+                              windows_max, windows_max);
+        hand_to_window_thread(r, route);
+        return 0;
+    }
+    return run_handler(r, route);
 }
 
 /* Keeps up to server_max_body bytes of the body; past that, remembers only
@@ -529,12 +915,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         return MHD_NO; /* new_request() failed to allocate */
     if (atomic_load(&process_exiting))
         return MHD_NO; /* exit() is tearing the process down */
+    label_server_thread();
     if (r->conn == NULL) {
         r->conn = conn;
         r->method = method_bit(method);
         refuse_early(r);
         return MHD_YES;
     }
+    if (r->pending != NULL)
+        return queue_pending(r) == 0 ? MHD_YES : MHD_NO;
     if (r->responded) {
         *upload_len = 0; /* refused early: the body is dropped unread */
         return MHD_YES;
@@ -591,6 +980,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     http_req *r = *con_cls;
     (void)cls, (void)conn, (void)why;
     if (r != NULL) {
+        if (r->pending != NULL)
+            MHD_destroy_response(r->pending);
         free(r->raw_query);
         free(r->body);
         free(r);
@@ -598,6 +989,260 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
         requests_open_here--;
         atomic_fetch_sub(&requests_open, 1);
     }
+}
+
+/* ---- Descriptors the host cannot take -------------------------------------------
+ *
+ * The server's descriptors live in the host's table.  A daemon that closes
+ * every inherited descriptor and opens its own files would get their
+ * numbers, and libmicrohttpd, still polling them, would accept on and read
+ * from the daemon's files (its wake-up read of eight bytes moved the
+ * file's offset: records written were never read back).  So:
+ *   - the listener is moved to a high number (fd_floor()), and in zero-code
+ *     mode, where the process has one thread at start, every lower free
+ *     number is held while libmicrohttpd starts so that its own
+ *     descriptors land high too: a program meets them only after opening
+ *     about a thousand files of its own;
+ *   - a watch thread checks every WATCH_MS that each descriptor is still
+ *     the object it was.  When one was closed, it puts a harmless eventfd
+ *     back at that exact number (F_DUPFD at a free number returns that
+ *     number, so nothing the host opened is ever replaced) and stops the
+ *     server, saying so once on stderr.  libmicrohttpd's thread is then
+ *     asleep in poll() on the objects that were closed, which poll keeps
+ *     alive and which nothing can wake (a connection to the old listener
+ *     is queued but does not wake it; Linux 6.1): MHD_stop_daemon() would
+ *     wait for it for ever.  So it is left asleep, and should it ever wake
+ *     it finds only our placeholders at its numbers.  The old listener
+ *     keeps its port until the process exits.  When the number already names
+ *     something of the host's, stopping would close it; the server is then
+ *     left as it is and stderr says that too. */
+
+enum { WATCH_MS = 100, FD_FLOOR_MAX = 1000, FD_FLOOR_ROOM = 24 };
+
+/* The lowest number the server's descriptors take: near the top of the
+ * soft RLIMIT_NOFILE (leaving room for a few of ours), at most
+ * FD_FLOOR_MAX; 0 when the table is too small to spare it. */
+static int fd_floor(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 2 * FD_FLOOR_ROOM)
+        return 0;
+    rlim_t top = rl.rlim_cur - FD_FLOOR_ROOM;
+    return top < FD_FLOOR_MAX ? (int)top : FD_FLOOR_MAX;
+}
+
+/* fd moved to a close-on-exec number at or above `floor` (fd is closed),
+ * or fd itself when no such number is free. */
+static int move_high(int fd, int floor)
+{
+    int high = floor > fd ? fcntl(fd, F_DUPFD_CLOEXEC, floor) : -1;
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+/* Holds every free number below `floor` (with duplicates of `fd`), so that
+ * descriptors opened meanwhile land at or above it.  Only while the
+ * process has one thread: another thread opening a file would get a high
+ * number, or none.  Returns how many are held, in held[] (malloc'd). */
+static size_t hold_low_numbers(int fd, int floor, int **held)
+{
+    size_t n = 0;
+    *held = malloc((size_t)floor * sizeof **held);
+    for (int d; *held != NULL && n < (size_t)floor &&
+                (d = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0;) {
+        if (d >= floor) {
+            close(d);
+            break;
+        }
+        (*held)[n++] = d;
+    }
+    return n;
+}
+
+static void release_numbers(int *held, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        close(held[i]);
+    free(held);
+}
+
+/* Records fd and the object it names now as one of the server's. */
+static void own_fd(int fd)
+{
+    struct stat st;
+    if (n_own_fds < OWN_FDS_MAX && fstat(fd, &st) == 0)
+        own_fds[n_own_fds++] = (struct own_fd){fd, st.st_dev, st.st_ino};
+}
+
+/* Whether the descriptor `name` of /proc/self/fd (open as dir) is an anonymous
+ * inode (eventfd, epoll): what libmicrohttpd opens for itself. */
+static bool anon_inode(DIR *dir, const char *name)
+{
+    char link[64];
+    ssize_t n = readlinkat(dirfd(dir), name, link, sizeof link - 1);
+    return n > 0 && strncmp(link, "anon_inode:", 11) == 0;
+}
+
+/* Records the descriptors libmicrohttpd opened as it started: anonymous
+ * inodes not open before (before[] lists those, ending with -1). */
+static void own_new_fds(const int *before)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        bool old = e->d_name[0] == '.' || fd == dirfd(d);
+        for (const int *b = before; *b >= 0 && !old; b++)
+            old = *b == fd;
+        if (!old && anon_inode(d, e->d_name))
+            own_fd(fd);
+    }
+    closedir(d);
+}
+
+/* The numbers open now, ending with -1 (malloc'd), or NULL. */
+static int *open_fds(void)
+{
+    size_t n = 0, cap = 16;
+    int *fds = malloc(cap * sizeof *fds);
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; fds != NULL && d != NULL && (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dirfd(d))
+            continue;
+        if (n + 1 == cap) {
+            int *grown = realloc(fds, (cap *= 2) * sizeof *fds);
+            if (grown == NULL) {
+                free(fds);
+                fds = NULL;
+                break;
+            }
+            fds = grown;
+        }
+        fds[n++] = fd;
+    }
+    if (d != NULL)
+        closedir(d);
+    if (fds != NULL)
+        fds[n] = -1;
+    return fds;
+}
+
+enum fd_fate { FD_KEPT, FD_CLOSED, FD_TAKEN };
+
+static enum fd_fate fate_of(const struct own_fd *o)
+{
+    struct stat st;
+    if (fstat(o->fd, &st) != 0)
+        return errno == EBADF ? FD_CLOSED : FD_KEPT;
+    return st.st_dev == o->dev && st.st_ino == o->ino ? FD_KEPT : FD_TAKEN;
+}
+
+/* Puts a placeholder at o's number if it is still free; whether it did. */
+static bool refill(const struct own_fd *o)
+{
+    int ph = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ph < 0)
+        return false;
+    int at = ph == o->fd ? ph : fcntl(ph, F_DUPFD_CLOEXEC, o->fd);
+    if (at != ph)
+        close(ph);
+    if (at == o->fd)
+        return true;
+    if (at >= 0)
+        close(at); /* the number was taken meanwhile: the host's now */
+    return false;
+}
+
+/* Called by the watch thread: a lost descriptor is dealt with as the
+ * section's comment says.  Returns whether the server was given up. */
+static bool stop_if_lost(void)
+{
+    size_t lost = n_own_fds;
+    for (size_t i = 0; i < n_own_fds && lost == n_own_fds; i++)
+        if (fate_of(&own_fds[i]) != FD_KEPT)
+            lost = i;
+    if (lost == n_own_fds)
+        return false;
+    bool safe = true;
+    for (size_t i = 0; i < n_own_fds; i++)
+        if (fate_of(&own_fds[i]) == FD_TAKEN ||
+            (fate_of(&own_fds[i]) == FD_CLOSED && !refill(&own_fds[i])))
+            safe = false;
+    /* Handlers waiting out a profile end, as on a stop. */
+    atomic_store(&server_stopping, true);
+    if (safe)
+        fprintf(stderr, "cpprof: the HTTP server's %s (descriptor %d) was "
+                "closed by the program; the server has stopped\n",
+                lost == 0 ? "listening socket" : "descriptor",
+                own_fds[lost].fd);
+    else
+        fprintf(stderr, "cpprof: the HTTP server's descriptor %d was closed "
+                "and its number reused by the program; the server has "
+                "stopped, but its thread may still use that number\n",
+                own_fds[lost].fd);
+    return true;
+}
+
+static void *watch_fds(void *arg)
+{
+    (void)arg;
+    label_server_thread();
+    pthread_mutex_lock(&watch_lock);
+    while (!watch_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += WATCH_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L)
+            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&watch_wake, &watch_lock, &until);
+        if (!watch_stop && stop_if_lost()) {
+            atomic_store(&server_lost, true);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return NULL;
+}
+
+static int create_watch_thread(void *arg)
+{
+    (void)arg;
+    return -pthread_create(&watch_thread, NULL, watch_fds, NULL);
+}
+
+static int start_watch(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&watch_wake);
+    pthread_cond_init(&watch_wake, &ca);
+    pthread_condattr_destroy(&ca);
+    watch_stop = false;
+    atomic_store(&server_lost, false);
+    int rc = as_internal(create_watch_thread, NULL);
+    watching = rc == 0;
+    return rc;
+}
+
+/* Ends the watch thread; returns whether it had given the server up (its
+ * thread cannot be joined). */
+static bool end_watch(void)
+{
+    if (!watching)
+        return false;
+    pthread_mutex_lock(&watch_lock);
+    watch_stop = true;
+    pthread_cond_signal(&watch_wake);
+    pthread_mutex_unlock(&watch_lock);
+    pthread_join(watch_thread, NULL);
+    watching = false;
+    n_own_fds = 0;
+    return atomic_load(&server_lost);
 }
 
 /* ---- Lifecycle -------------------------------------------------------------- */
@@ -644,44 +1289,146 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn,
     return (size_t)(out - s);
 }
 
-static int start_locked(const char *addr)
+/* The server's settings; a refused value among them keeps it from starting
+ * (fail closed): a token with a stray \r must not leave the server open to
+ * everyone, nor a bad limit leave it with one nobody chose. */
+static const cfg_id server_settings[] = {
+    CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
+    CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
+    CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE, CFG_HTTP_THREADS,
+    CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
+    CFG_HTTP_TLS_CA,
+};
+
+/* The first server setting whose value was refused, or -1. */
+static int refused_server_setting(void)
+{
+    for (size_t i = 0; i < sizeof server_settings / sizeof *server_settings;
+         i++)
+        if (cfg_refused(server_settings[i]))
+            return (int)server_settings[i];
+    return -1;
+}
+
+/* libmicrohttpd on the listening socket fd, or NULL: a fixed pool of
+ * `threads` threads, each with its own epoll (no limit on descriptor
+ * numbers, unlike select), so that a request creates no thread.  A
+ * request waiting out a window holds its thread (and the connections that
+ * thread polls) for the window: one thread is kept for the others
+ * (open_window).  libmicrohttpd divides the connection limit among the
+ * threads, so there are never more threads than connections allowed. */
+static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
+{
+    unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME |
+                     (server_tls.cert != NULL ? MHD_USE_TLS : 0) |
+                     (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* HTTPS when a certificate is set; the CA, when set, makes
+     * libmicrohttpd ask clients for theirs (checked in refuse_early). */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, server_tls.cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, server_tls.key},
+        {MHD_OPTION_HTTPS_MEM_TRUST, 0, server_tls.ca},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (server_tls.cert == NULL)
+        tls[0].option = MHD_OPTION_END;
+    else if (server_tls.ca == NULL)
+        tls[2].option = MHD_OPTION_END;
+    /* The timeout counts idle time (a client trickling its request or not
+     * reading the answer), never a handler's own wait for a profile. */
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, max_conns,
+        MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
+}
+
+struct daemon_start {
+    int fd, family;
+    unsigned threads;
+    struct MHD_Daemon *daemon;
+};
+
+static int run_start_daemon(void *arg)
+{
+    struct daemon_start *ds = arg;
+    ds->daemon = start_daemon(ds->fd, ds->family, ds->threads);
+    return ds->daemon != NULL ? 0 : -EIO;
+}
+
+/* Starts the server on its listening socket fd, its descriptors high
+ * (libmicrohttpd's too when `one_thread`: the process has no other thread
+ * that could need a low number meanwhile) and watched. */
+static int start_on(int fd, int family, bool one_thread)
+{
+    int floor = fd_floor(), *held = NULL;
+    open_server_threads();
+    fd = move_high(fd, floor);
+    server_port = bound_port(fd); /* before any request checks its Host */
+    int *before = open_fds();
+    size_t nheld = one_thread ? hold_low_numbers(fd, floor, &held) : 0;
+    unsigned threads = (unsigned)cfg_int(CFG_HTTP_THREADS),
+             max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
+    if (threads > max_conns)
+        threads = max_conns > 1 ? max_conns : 2;
+    windows_max = (int)cfg_int(CFG_HTTP_THREADS);
+    struct daemon_start ds = {fd, family, threads, NULL};
+    if (before != NULL)
+        as_internal(run_start_daemon, &ds);
+    server = ds.daemon;
+    release_numbers(held, nheld);
+    if (server != NULL) {
+        own_fd(fd);
+        own_new_fds(before);
+    }
+    free(before);
+    if (server == NULL) {
+        close(fd);
+        return -EIO;
+    }
+    int rc = as_internal(create_window_threads, NULL);
+    if (rc == 0)
+        rc = start_watch();
+    if (rc < 0) {
+        end_window_threads();
+        MHD_stop_daemon(server);
+        server = NULL;
+        n_own_fds = 0;
+        return rc;
+    }
+    return 0;
+}
+
+static int start_locked(const char *addr, bool one_thread)
 {
     struct sockaddr_storage ss;
     socklen_t len;
+    if (refused_server_setting() >= 0)
+        return CPPROF_EREFUSED;
     int rc = parse_addr(addr, &ss, &len);
     if (rc < 0)
         return rc;
     if ((rc = choose_token(&ss, &server_token)) < 0)
         return rc;
+    server_on_loopback = is_loopback(&ss);
+    if ((rc = http_tls_load(&server_tls)) < 0) {
+        free(server_token);
+        return rc;
+    }
     int fd = listen_on(&ss, len);
-    if (fd < 0) {
-        free(server_token);
-        return fd;
-    }
     server_max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
-    /* MHD_USE_POLL: libmicrohttpd's default, select(), drops every
-     * connection whose fd is 1024 or more, and the host process may well
-     * hold that many (test/http_badinput's 1,000 connections found it). */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    /* The timeout counts idle time (a client trickling its request or not
-     * reading the answer), never a handler's own wait for a profile. */
-    server = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS),
-        MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
-    if (server == NULL) {
-        close(fd);
+    rc = fd < 0 ? fd : start_on(fd, ss.ss_family, one_thread);
+    if (rc < 0) {
         free(server_token);
-        return -EIO;
+        http_tls_free(&server_tls);
+        return rc;
     }
-    server_port = bound_port(fd);
     static bool drain_registered; /* under server_lock */
     if (!drain_registered)
         drain_registered = atexit(drain_requests_at_exit) == 0;
@@ -694,9 +1441,11 @@ static int start_locked(const char *addr)
 static void http_atfork_prepare(void) { pthread_mutex_lock(&server_lock); }
 static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
 
-/* In the child the server's threads are gone; its daemon is dropped, not
- * stopped (only async-signal-safe calls after fork), with its listening
- * socket closed, so the child can start a server of its own. */
+/* In the child the server's threads (pool, windows, watch) are gone; its
+ * daemon is dropped, not stopped (only async-signal-safe calls after
+ * fork), with its listening socket closed, so the child can start a server
+ * of its own.  The locks those threads may have held at the fork are made
+ * anew: no thread of the child holds them. */
 static void http_forget_after_fork(void)
 {
     if (server != NULL) {
@@ -707,12 +1456,23 @@ static void http_forget_after_fork(void)
         server = NULL;
         server_port = 0;
         server_token = NULL;
+        server_tls = (http_tls){NULL, NULL, NULL};
     }
+    watching = false;
+    n_own_fds = 0;
+    n_window_threads = 0;
+    n_server_threads = 0;
+    window_queue = NULL;
+    atomic_store(&windows_open, 0);
     atomic_store(&requests_open, 0); /* their threads stayed in the parent */
+    pthread_mutex_init(&watch_lock, NULL);
+    pthread_mutex_init(&window_lock, NULL);
+    pthread_mutex_init(&threads_lock, NULL);
     pthread_mutex_unlock(&server_lock);
 }
 
-int cpprof_http_start(const char *addr)
+/* Starts the server unless one runs. */
+static int start(const char *addr, bool one_thread)
 {
     int rc;
     if (addr == NULL)
@@ -724,10 +1484,15 @@ int cpprof_http_start(const char *addr)
     /* libmicrohttpd's threads, created now, are cpprof's own for life:
      * what they allocate is not the program's (collect.h). */
     collect_internal_enter();
-    rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr);
+    rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr, one_thread);
     collect_internal_leave();
     pthread_mutex_unlock(&server_lock);
     return rc;
+}
+
+int cpprof_http_start(const char *addr)
+{
+    return start(addr, false);
 }
 
 int cpprof_http_stop(void)
@@ -741,12 +1506,19 @@ int cpprof_http_stop(void)
          * return, so joining the connection threads takes no longer than
          * one poll interval. */
         atomic_store(&server_stopping, true);
-        MHD_stop_daemon(server);
+        retire_server_threads();
+        end_window_threads();
+        bool given_up = end_watch();
+        if (!given_up)
+            MHD_stop_daemon(server);
         atomic_store(&server_stopping, false);
         server = NULL;
         server_port = 0;
         free(server_token);
         server_token = NULL;
+        if (given_up) /* its threads may still point at the texts */
+            server_tls = (http_tls){NULL, NULL, NULL};
+        http_tls_free(&server_tls);
     }
     pthread_mutex_unlock(&server_lock);
     return rc;
@@ -764,8 +1536,9 @@ int http_port(void)
  * serves /debug/pprof/ from any dynamically linked program that never heard
  * of cpprof.  A constructor without a priority runs after every prioritised
  * one, so the settings (config_load) and the interposers are ready.  The
- * variable is removed first, while the process still has one thread, so
- * that programs it starts do not all fight for the same port. */
+ * variables are removed first, while the process still has one thread, so
+ * that programs it starts do not all fight for the same port, nor learn the
+ * token (config_load has read it). */
 __attribute__((constructor)) static void http_serve_from_load(void)
 {
     cfg_freeze(CFG_HTTP);
@@ -773,8 +1546,16 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     if (addr[0] == '\0')
         return;
     unsetenv("CPPROF_HTTP");
-    int rc = cpprof_http_start(addr);
-    if (rc < 0)
+    unsetenv("CPPROF_HTTP_TOKEN");
+    int rc = start(addr, true);
+    if (rc == CPPROF_EREFUSED) {
+        char var[64];
+        cfg_env_name((cfg_id)refused_server_setting(), var, sizeof var);
+        fprintf(stderr, "cpprof: not serving CPPROF_HTTP=%s: %s was refused, "
+                "and the server does not start without the value asked "
+                "for\n", addr, var);
+    } else if (rc < 0) {
         fprintf(stderr, "cpprof: cannot serve CPPROF_HTTP=%s: %s\n", addr,
                 cpprof_strerror(rc));
+    }
 }

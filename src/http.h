@@ -81,6 +81,25 @@ const http_route *http_routes(size_t *n);
 
 /* Handlers, one per file, listed in http.c's route table.  Each sends
  * exactly one response (http_reply or http_error) and returns its result. */
+/* The CPU time the server's own threads have used (pool and watch thread,
+ * of this server and those before it) and how many run now. */
+int http_own_cpu(double *seconds, size_t *threads);
+/* TLS (http_tls.c): the PEM texts of the http_tls_* files, NULL when not
+ * set (no cert: plain HTTP; no ca: no client certificate asked for). */
+typedef struct {
+    char *cert, *key, *ca;
+} http_tls;
+/* Reads and checks the files; CPPROF_ETLS (stderr names the file and the
+ * reason) or -ENOMEM when they cannot be used. */
+int http_tls_load(http_tls *t);
+void http_tls_free(http_tls *t);
+struct MHD_Connection;
+/* Whether the client showed a certificate the CA verifies. */
+bool http_tls_client_verified(struct MHD_Connection *conn);
+
+/* Requests waiting out a window (a profile, a ?seconds= delta) now. */
+int http_windows_open(void);
+
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
 int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
 int http_heap(http_req *r);        /* http_heap.c: .../heap */

@@ -113,7 +113,7 @@ static int add_group(builder *b, const struct group *g)
     if (!t->missing[0])
         return builder_add_sample(b, t->pcs, t->depth, t->flags, &g->count,
                                   t->labels, NULL, 0);
-    char frame[96];
+    char frame[CENSUS_NO_STACK_FRAME_MAX];
     no_stack_frame(t, frame, sizeof frame);
     return builder_add_labelled_pseudo_sample(b, frame, &g->count, t->labels);
 }
@@ -162,7 +162,7 @@ static const char *file_or_unknown(const symbolize_frame *f)
 static void print_debug1_frames(FILE *f, const census_thread *t)
 {
     if (t->missing[0]) {
-        char frame[96];
+        char frame[CENSUS_NO_STACK_FRAME_MAX];
         no_stack_frame(t, frame, sizeof frame);
         fprintf(f, "#\t0x0\t%s\n", frame);
         return;
@@ -263,7 +263,7 @@ static void print_thread_header(FILE *f, const census_thread *t)
 static void print_debug2_frames(FILE *f, const census_thread *t)
 {
     if (t->missing[0]) {
-        char frame[96];
+        char frame[CENSUS_NO_STACK_FRAME_MAX];
         no_stack_frame(t, frame, sizeof frame);
         fprintf(f, "%s\n", frame);
         return;

@@ -153,7 +153,10 @@ static void put_unsampled(FILE *f)
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
  * "path", and "unavailable" (why) for a profile that cannot be taken}],
- * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}} */
+ * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
+ * "profiler": {"label", "threads", "cpu_seconds", "windows_open"}}: the
+ * last, what the server's own threads cost the process and how many
+ * requests wait out a window now. */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
@@ -170,11 +173,16 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
     }
     int64_t inuse, allocated;
     heap_internal_stats(&inuse, &allocated);
-    json_t *root = json_pack("{s:o, s:{s:I, s:I}, s:o}", "profiles", list,
-                             "cpprof_internal_heap", "inuse_bytes",
-                             (json_int_t)inuse, "alloc_bytes",
-                             (json_int_t)allocated, "cpu_unsampled",
-                             unsampled_json());
+    double cpu;
+    size_t threads;
+    http_own_cpu(&cpu, &threads);
+    json_t *root = json_pack(
+        "{s:o, s:{s:I, s:I}, s:o, s:{s:s, s:I, s:f, s:i}}", "profiles", list,
+        "cpprof_internal_heap", "inuse_bytes", (json_int_t)inuse,
+        "alloc_bytes", (json_int_t)allocated, "cpu_unsampled",
+        unsampled_json(), "profiler", "label", "pprof_internal=http",
+        "threads", (json_int_t)threads, "cpu_seconds", cpu, "windows_open",
+        http_windows_open());
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -257,12 +265,26 @@ static const www_file *find_file(const char *name)
 }
 
 /* Writes the template with each placeholder comment replaced. */
+/* What the server's own threads cost, and how to leave them out. */
+static void put_profiler(FILE *f)
+{
+    double cpu;
+    size_t threads;
+    http_own_cpu(&cpu, &threads);
+    fprintf(f, "<p class=\"note\" id=\"profiler\">This server's %zu "
+               "threads have used %.3f s of CPU; they carry the label "
+               "<code>pprof_internal=http</code> (leave them out with "
+               "<code>-tagignore pprof_internal=http</code>).</p>",
+            threads, cpu);
+}
+
 static void put_page(FILE *f, const www_file *page, const index_entry *e,
                      size_t n)
 {
     static const char rows[] = "<!--rows-->",
                       descriptions[] = "<!--descriptions-->",
-                      unsampled[] = "<!--unsampled-->";
+                      unsampled[] = "<!--unsampled-->",
+                      profiler[] = "<!--profiler-->";
     const char *p = (const char *)page->data, *end = p + page->len;
     while (p < end) {
         const char *mark = memchr(p, '<', (size_t)(end - p));
@@ -276,6 +298,10 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
         if (left >= sizeof rows - 1 && !memcmp(p, rows, sizeof rows - 1)) {
             put_rows(f, e, n);
             p += sizeof rows - 1;
+        } else if (left >= sizeof profiler - 1 &&
+                   !memcmp(p, profiler, sizeof profiler - 1)) {
+            put_profiler(f);
+            p += sizeof profiler - 1;
         } else if (left >= sizeof descriptions - 1 &&
                    !memcmp(p, descriptions, sizeof descriptions - 1)) {
             put_descriptions(f, e, n);

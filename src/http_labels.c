@@ -32,26 +32,35 @@
 #include <string.h>
 #include <zlib.h>
 
-/* Adds `count` (and `ns` when ns >= 0) to labels[key][value]. */
-static void tally(json_t *labels, const char *key, const char *value,
+/* Adds `count` (and `ns` when ns >= 0) to labels[key][value]; false when
+ * it could not (no memory).  jansson frees what it fails to insert, so a
+ * new object is used only once it is in its parent. */
+static bool tally(json_t *labels, const char *key, const char *value,
                   json_int_t count, json_int_t ns)
 {
     json_t *values = json_object_get(labels, key);
-    if (values == NULL)
-        json_object_set_new(labels, key, values = json_object());
+    if (values == NULL &&
+        (json_object_set_new(labels, key, json_object()) != 0 ||
+         (values = json_object_get(labels, key)) == NULL))
+        return false;
     json_t *v = json_object_get(values, value);
-    if (v == NULL) {
-        v = ns >= 0 ? json_pack("{s:I, s:I}", "count", (json_int_t)0,
-                                "cpu_nanoseconds", (json_int_t)0)
-                    : json_pack("{s:I}", "count", (json_int_t)0);
-        json_object_set_new(values, value, v);
-    }
+    if (v == NULL &&
+        (json_object_set_new(values, value,
+                             ns >= 0 ? json_pack("{s:I, s:I}", "count",
+                                                 (json_int_t)0,
+                                                 "cpu_nanoseconds",
+                                                 (json_int_t)0)
+                                     : json_pack("{s:I}", "count",
+                                                 (json_int_t)0)) != 0 ||
+         (v = json_object_get(values, value)) == NULL))
+        return false;
     json_t *c = json_object_get(v, "count");
     json_integer_set(c, json_integer_value(c) + count);
     if (ns >= 0) {
         json_t *t = json_object_get(v, "cpu_nanoseconds");
         json_integer_set(t, json_integer_value(t) + ns);
     }
+    return true;
 }
 
 /* Sets every value's share: its count over `total`. */
@@ -85,8 +94,7 @@ static int reply(http_req *r, json_t *root)
 
 static bool tally_thread_label(const char *key, const char *value, void *arg)
 {
-    tally(arg, key, value, 1, -1);
-    return true;
+    return tally(arg, key, value, 1, -1);
 }
 
 static int reply_census(http_req *r)

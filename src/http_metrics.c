@@ -17,6 +17,7 @@
  * cpprof_labelsets_folded_total counts the sets folded into it, and
  * counts of reclaimed sets are the series {cpprof_retired="true"}.
  */
+#define _GNU_SOURCE /* hsearch_r, asprintf */
 #include "heap.h"
 #include "accounting.h"
 #include "http.h"
@@ -24,6 +25,8 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <search.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,30 +46,60 @@ static bool name_char(char c, bool first)
            (!first && c >= '0' && c <= '9');
 }
 
-/* The Prometheus form of label key i of `set`, made unique among the
- * set's earlier keys. */
-static void sanitised_key(const cpprof_labelset *set, size_t i, char *out,
-                          size_t len)
+/* The Prometheus form of a key without regard to its set: every character
+ * outside [a-zA-Z0-9_] becomes '_', and a name that would start with a
+ * digit or the reserved "__" gets "label_" in front. */
+static char *base_name(const char *k)
 {
-    char base[256];
-    const char *k = labelset_key(set, i);
     bool prefix = !name_char(k[0], true) || (k[0] == '_' && k[1] == '_');
-    size_t n = (size_t)snprintf(base, sizeof base, "%s", prefix ? "label_" : "");
-    for (; *k && n + 1 < sizeof base; k++)
-        base[n++] = name_char(*k, false) ? *k : '_';
-    base[n] = '\0';
-    snprintf(out, len, "%s", base);
-    for (int suffix = 2;; suffix++) {
-        bool clash = false;
-        for (size_t j = 0; j < i && !clash; j++) {
-            char earlier[300];
-            sanitised_key(set, j, earlier, sizeof earlier);
-            clash = strcmp(earlier, out) == 0;
+    size_t len = strlen(k), at = prefix ? 6 : 0;
+    char *out = malloc(at + len + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, "label_", at);
+    for (; *k; k++)
+        out[at++] = name_char(*k, false) ? *k : '_';
+    out[at] = '\0';
+    return out;
+}
+
+/* The names a set's keys already took, each with the next suffix to try
+ * when another key wants it as its base: a hash table, so that naming a
+ * set's keys is linear in their number (a name compared with every earlier
+ * one, recursively, made a 40-key set's /metrics never end). */
+typedef struct {
+    struct hsearch_data table;
+    ENTRY *entries; /* one per key: the name and its next suffix */
+} taken_names;
+
+/* Takes `name` (malloc'd, owned by the caller's array) or, when it is
+ * taken, the first free NAME_2, NAME_3...; returns the name used (the
+ * argument or a new malloc'd string, the argument then freed), or NULL. */
+static char *take_name(taken_names *t, size_t i, char *name)
+{
+    ENTRY want = {.key = name}, *found;
+    if (!hsearch_r(want, FIND, &found, &t->table))
+        found = NULL;
+    while (found != NULL) {
+        intptr_t suffix = (intptr_t)found->data;
+        found->data = (void *)(suffix + 1);
+        char *next;
+        if (asprintf(&next, "%s_%ld", name, (long)suffix) < 0) {
+            free(name);
+            return NULL;
         }
-        if (!clash)
-            return;
-        snprintf(out, len, "%s_%d", base, suffix);
+        free(name);
+        name = next;
+        want.key = name;
+        if (!hsearch_r(want, FIND, &found, &t->table))
+            found = NULL;
     }
+    t->entries[i] = (ENTRY){.key = name, .data = (void *)(intptr_t)2};
+    if (!hsearch_r(t->entries[i], ENTER, &found, &t->table)) {
+        free(name);
+        return NULL;
+    }
+    return name;
 }
 
 static void put_escaped_value(FILE *f, const char *v)
@@ -83,23 +116,62 @@ static void put_escaped_value(FILE *f, const char *v)
     }
 }
 
-/* The series' label block, "{k="v",...}", or nothing for the empty set. */
-static void put_labels(FILE *f, const acct_row *row)
+/* Writes the set's label block, "{k="v",...}", keys sanitised and made
+ * unique.  Returns -ENOMEM when it could not name them. */
+static int put_set_labels(FILE *f, const cpprof_labelset *set)
 {
-    if (row->kind == ACCT_ROW_RETIRED) {
-        fputs("{cpprof_retired=\"true\"}", f);
-        return;
+    size_t n = cpprof_labelset_size(set);
+    taken_names t = {.entries = calloc(n ? n : 1, sizeof(ENTRY))};
+    int rc = 0;
+    if (t.entries == NULL || !hcreate_r(2 * n + 1, &t.table)) {
+        free(t.entries);
+        return -ENOMEM;
     }
-    size_t n = cpprof_labelset_size(row->set);
-    for (size_t i = 0; i < n; i++) {
-        char key[300];
-        sanitised_key(row->set, i, key, sizeof key);
-        fprintf(f, "%s%s=\"", i ? "," : "{", key);
-        put_escaped_value(f, labelset_value(row->set, i));
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char *name = base_name(labelset_key(set, i));
+        if (name == NULL || (name = take_name(&t, i, name)) == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        fprintf(f, "%s%s=\"", i ? "," : "{", name);
+        put_escaped_value(f, labelset_value(set, i));
         fputc('"', f);
     }
-    if (n)
+    if (n && rc == 0)
         fputc('}', f);
+    hdestroy_r(&t.table);
+    for (size_t i = 0; i < n; i++)
+        free(t.entries[i].key);
+    free(t.entries);
+    return rc;
+}
+
+static void free_label_blocks(char **blocks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(blocks[i]);
+    free(blocks);
+}
+
+/* Every row's label block, built once: the same block goes on the row's
+ * series in every family.  NULL on failure. */
+static char **label_blocks(const acct_row *rows, size_t n)
+{
+    char **blocks = calloc(n ? n : 1, sizeof *blocks);
+    for (size_t i = 0; blocks != NULL && i < n; i++) {
+        size_t len;
+        FILE *f = open_memstream(&blocks[i], &len);
+        int rc = f == NULL ? -ENOMEM : 0;
+        if (f != NULL && rows[i].kind == ACCT_ROW_RETIRED)
+            fputs("{cpprof_retired=\"true\"}", f);
+        else if (f != NULL)
+            rc = put_set_labels(f, rows[i].set);
+        if (f == NULL || fclose(f) != 0 || rc < 0) {
+            free_label_blocks(blocks, i + 1);
+            blocks = NULL;
+        }
+    }
+    return blocks;
 }
 
 enum field { CPU, BYTES, OBJECTS, LOCK_WAIT, THREADS };
@@ -117,24 +189,23 @@ static void put_value(FILE *f, const acct_row *row, enum field field)
     }
 }
 
-static void put_family(FILE *f, const acct_row *rows, size_t n,
-                       const char *name, const char *type, const char *help,
-                       enum field field)
+static void put_family(FILE *f, const acct_row *rows,
+                       char *const *blocks, size_t n, const char *name,
+                       const char *type, const char *help, enum field field)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
     for (size_t i = 0; i < n; i++) {
         if (field == THREADS && rows[i].kind == ACCT_ROW_RETIRED)
             continue;
-        fputs(name, f);
-        put_labels(f, &rows[i]);
-        fputc(' ', f);
+        fprintf(f, "%s%s ", name, blocks[i]);
         put_value(f, &rows[i], field);
         fputc('\n', f);
     }
 }
 
-static void put_user_family(FILE *f, const acct_row *rows, size_t n,
-                            const char *name, size_t slot)
+static void put_user_family(FILE *f, const acct_row *rows,
+                            char *const *blocks, size_t n, const char *name,
+                            size_t slot)
 {
     fprintf(f, "# HELP cpprof_user_%s_total cpprof_counter_add(\"%s\") per "
                "label set.\n# TYPE cpprof_user_%s_total counter\n",
@@ -142,30 +213,30 @@ static void put_user_family(FILE *f, const acct_row *rows, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (!rows[i].user[slot])
             continue;
-        fprintf(f, "cpprof_user_%s_total", name);
-        put_labels(f, &rows[i]);
-        fprintf(f, " %llu\n", (unsigned long long)rows[i].user[slot]);
+        fprintf(f, "cpprof_user_%s_total%s %llu\n", name, blocks[i],
+                (unsigned long long)rows[i].user[slot]);
     }
 }
 
-static void put_exposition(FILE *f, const acct_row *rows, size_t n)
+static void put_exposition(FILE *f, const acct_row *rows,
+                           char *const *blocks, size_t n)
 {
-    put_family(f, rows, n, "cpprof_cpu_seconds_total", "counter",
+    put_family(f, rows, blocks, n, "cpprof_cpu_seconds_total", "counter",
                "CPU time of threads holding the label set.", CPU);
-    put_family(f, rows, n, "cpprof_alloc_bytes_total", "counter",
+    put_family(f, rows, blocks, n, "cpprof_alloc_bytes_total", "counter",
                "Bytes allocated by threads holding the label set.", BYTES);
-    put_family(f, rows, n, "cpprof_alloc_objects_total", "counter",
+    put_family(f, rows, blocks, n, "cpprof_alloc_objects_total", "counter",
                "Objects allocated by threads holding the label set.",
                OBJECTS);
-    put_family(f, rows, n, "cpprof_lock_wait_seconds_total", "counter",
+    put_family(f, rows, blocks, n, "cpprof_lock_wait_seconds_total", "counter",
                "Time threads holding the label set waited for contended "
                "locks (while block or mutex profiling is on).", LOCK_WAIT);
-    put_family(f, rows, n, "cpprof_threads", "gauge",
+    put_family(f, rows, blocks, n, "cpprof_threads", "gauge",
                "Threads holding the label set now.", THREADS);
     size_t nnames;
     const char *const *names = accounting_user_names(&nnames);
     for (size_t i = 0; i < nnames; i++)
-        put_user_family(f, rows, n, names[i], i);
+        put_user_family(f, rows, blocks, n, names[i], i);
     int64_t inuse, allocated;
     heap_internal_stats(&inuse, &allocated);
     fprintf(f, "# HELP cpprof_internal_heap_bytes Bytes in use by cpprof "
@@ -199,12 +270,16 @@ int http_metrics(http_req *r)
     if (rc)
         return http_error(r, 500, "%s", cpprof_strerror(rc));
     text t = {0};
-    t.f = open_memstream(&t.buf, &t.len);
+    char **blocks = label_blocks(rows, n);
+    t.f = blocks != NULL ? open_memstream(&t.buf, &t.len) : NULL;
     if (!t.f) {
+        if (blocks != NULL)
+            free_label_blocks(blocks, n);
         accounting_rows_free(rows, n);
         return http_error(r, 500, "%s", cpprof_strerror(-ENOMEM));
     }
-    put_exposition(t.f, rows, n);
+    put_exposition(t.f, rows, blocks, n);
+    free_label_blocks(blocks, n);
     accounting_rows_free(rows, n);
     rc = fclose(t.f) == 0
              ? http_reply(r, "text/plain; version=0.0.4; charset=utf-8", NULL,

@@ -1,25 +1,26 @@
 /*
  * http_profile.c -- GET /debug/pprof/profile?seconds=N, as Go serves it.
  *
- * Starts a CPU profile, waits out the window on this connection's own thread
- * (the server gives every connection one) and answers the gzip-compressed
- * profile.proto.  The wait wakes every 100 ms to see whether the client has
- * gone: a profile nobody will read is stopped at once, so that the next
- * request is not refused as "already in use" for the rest of the window.
+ * Starts a CPU profile, waits out the window on a window thread (http.c
+ * runs every window request on one, its connection put aside) and answers
+ * the gzip-compressed profile.proto.  The wait (http_wait_window, shared
+ * with every ?seconds= window) wakes every 100 ms to see whether the client
+ * has gone: a profile nobody will read is stopped at once, so that the
+ * next request is not refused as "already in use" for the rest of the
+ * window.
  *
  * Unlike Go, a bad `seconds` is a 400 naming the parameter, not a silent
  * 30 s profile: a typo should not cost the user half a minute.
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "config.h"
 #include "cpprof.h"
+#include "delta.h"
 #include "http.h"
 
 #define DEFAULT_SECONDS 30
-#define POLL_NS 100000000L
 
 /* Parses `seconds`: absent means the default; otherwise decimal digits only,
  * 1..max.  Returns the value or -EINVAL. */
@@ -39,44 +40,6 @@ static long parse_seconds(const char *s, long max)
     return v >= 1 ? v : -EINVAL;
 }
 
-static void add_ns(struct timespec *t, long ns)
-{
-    t->tv_nsec += ns;
-    while (t->tv_nsec >= 1000000000L) {
-        t->tv_nsec -= 1000000000L;
-        t->tv_sec++;
-    }
-}
-
-static bool before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec ||
-           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
-/* Sleeps until `seconds` have passed or the client is gone; returns whether
- * the whole window ran.  Absolute wake-ups make an interrupted sleep (the
- * profiling signal can land here) simply resume. */
-static bool wait_window(http_req *r, long seconds)
-{
-    struct timespec end, next;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    next = end;
-    end.tv_sec += seconds;
-    for (;;) {
-        add_ns(&next, POLL_NS);
-        if (!before(&next, &end))
-            next = end;
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) ==
-               EINTR)
-            ;
-        if (!before(&next, &end))
-            return true;
-        if (http_client_gone(r))
-            return false;
-    }
-}
-
 int http_profile(http_req *r)
 {
     long max = cfg_int(CFG_PROFILE_MAX_SECONDS);
@@ -94,7 +57,7 @@ int http_profile(http_req *r)
     if (rc < 0)
         return http_error(r, 500, "Could not enable CPU profiling: %s",
                           cpprof_strerror(rc));
-    bool complete = wait_window(r, seconds);
+    bool complete = http_wait_window(r, seconds);
     rc = cpprof_cpu_profile_stop(&buf, &len);
     if (rc < 0)
         return http_error(r, 500, "Could not finish CPU profile: %s",

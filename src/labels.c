@@ -7,6 +7,12 @@
  * allocates nothing; collectors can key their tables by the pointer; and the
  * cardinality guard can count distinct sets.  The empty set is NULL.
  *
+ * Text: keys and values are stored as valid UTF-8, each byte that does not
+ * start a valid sequence replaced by U+FFFD (as Go's range over a string
+ * reads it), so that every output (JSON, Prometheus text, profile.proto,
+ * the index) can carry them as they are; a set whose input differed only
+ * in such bytes is the same set.
+ *
  * Storage: each set is one allocation holding its 2n string pointers followed
  * by the strings, sorted by key (Go prints and iterates in key order).  The
  * intern table is a chained hash under one mutex; it is touched only when a
@@ -29,6 +35,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +86,7 @@ static size_t nbuckets, ninterned;
 static atomic_ulong folded;
 static atomic_int overrelease_reported;
 
-/* ---- Building ----------------------------------------------------------- */
+/* ---- Checking arguments ------------------------------------------------- */
 
 static int validate_pairs(size_t n, const char *const *kv)
 {
@@ -97,6 +104,87 @@ static int validate_pairs(size_t n, const char *const *kv)
     }
     return 0;
 }
+
+/* ---- Valid UTF-8 ------------------------------------------------------- */
+
+/* The length of the valid UTF-8 sequence s starts with (1 for ASCII), or 0
+ * when the byte at s starts none (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t len;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+static bool utf8_valid(const char *s)
+{
+    for (size_t n; *s; s += n)
+        if ((n = utf8_sequence((const unsigned char *)s)) == 0)
+            return false;
+    return true;
+}
+
+/* A malloc'd copy of s with every byte that starts no valid sequence
+ * replaced by U+FFFD, or NULL. */
+static char *utf8_repaired(const char *s)
+{
+    static const char replacement[] = "\xef\xbf\xbd";
+    char *out = malloc(3 * strlen(s) + 1), *at = out;
+    if (out == NULL)
+        return NULL;
+    while (*s) {
+        size_t n = utf8_sequence((const unsigned char *)s);
+        if (n == 0) {
+            memcpy(at, replacement, 3);
+            at += 3;
+            s++;
+        } else {
+            memcpy(at, s, n);
+            at += n;
+            s += n;
+        }
+    }
+    *at = '\0';
+    return out;
+}
+
+/* Points every key and value of p that is not valid UTF-8 at a repaired
+ * copy, kept in owned[] (room for 2n) for the caller to free once the set
+ * is interned.  Returns the number of copies, or -ENOMEM. */
+static int repair_pairs(struct pair *p, size_t n, char **owned)
+{
+    int nowned = 0;
+    for (size_t i = 0; i < 2 * n; i++) {
+        const char **text = i % 2 ? &p[i / 2].value : &p[i / 2].key;
+        if (utf8_valid(*text))
+            continue;
+        if ((owned[nowned] = utf8_repaired(*text)) == NULL) {
+            while (nowned > 0)
+                free(owned[--nowned]);
+            return -ENOMEM;
+        }
+        *text = owned[nowned++];
+    }
+    return nowned;
+}
+
+/* ---- Building ------------------------------------------------------------ */
 
 static int pair_cmp(const void *a, const void *b)
 {
@@ -268,22 +356,32 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
     return rc;
 }
 
-/* Collects a set's pairs followed by kv's, sorts and interns them. */
+/* Collects a set's pairs followed by kv's (made valid UTF-8), sorts and
+ * interns them. */
 static int build(cpprof_labelset **out, const cpprof_labelset *parent,
                  size_t n, const char *const *kv, bool for_app)
 {
     size_t np = cpprof_labelset_size(parent), total = np + n / 2;
     struct pair stackbuf[16];
+    char *owned_stackbuf[32];
     struct pair *p = total <= 16 ? stackbuf : malloc(total * sizeof *p);
-    if (!p)
-        return -ENOMEM;
-    for (size_t i = 0; i < np; i++)
-        p[i] = (struct pair){parent->kv[2 * i], parent->kv[2 * i + 1], i};
-    for (size_t i = 0; i < n / 2; i++)
-        p[np + i] = (struct pair){kv[2 * i], kv[2 * i + 1], np + i};
-    int rc = intern(out, p, sort_unique(p, total), for_app);
+    char **owned = total <= 16 ? owned_stackbuf
+                               : malloc(2 * total * sizeof *owned);
+    int rc = p && owned ? 0 : -ENOMEM, nowned = 0;
+    if (rc == 0) {
+        for (size_t i = 0; i < np; i++)
+            p[i] = (struct pair){parent->kv[2 * i], parent->kv[2 * i + 1], i};
+        for (size_t i = 0; i < n / 2; i++)
+            p[np + i] = (struct pair){kv[2 * i], kv[2 * i + 1], np + i};
+        nowned = repair_pairs(p + np, n / 2, owned);
+        rc = nowned < 0 ? nowned : intern(out, p, sort_unique(p, total), for_app);
+    }
+    while (nowned > 0)
+        free(owned[--nowned]);
     if (p != stackbuf)
         free(p);
+    if (owned != owned_stackbuf)
+        free(owned);
     return rc;
 }
 

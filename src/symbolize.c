@@ -5,9 +5,10 @@
  * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
  * profiles because loading a module's symbols and DWARF is what costs; a
  * cache from pc to result on top of it, since profiles see the same
- * addresses again and again.  Both are refreshed only when the set of
- * executable mappings changes (dlopen, dlclose): symbolize_begin() compares
- * the mappings with those of the last session.  Checking at the start of a
+ * addresses again and again, emptied between sessions once it holds more
+ * than CACHE_KEPT_ENTRIES (the memory is the host's).  Both are refreshed
+ * when the set of executable mappings changes (dlopen, dlclose):
+ * symbolize_begin() compares the mappings with those of the last session.  Checking at the start of a
  * session is enough: every pc a session looks up was collected before it
  * began, so its module was mapped by then (or is gone for good).
  *
@@ -36,6 +37,12 @@
 
 /* Deeper inline chains than this are cut at the innermost frames. */
 #define MAX_INLINE_FRAMES 32
+
+/* Distinct pcs the cache keeps from one session to the next.  A profile
+ * sees a few thousand; a client of /debug/pprof/symbol may ask for any
+ * number, and each request would otherwise grow the host's memory for
+ * good.  Past this many the next session starts with an empty cache. */
+#define CACHE_KEPT_ENTRIES 16384
 
 struct mapping {
     symbolize_mapping pub; /* file and build_id point at the owned copies */
@@ -558,10 +565,19 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
 
 /* ---- Sessions ----------------------------------------------------------- */
 
+/* Empties an overgrown cache; only between sessions, when no result of an
+ * earlier one is in use. */
+static void bound_cache(void)
+{
+    if (S.nentries > CACHE_KEPT_ENTRIES)
+        flush_cache();
+}
+
 void symbolize_begin(void)
 {
     collect_internal_enter(); /* libdw's memory is cpprof's, not the program's */
     pthread_mutex_lock(&S.lock);
+    bound_cache();
     struct mapping *maps;
     size_t n;
     if (read_exec_mappings(&maps, &n) != 0)

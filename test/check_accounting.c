@@ -664,7 +664,7 @@ static bool parse_sample(struct exposition *x, const char *buf,
             "sample outside its family (TYPE first): %s", buf);
     s->labels[0] = '\0';
     if (*p == '{') {
-        char seen[32][128];
+        char seen[64][128];
         size_t nseen = 0;
         for (p++; *p != '}';) {
             char k[128], v[512];
@@ -673,7 +673,7 @@ static bool parse_sample(struct exposition *x, const char *buf,
             REQUIRE(strncmp(k, "__", 2), "reserved label name: %s", buf);
             for (size_t i = 0; i < nseen; i++)
                 REQUIRE(strcmp(seen[i], k), "label twice: %s", buf);
-            REQUIRE(nseen < 32, "too many labels: %s", buf);
+            REQUIRE(nseen < 64, "too many labels: %s", buf);
             strcpy(seen[nseen++], k);
             REQUIRE(*p == '=', "expected '=': %s", buf);
             p++;

@@ -5,7 +5,7 @@
  * cannot answer in time appear with their labels and a reason instead of a
  * stack, within the timeout; threads exiting while censuses run never crash
  * or hang one; 1,000 threads; a signal with somebody else's handler is
- * refused.
+ * refused; a signal that cannot be queued is named with its whole reason.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -337,6 +337,33 @@ END_TEST
 
 static void someone_elses_handler(int sig) { (void)sig; }
 
+/* With no room for queued signals (RLIMIT_SIGPENDING 0), the census
+ * cannot signal the threads: each appears with its labels and the whole
+ * reason, strerror's text included (it was once cut at 39 characters). */
+START_TEST(signal_not_sent_reason_is_whole)
+{
+    cpprof_labelset *acme = make("acme");
+    struct park pa = {0};
+    ck_assert_int_eq(pipe(pa.pipe), 0);
+    pthread_t *ta = park_threads(&pa, 2, acme);
+    struct rlimit old, none;
+    ck_assert_int_eq(getrlimit(RLIMIT_SIGPENDING, &old), 0);
+    none = (struct rlimit){0, old.rlim_max};
+    ck_assert_int_eq(setrlimit(RLIMIT_SIGPENDING, &none), 0);
+    census c;
+    int rc = census_take(&c);
+    ck_assert_int_eq(setrlimit(RLIMIT_SIGPENDING, &old), 0);
+    ck_assert_int_eq(rc, 0);
+    char want[256];
+    snprintf(want, sizeof want, "signal not sent: %s", strerror(EAGAIN));
+    ck_assert_uint_gt(strlen(want), 40);
+    ck_assert_uint_eq(count_with(&c, acme, want), 2);
+    census_release(&c);
+    release_threads(&pa, ta, 2);
+    cpprof_labelset_release(acme);
+}
+END_TEST
+
 START_TEST(signal_with_another_handler_is_refused)
 {
     ck_assert_int_eq(cpprof_set("census_signal", "9"), CPPROF_EVALUE);
@@ -367,6 +394,7 @@ static Suite *census_suite(void)
     tcase_add_test(tc, thousand_threads);
     tcase_add_test(tc, census_stays_within_queued_signal_limit);
     tcase_add_test(tc, signal_with_another_handler_is_refused);
+    tcase_add_test(tc, signal_not_sent_reason_is_whole);
     suite_add_tcase(s, tc);
     return s;
 }

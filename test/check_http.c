@@ -65,7 +65,7 @@ static void send_get(int fd, const char *path)
 {
     char req[256];
     int n = snprintf(req, sizeof req,
-                     "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
                      path);
     ck_assert_int_eq(write(fd, req, (size_t)n), n);
 }

@@ -171,6 +171,30 @@ static bool collect(const char *k, const char *v, void *arg)
     return ++c->calls != c->stop_after;
 }
 
+/* Bytes that are not valid UTF-8 (a lone continuation byte, a cut-short
+ * sequence, an overlong form, a surrogate) are stored as U+FFFD each, valid
+ * multi-byte text is kept, and sets differing only in how their text was
+ * broken are one set. */
+START_TEST(invalid_utf8_stored_as_replacement)
+{
+    const char *kv[] = {"k\xc3", "\x80" "a\xe2\x82", "ok", "\xc0\xafz\xed\xa0\x80",
+                        "fine", "caf\xc3\xa9 \xf0\x9f\x98\x80"};
+    cpprof_labelset *s = make(6, kv);
+    ck_assert_str_eq(value_of(s, "k\xef\xbf\xbd"),
+                     "\xef\xbf\xbd" "a" "\xef\xbf\xbd\xef\xbf\xbd");
+    ck_assert_str_eq(value_of(s, "ok"), "\xef\xbf\xbd\xef\xbf\xbdz"
+                     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    ck_assert_str_eq(value_of(s, "fine"), "caf\xc3\xa9 \xf0\x9f\x98\x80");
+    const char *other[] = {"k\xff", "\xfe" "a\xc3\xc3", "ok",
+                           "\xc0\xafz\xed\xa0\x80", "fine",
+                           "caf\xc3\xa9 \xf0\x9f\x98\x80"};
+    cpprof_labelset *t = make(6, other);
+    ck_assert_ptr_eq(s, t);
+    cpprof_labelset_release(t);
+    cpprof_labelset_release(s);
+}
+END_TEST
+
 START_TEST(foreach_in_key_order_with_early_stop)
 {
     const char *kv[] = {"c", "3", "a", "1", "b", "2"};
@@ -531,6 +555,7 @@ static Suite *labels_suite(void)
     tcase_add_test(build, bad_input_returns_codes);
     tcase_add_test(build, settings_reject_bad_values);
     tcase_add_test(build, foreach_in_key_order_with_early_stop);
+    tcase_add_test(build, invalid_utf8_stored_as_replacement);
     suite_add_tcase(s, build);
     TCase *apply = tcase_create("apply");
     tcase_add_test(apply, do_applies_merged_and_restores);

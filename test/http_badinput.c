@@ -309,7 +309,7 @@ static void huge_requests(void)
         "GET /debug/pprof/cmdline HTTP/9.9\r\n\r\n",
         "GET /debug/pprof/cmdline HTTP/1.1\r\nHost x\r\n\r\n",
         "GET /debug/pprof/cmdline HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
-        "Host: x\r\n\r\nzz\r\n",
+        "Host: localhost\r\n\r\nzz\r\n",
     };
     for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
         int fd = connect_server();
@@ -386,7 +386,7 @@ static void many_connections(int n, int want_ok, const char *label)
 {
     int *fds = malloc(sizeof *fds * (size_t)n);
     static const char req[] = "GET /debug/pprof/cmdline HTTP/1.1\r\n"
-                              "Host: x\r\nConnection: close\r\n\r\n";
+                              "Host: localhost\r\nConnection: close\r\n\r\n";
     for (int i = 0; i < n; i++)
         fds[i] = connect_server();
     for (int i = 0; i < n; i++)

@@ -11,7 +11,15 @@
 #   - http_connection_timeout: an idle connection is closed;
 #   - http_max_body: the cap is a setting;
 #   - http_cmdline=0 turns cmdline off (403);
-#   - a bad CPPROF_* value is reported once on stderr and the default kept.
+#   - a bad CPPROF_* value is reported once on stderr and the default kept;
+#   - TLS with client certificates (a throwaway CA): a profile over mutual
+#     TLS parses; no client certificate, or one of another CA, is a 403; a
+#     client trusting another CA refuses the server; plain HTTP gets no
+#     profile; a missing, empty or wrong file (key not matching) keeps the
+#     server from starting, stderr naming the setting, file and reason;
+#   - a refused server setting fails closed: a token with a control
+#     character (a trailing \r, read from a file) or a bad limit keeps the
+#     server from starting, and the token is never printed.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
@@ -33,6 +41,23 @@ refused() {
 refused 'needs the http_allow_remote setting'
 refused 'needs the http_token setting' CPPROF_HTTP_ALLOW_REMOTE=1
 
+# --- A refused server setting fails closed -----------------------------------
+# On loopback, where no token is needed: the server must still not start
+# (it would serve everyone), and stderr must not show the token.
+secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+for bad in "CPPROF_HTTP_TOKEN=$secret"$'\r' "CPPROF_HTTP_TOKEN=$secret"$'\n' \
+    "CPPROF_HTTP_TOKEN=$secret x" "CPPROF_HTTP_MAX_BODY=lots"; do
+    env "$bad" "$JOBRUNNER" --addr "127.0.0.1:$((20000 + $$ % 40000))" \
+        --for 1 >"$tmp/closed.out" 2>"$tmp/closed.err" &&
+        fail "started with a refused ${bad%%=*}: $(cat "$tmp/closed.out")"
+    grep -q '^serving' "$tmp/closed.out" && fail "served with a refused ${bad%%=*}"
+    grep -qF "${bad%%=*}" "$tmp/closed.err" ||
+        fail "refusal does not name ${bad%%=*}: $(cat "$tmp/closed.err")"
+    grep -qF 'does not start' "$tmp/closed.err" ||
+        fail "refusal does not say the server did not start: $(cat "$tmp/closed.err")"
+    grep -qF "$secret" "$tmp/closed.err" && fail "stderr shows the token"
+done
+
 # --- A token on a non-loopback address --------------------------------------
 token=s3cret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 export CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN="$token"
@@ -43,9 +68,25 @@ for auth in '' "Bearer wrong" "Bearer ${token%?}" "Bearer ${token}x" \
     expect_status "no token ($auth)" 401 "$code"
     [ "$(cat "$tmp/noauth.body")" = Unauthorized ] ||
         fail "401 carries data: $(head -c 200 "$tmp/noauth.body")"
-    [ "$(header noauth www-authenticate)" = Bearer ] ||
+    header noauth www-authenticate | grep -qx Bearer ||
         fail "401 without WWW-Authenticate: Bearer"
+    header noauth www-authenticate | grep -q '^Basic realm=' ||
+        fail "401 without WWW-Authenticate: Basic (a browser would not ask)"
 done
+# HTTP Basic with the token as password (any user), as go tool pprof,
+# curl and browsers send it from http://user:TOKEN@host/.
+code=$(fetch basic "$base/cmdline" -u "anyone:$token")
+expect_status "Basic with the token" 200 "$code"
+code=$(fetch basicwrong "$base/cmdline" -u "anyone:${token}x")
+expect_status "Basic with a wrong token" 401 "$code"
+GOFLAGS= go tool pprof -raw \
+    "http://user:$token@127.0.0.1:$port/debug/pprof/goroutine" \
+    >"$tmp/basic.raw" 2>"$tmp/basic.err" ||
+    fail "go tool pprof with the token as password: $(cat "$tmp/basic.err")"
+grep -q '^PeriodType: goroutine count' "$tmp/basic.raw" ||
+    fail "go tool pprof got no goroutine profile: $(head -5 "$tmp/basic.raw")"
+grep -qF "$token" "$tmp/demo.out" "$tmp/demo.err" && fail "the demo printed the token"
+
 code=$(fetch postnoauth "$base/symbol" --data-binary '0x1234')
 expect_status "POST without token" 401 "$code"
 code=$(fetch auth "$base/goroutine?debug=2" -H "Authorization: Bearer $token")
@@ -113,6 +154,44 @@ code=$(fetch long "$base/profile?seconds=4")
 expect_status "4 s profile with a 3 s idle timeout" 200 "$code"
 stop_demo
 
+# --- DNS rebinding and cross-site use (loopback) ----------------------------------
+CPPROF_HTTP_ALLOWED_HOSTS=pprof.internal,other.example start_demo --workers 1 --for 120
+for host in evil.example "evil.example:$port" "localhost.evil.example:$port" \
+    "127.0.0.1:1" "pprof.internal:1"; do
+    code=$(fetch rebind "$base/cmdline" -H "Host: $host")
+    expect_status "Host: $host" 403 "$code"
+    grep -q 'http_allowed_hosts' "$tmp/rebind.body" ||
+        fail "403 for Host $host does not name the setting: $(cat "$tmp/rebind.body")"
+done
+for host in "localhost:$port" "127.0.0.1:$port" "127.1.2.3:$port" localhost \
+    "pprof.internal:$port" "OTHER.example:$port"; do
+    code=$(fetch okhost "$base/cmdline" -H "Host: $host")
+    expect_status "Host: $host" 200 "$code"
+done
+# The demo listens on IPv4 only: [::1] as a Host name over IPv4.
+code=$(fetch v6name "$base/cmdline" -H "Host: [::1]:$port")
+expect_status "Host: [::1]:$port" 200 "$code"
+# A window started from another site: refused; from the page itself: not.
+code=$(fetch xsite "$base/profile?seconds=1" -H 'Sec-Fetch-Site: cross-site')
+expect_status "cross-site profile" 403 "$code"
+code=$(fetch xorigin "$base/goroutine?seconds=1" -H 'Origin: http://evil.example')
+expect_status "foreign Origin window" 403 "$code"
+code=$(fetch xnull "$base/profile?seconds=1" -H 'Origin: null')
+expect_status "null Origin profile" 403 "$code"
+code=$(fetch sameorigin "$base/profile?seconds=1" -H 'Sec-Fetch-Site: same-origin' \
+    -H "Origin: http://127.0.0.1:$port")
+expect_status "same-origin profile" 200 "$code"
+code=$(fetch xsiteread "$base/cmdline" -H 'Sec-Fetch-Site: cross-site')
+expect_status "cross-site read (no state change; CORS keeps it unreadable)" 200 "$code"
+# No route grants another origin anything.
+for ep in '' '?format=json' cmdline symbol labels accounting goroutine heap \
+    allocs block mutex threadcreate www/index.js nosuch; do
+    fetch cors "$base/$ep" -H 'Origin: http://evil.example' >/dev/null
+    [ -z "$(header cors access-control-allow-origin)" ] ||
+        fail "/$ep sends Access-Control-Allow-Origin"
+done
+stop_demo
+
 # --- A token on loopback: asked for, so required --------------------------------
 CPPROF_HTTP_TOKEN="$token" start_demo --workers 1 --for 120
 code=$(fetch loopnoauth "$base/")
@@ -120,4 +199,65 @@ expect_status "loopback without the token" 401 "$code"
 code=$(fetch loopauth "$base/" -H "Authorization: Bearer $token")
 expect_status "loopback with the token" 200 "$code"
 stop_demo
+# --- TLS, and mutual TLS -------------------------------------------------------
+# A throwaway CA signs the server's certificate (for 127.0.0.1) and a
+# client's; another CA signs nothing the server trusts.
+command -v openssl >/dev/null || fail "openssl is missing: apt-get install openssl"
+pki=$tmp/pki
+mkdir -p "$pki"
+mkcert() { # NAME CN ISSUER [EXTFILE]: NAME.pem and NAME.key, signed by ISSUER
+    openssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" \
+        -out "$pki/$1.csr" -subj "/CN=$2" 2>/dev/null &&
+        openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$3.pem" \
+            -CAkey "$pki/$3.key" -CAcreateserial -out "$pki/$1.pem" -days 2 \
+            ${4:+-extfile "$4"} 2>/dev/null || fail "openssl: cannot make $1"
+}
+for ca in ca otherca; do
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/$ca.key" \
+        -out "$pki/$ca.pem" -days 2 -subj "/CN=cpprof test $ca" 2>/dev/null ||
+        fail "openssl: cannot make $ca"
+done
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$pki/san.ext"
+mkcert server 127.0.0.1 ca "$pki/san.ext"
+mkcert client client ca
+mkcert stranger stranger otherca
+CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
+CPPROF_HTTP_TLS_CA=$pki/ca.pem start_demo --workers 2 --for 120
+tls=https://127.0.0.1:$port/debug/pprof
+mine="--cacert $pki/ca.pem --cert $pki/client.pem --key $pki/client.key"
+code=$(fetch tlsprof "$tls/profile?seconds=2" $mine)
+expect_status "profile over mutual TLS" 200 "$code"
+"$GOCHECK" "$tmp/tlsprof.body" >/dev/null || fail "the profile over TLS does not parse"
+code=$(fetch nocert "$tls/cmdline" --cacert "$pki/ca.pem")
+expect_status "no client certificate" 403 "$code"
+grep -q 'client certificate' "$tmp/nocert.body" || fail "403 does not say why"
+code=$(fetch stranger "$tls/cmdline" --cacert "$pki/ca.pem" \
+    --cert "$pki/stranger.pem" --key "$pki/stranger.key")
+expect_status "a client certificate of another CA" 403 "$code"
+curl -s -o /dev/null --cacert "$pki/otherca.pem" "$tls/cmdline" &&
+    fail "a client trusting another CA accepted the server"
+code=$(fetch plain "$base/profile?seconds=1")
+[ "$code" = 200 ] && fail "plain HTTP on the TLS port got a profile"
+stop_demo
+
+# Bad TLS files: the server does not start, and stderr names the setting,
+# the file and the reason.
+: >"$pki/empty.pem"
+echo 'not a certificate' >"$pki/junk.pem"
+badtls() { # WANT VAR=VALUE...: the demo must refuse to serve saying WANT
+    want=$1
+    shift
+    env CPPROF_HTTP_TLS_CERT="$pki/server.pem" CPPROF_HTTP_TLS_KEY="$pki/server.key" \
+        "$@" "$JOBRUNNER" --addr "127.0.0.1:$((20000 + $$ % 40000))" --for 1 \
+        >"$tmp/badtls.out" 2>"$tmp/badtls.err" && fail "served with $*"
+    grep -qF "$want" "$tmp/badtls.err" ||
+        fail "bad TLS ($*): stderr says: $(cat "$tmp/badtls.err")"
+}
+badtls "CPPROF_HTTP_TLS_CERT=\"$pki/missing.pem\": No such file" \
+    CPPROF_HTTP_TLS_CERT="$pki/missing.pem"
+badtls "CPPROF_HTTP_TLS_KEY=\"$pki/client.key\":" CPPROF_HTTP_TLS_KEY="$pki/client.key"
+badtls "CPPROF_HTTP_TLS_CA=\"$pki/empty.pem\": the file is empty" \
+    CPPROF_HTTP_TLS_CA="$pki/empty.pem"
+badtls "CPPROF_HTTP_TLS_CA=\"$pki/junk.pem\":" CPPROF_HTTP_TLS_CA="$pki/junk.pem"
+badtls "CPPROF_HTTP_TLS_CERT=\"$pki/junk.pem\":" CPPROF_HTTP_TLS_CERT="$pki/junk.pem"
 echo "http_security: ok"

@@ -10,7 +10,9 @@
 #   symbol           num_symbols, then "ADDRESS NAME" per known address,
 #                    from a POST body or a GET raw query; 413 past the cap;
 #   errors           404 Unknown profile, unknown parameters ignored, a bad
-#                    known parameter a 400 naming it, 405 with Allow.
+#                    known parameter a 400 naming it, 405 with Allow;
+#   HEAD             200 with GET's headers (Content-Length included) and
+#                    no body, as Go answers it (curl -I).
 # The expected names, descriptions and symbols are written here or taken
 # from nm and /proc, never from the server's own output.
 set -u
@@ -118,9 +120,13 @@ for tick in $(seq 100); do
     sleep 0.1
 done
 [ "$(header census content-type)" = application/json ] || fail "labels: content-type"
+# Shares are printed with 6 significant digits (JSON_REAL_PRECISION(6)):
+# equal to count / total to that precision, exactly only when total is a
+# power of two.
 jq -e '.source == "threads" and .total >= 6 and
        (.labels.tenant | keys) == ["acme", "globex", "initech"] and
-       all(.labels.tenant[]; .count >= 1 and .share == .count / $total)' \
+       all(.labels.tenant[]; .count >= 1 and
+           ((.share - .count / $total) | if . < 0 then -. else . end) < 1e-6)' \
     --argjson total "$(jq .total "$tmp/census.body")" "$tmp/census.body" \
     >/dev/null || fail "labels: $(cat "$tmp/census.body")"
 
@@ -220,6 +226,19 @@ expect_error putsym 405 "$code" '^Method Not Allowed$'
 [ "$(header putsym allow)" = 'GET, POST' ] || fail "405: Allow $(header putsym allow)"
 code=$(fetch postindex "$base/" -X POST)
 expect_error postindex 405 "$code" '^Method Not Allowed$'
+
+# HEAD: GET's status and headers (but Date), no body.
+for ep in '' cmdline 'symbol' 'www/index.css' 'nosuch'; do
+    get=$(fetch headget "$base/$ep")
+    head=$(fetch headhead "$base/$ep" -I)
+    [ "$head" = "$get" ] || fail "HEAD /$ep: status $head, GET $get"
+    # curl -I writes the headers as its output: anything more is a body.
+    cmp -s "$tmp/headhead.body" "$tmp/headhead.rawhdr" || fail "HEAD /$ep: a body"
+    grep -v '^date:' "$tmp/headget.hdr" >"$tmp/headget.cmp"
+    grep -v '^date:' "$tmp/headhead.hdr" >"$tmp/headhead.cmp"
+    cmp -s "$tmp/headget.cmp" "$tmp/headhead.cmp" ||
+        fail "HEAD /$ep: headers differ from GET's: $(diff "$tmp/headget.cmp" "$tmp/headhead.cmp")"
+done
 
 stop_demo
 echo "http_surface: ok"

@@ -9,7 +9,14 @@
 #   - Debian's xz -T2 -9, whose two workers block every signal: the CPU
 #     profile and the index say those 2 threads and their CPU time went
 #     unsampled (issue 17);
-#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on.
+#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on;
+#   - a refused CPPROF_HTTP_TOKEN (a trailing \r) keeps the server from
+#     starting, says so on stderr without showing the token, and the
+#     program runs on;
+#   - the token is not in the environment of the program's children;
+#   - a daemon that closes every inherited descriptor and then appends and
+#     reads back a file 1,000 times loses no read-back, and the server,
+#     having lost its socket, stops and says so on stderr.
 set -u
 # Sanitizer builds (issue 8): an ASan or TSan build of the library cannot
 # be preloaded into a program built without the sanitizer, whose runtime
@@ -139,4 +146,49 @@ LD_PRELOAD=$PRELOAD CPPROF_HTTP=nonsense sh -c 'echo ran' >"$tmp/bad.out" \
 [ "$(cat "$tmp/bad.out")" = ran ] || fail "bad CPPROF_HTTP: the program did not run"
 [ "$(grep -c 'CPPROF_HTTP="nonsense" is not valid' "$tmp/bad.err")" = 1 ] ||
     fail "bad CPPROF_HTTP not reported once: $(cat "$tmp/bad.err")"
+
+# --- A refused token: no server, and said why ---------------------------------
+secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+port=$((20000 + $$ % 40000))
+cr=$(printf '\r')
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_TOKEN="$secret$cr" \
+    sh -c 'if curl -s -o /dev/null --max-time 5 "http://127.0.0.1:$1/debug/pprof/";
+           then echo served; else echo closed; fi' sh "$port" \
+    >"$tmp/cr.out" 2>"$tmp/cr.err" || fail "refused token: the program failed"
+[ "$(cat "$tmp/cr.out")" = closed ] ||
+    fail "refused token: the server answered: $(cat "$tmp/cr.err")"
+grep -q 'CPPROF_HTTP_TOKEN was refused' "$tmp/cr.err" ||
+    fail "refused token: stderr does not say why: $(cat "$tmp/cr.err")"
+grep -qF "$secret" "$tmp/cr.err" && fail "refused token: stderr shows it"
+
+# --- The token stays out of children's environment -------------------------------
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_TOKEN="$secret" \
+    sh -c 'env' >"$tmp/env.out" 2>"$tmp/env.err" || fail "env under zero-code failed"
+grep -q '^PATH=' "$tmp/env.out" || fail "the child printed no environment"
+grep -qF "$secret" "$tmp/env.out" && fail "a child inherits CPPROF_HTTP_TOKEN"
+
+# --- A daemon that closes every inherited descriptor --------------------------
+# It closes the server's descriptors at once, so it is not waited on to
+# serve: the library starts the server before main in any case.
+port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+base=http://127.0.0.1:$port/debug/pprof
+LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$top_builddir/test/daemon_prog" \
+    "$tmp/db" </dev/null >"$tmp/daemon.out" 2>"$tmp/prog.err" &
+demo_pid=$!
+for tick in $(seq 300); do
+    grep -qs '^lost ' "$tmp/daemon.out" && grep -qs 'server has stopped' "$tmp/prog.err" &&
+        break
+    kill -0 "$demo_pid" 2>/dev/null || break
+    sleep 0.1
+done
+kill -0 "$demo_pid" 2>/dev/null ||
+    fail "daemon died: $(cat "$tmp/daemon.out" "$tmp/prog.err")"
+[ "$(cat "$tmp/daemon.out")" = "lost 0 of 1000" ] ||
+    fail "daemon: $(cat "$tmp/daemon.out") read-backs"
+grep -q 'listening socket (descriptor [0-9]*) was closed by the program; the server has stopped' \
+    "$tmp/prog.err" || fail "daemon: the server did not say it stopped: $(cat "$tmp/prog.err")"
+curl -s -o /dev/null --max-time 2 "$base/" && fail "daemon: the server still answers"
+kill "$demo_pid"
+wait "$demo_pid" 2>/dev/null
+demo_pid=
 echo "zero_code: ok"

@@ -123,7 +123,7 @@ static void check_answer(const char *buf, size_t got)
 static void check_serving(void)
 {
     static const char req[] =
-        "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: x\r\n\r\n";
+        "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: localhost\r\n\r\n";
     char buf[64];
     exchange((const uint8_t *)req, sizeof req - 1, buf, sizeof buf);
     if (strncmp(buf, "HTTP/1.1 200 ", 13) != 0) {
