@@ -37,6 +37,14 @@ static const char *cpprof_code_message(int code)
         return "this setting is read once and has been: the value in force "
                "stays (set it in the environment, or before enabling what "
                "reads it)";
+    case CPPROF_EADDRFORM:
+        return "bad address: expected HOST:PORT, such as 127.0.0.1:6060, "
+               "localhost:6060, :6060 or [::1]:6060";
+    case CPPROF_EADDRHOST:
+        return "bad address: HOST must be an IPv4 address, an IPv6 address "
+               "in brackets, localhost or empty (names are not looked up)";
+    case CPPROF_EADDRPORT:
+        return "bad address: PORT must be a number from 0 to 65535";
     default: return NULL;
     }
 }
