@@ -3,7 +3,8 @@
  * then reports: label values, copies sharing one set, merging, errors as
  * exceptions and error codes, cpprof::scope, cpprof::do_ with capturing
  * lambdas (a result returned, an exception arriving intact with the
- * previous labels restored), cpprof::thread and inherit_labels.
+ * previous labels restored, pthread_cancel unwinding through it),
+ * cpprof::thread and inherit_labels.
  *
  * Built as a user's C++17 program is (-std=c++17 -Wall -Wextra -Werror,
  * the installed-shape library); plain checks rather than Check, which is a
@@ -15,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <pthread.h>
+#include <sched.h>
 #include <stdexcept>
 #include <string>
 
@@ -174,6 +177,34 @@ static void test_do_exception()
     CHECK(caught && cpprof::labels::current() == before);
 }
 
+/* pthread_cancel unwinds through do_'s trampoline and cpprof_do: the
+ * trampoline must let glibc's forced unwind go on (swallowing it aborts
+ * the process: "FATAL: exception not rethrown"), and the thread ends
+ * cancelled. */
+static void *cancelled_in_do(void *arg)
+{
+    cpprof::do_(cpprof::labels{{"kind", "cancelled"}}, [arg] {
+        *static_cast<volatile bool *>(arg) = true;
+        for (;;)
+            pthread_testcancel();
+    });
+    return nullptr;
+}
+
+static void test_do_cancel()
+{
+    volatile bool started = false;
+    pthread_t t;
+    CHECK(pthread_create(&t, nullptr, cancelled_in_do,
+                         const_cast<bool *>(&started)) == 0);
+    while (!started)
+        sched_yield();
+    CHECK(pthread_cancel(t) == 0);
+    void *ret = nullptr;
+    CHECK(pthread_join(t, &ret) == 0);
+    CHECK(ret == PTHREAD_CANCELED);
+}
+
 static void test_threads()
 {
     cpprof_set_thread_labels(nullptr);
@@ -210,6 +241,7 @@ int main()
     test_scope();
     test_do();
     test_do_exception();
+    test_do_cancel();
     test_threads();
     cpprof_set_thread_labels(nullptr);
     if (failures) {
