@@ -3,9 +3,9 @@
 # (issue 16).  configure runs in a fresh directory where pkg-config sees
 # only libmicrohttpd, libprotobuf-c, zlib, jansson and libdw (with what
 # their own .pc files require), so check.pc is hidden, and where PATH has
-# no go, curl, jq, chromium, cmake, meson or ninja.  It must succeed and its
-# notice name each test-only package; `make check` there must stop before
-# building anything, naming them.  And the list is not too long either:
+# no go, curl, jq, chromium, cmake, meson, ninja or C++ compiler.  It must
+# succeed and its notice name each test-only package; `make check` there
+# must stop before building anything, naming them.  And the list is not too long either:
 # libcpprof.so needs each of those libraries and no other.
 set -u
 : "${top_builddir:=.}" "${srcdir:=.}"
@@ -40,7 +40,7 @@ done
 for d in /usr/bin /bin; do
     for f in "$d"/*; do
         name=${f##*/}
-        case " go curl jq chromium cmake meson ninja " in
+        case " go curl jq chromium cmake meson ninja g++ c++ clang++ clang++-14 " in
         *" $name "*) continue ;;
         esac
         [ -e "$tmp/bin/$name" ] || ln -s "$f" "$tmp/bin/$name"
@@ -52,7 +52,7 @@ done
     { tail -n 20 "$tmp/build/configure.out" >&2; fail "configure failed"; }
 notice=$(grep 'make check also needs' "$tmp/build/configure.out") ||
     fail "configure gave no notice of what make check needs"
-for p in check golang-go curl jq chromium cmake meson ninja-build; do
+for p in check g++ golang-go curl jq chromium cmake meson ninja-build; do
     echo "$notice" | grep -qw -- "$p" || fail "the notice leaves out $p: $notice"
 done
 echo "configure without test tools: $notice"
