@@ -17,10 +17,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 top=$PWD
 
-packages=(autoconf automake libtool pkg-config make gcc g++ curl
+# The library's own (configure.ac requires these); then what only the tests
+# need: cmake, meson and ninja-build build test/install_consumers.sh's
+# consumers against an installed cpprof.
+packages=(autoconf automake libtool pkg-config make gcc g++
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
-  libjansson-dev check libunwind-dev libdw-dev libgnutls28-dev openssl
-  golang-go golang-github-google-pprof-dev chromium jq
+  libjansson-dev libdw-dev libgnutls28-dev openssl
+  check curl golang-go golang-github-google-pprof-dev chromium jq
+  cmake meson ninja-build
   clang libclang-rt-14-dev libgoogle-perftools-dev
   libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools)
 

@@ -49,8 +49,12 @@ enum cpprof_error {
                                   (timer_create: seccomp, a container) */
     CPPROF_EREFUSED = -10015,  /* a setting the HTTP server depends on was
                                   refused at load: it does not start */
-    CPPROF_ETLS = -10016       /* a TLS file (http_tls_*) cannot be used;
+    CPPROF_ETLS = -10016,      /* a TLS file (http_tls_*) cannot be used;
                                   stderr names it and why */
+    CPPROF_EADDRFORM = -10017, /* the address is not HOST:PORT */
+    CPPROF_EADDRHOST = -10018, /* its HOST is not an IPv4 address, [IPv6],
+                                  localhost or empty */
+    CPPROF_EADDRPORT = -10019  /* its PORT is not a number in 0..65535 */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -239,7 +243,10 @@ int cpprof_cpu_profile_start(void);
 int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
 
 /* Serves /debug/pprof/ on addr, "HOST:PORT" (NULL: the "http_addr" setting,
- * default 127.0.0.1:6060), on threads of its own.  Only loopback addresses
+ * default 127.0.0.1:6060), on threads of its own.  HOST is an IPv4
+ * address, an IPv6 one in brackets ("[::1]:6060"), "localhost" or empty
+ * (":6060"); the last two mean 127.0.0.1, never every interface as in Go.
+ * A bad address: CPPROF_EADDRFORM, CPPROF_EADDRHOST or CPPROF_EADDRPORT.  Only loopback addresses
  * unless the "http_allow_remote" setting is 1 (else CPPROF_EREMOTE); a
  * non-loopback server then needs the "http_token" setting (else
  * CPPROF_ENOTOKEN, unless "http_require_token" is 0).  When a token is set,

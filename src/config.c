@@ -12,6 +12,7 @@
  * Integer values are atomics because collectors read them from any thread.
  */
 #define _GNU_SOURCE
+#include "addr.h"
 #include "config.h"
 #include "cpprof.h"
 
@@ -77,7 +78,7 @@ static struct setting settings[CFG__COUNT] = {
     INT(CFG_PROFILE_MAX_SECONDS, "profile_max_seconds",
         "largest seconds= of a CPU profile", 1, 86400, 3600),
     STR(CFG_HTTP_ADDR, "http_addr", "HOST:PORT of the HTTP server",
-        "127.0.0.1:6060", check_host_port, "HOST:PORT"),
+        "127.0.0.1:6060", check_host_port, ADDR_FORM),
     INT(CFG_CENSUS_TIMEOUT_MS, "census_timeout_ms",
         "longest wait in ms for threads' stacks in a thread census", 1, 10000,
         100),
@@ -115,7 +116,7 @@ static struct setting settings[CFG__COUNT] = {
      * asked, a token whenever it is not, and bounds on what one client can
      * hold (connections, idle seconds, body bytes). */
     STR(CFG_HTTP, "http", "HOST:PORT to serve from program start", "",
-        check_optional_host_port, "HOST:PORT or empty"),
+        check_optional_host_port, ADDR_FORM " or empty"),
     INT(CFG_HTTP_ALLOW_REMOTE, "http_allow_remote",
         "1 to let the HTTP server bind a non-loopback address", 0, 1, 0),
     INT(CFG_HTTP_REQUIRE_TOKEN, "http_require_token",
@@ -169,16 +170,12 @@ static struct setting settings[CFG__COUNT] = {
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* HOST:PORT with a port in 0..65535; the server parses the host. */
+/* An address the server accepts (addr.c), checked when the setting is. */
 static int check_host_port(const char *v)
 {
-    const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || !colon[1])
-        return -1;
-    char *end;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    return (*end || errno || port < 0 || port > 65535) ? -1 : 0;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    return addr_parse(v, &ss, &len) == 0 ? 0 : -1;
 }
 
 /* Empty (off) or HOST:PORT. */

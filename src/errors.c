@@ -48,6 +48,14 @@ static const char *cpprof_code_message(int code)
     case CPPROF_ETLS:
         return "a TLS file of the HTTP server (http_tls_cert, http_tls_key, "
                "http_tls_ca) cannot be used (stderr said which and why)";
+    case CPPROF_EADDRFORM:
+        return "bad address: expected HOST:PORT, such as 127.0.0.1:6060, "
+               "localhost:6060, :6060 or [::1]:6060";
+    case CPPROF_EADDRHOST:
+        return "bad address: HOST must be an IPv4 address, an IPv6 address "
+               "in brackets, localhost or empty (names are not looked up)";
+    case CPPROF_EADDRPORT:
+        return "bad address: PORT must be a number from 0 to 65535";
     default: return NULL;
     }
 }

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "atfork.h"
 #include "collect.h"
 #include "config.h"
@@ -283,62 +284,6 @@ static int as_internal(int (*start)(void *), void *arg)
 static atomic_long requests_open;
 static atomic_bool process_exiting;
 static __thread long requests_open_here;
-
-/* ---- Address parsing --------------------------------------------------- */
-
-/* Parses a decimal port, 0..65535, digits only. */
-static int parse_port(const char *s, in_port_t *port)
-{
-    unsigned long v = 0;
-    if (*s == '\0' || strlen(s) > 5)
-        return -EINVAL;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -EINVAL;
-        v = v * 10 + (unsigned long)(*s - '0');
-    }
-    if (v > 65535)
-        return -EINVAL;
-    *port = htons((in_port_t)v);
-    return 0;
-}
-
-/* Parses "A.B.C.D:PORT" or "[IPV6]:PORT" (numeric hosts only: a name would
- * need a resolver and could silently bind somewhere unexpected). */
-static int parse_addr(const char *addr, struct sockaddr_storage *ss,
-                      socklen_t *len)
-{
-    char host[INET6_ADDRSTRLEN + 2];
-    const char *colon = strrchr(addr, ':');
-    size_t host_len;
-
-    if (colon == NULL || colon == addr)
-        return -EINVAL;
-    host_len = (size_t)(colon - addr);
-    if (host_len >= sizeof host)
-        return -EINVAL;
-    memcpy(host, addr, host_len);
-    host[host_len] = '\0';
-    memset(ss, 0, sizeof *ss);
-
-    if (host[0] == '[') {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-        if (host_len < 3 || host[host_len - 1] != ']')
-            return -EINVAL;
-        host[host_len - 1] = '\0';
-        if (inet_pton(AF_INET6, host + 1, &in6->sin6_addr) != 1)
-            return -EINVAL;
-        in6->sin6_family = AF_INET6;
-        *len = sizeof *in6;
-        return parse_port(colon + 1, &in6->sin6_port);
-    }
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    if (inet_pton(AF_INET, host, &in4->sin_addr) != 1)
-        return -EINVAL;
-    in4->sin_family = AF_INET;
-    *len = sizeof *in4;
-    return parse_port(colon + 1, &in4->sin_port);
-}
 
 /* 127.0.0.0/8 or ::1: only this machine can connect. */
 static bool is_loopback(const struct sockaddr_storage *ss)
@@ -1411,7 +1356,7 @@ static int start_locked(const char *addr, bool one_thread)
     socklen_t len;
     if (refused_server_setting() >= 0)
         return CPPROF_EREFUSED;
-    int rc = parse_addr(addr, &ss, &len);
+    int rc = addr_parse(addr, &ss, &len);
     if (rc < 0)
         return rc;
     if ((rc = choose_token(&ss, &server_token)) < 0)

@@ -1,6 +1,7 @@
 /*
  * check_http.c -- unit tests of the HTTP server's lifecycle (http.c):
- * strict HOST:PORT parsing, start/stop codes, IPv4 and IPv6 loopback, a
+ * strict HOST:PORT parsing with Go's localhost:PORT and :PORT (on loopback)
+ * and a code naming the part that is wrong, start/stop codes, IPv4 and IPv6 loopback, a
  * taken port reported as such, stopping frees every socket and thread,
  * stopping does not wait out a running CPU profile, and a census signal
  * the program took is reported by both goroutine forms.  The endpoints' HTTP
@@ -102,18 +103,102 @@ static double now_s(void)
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-START_TEST(bad_addresses_are_einval)
+/* Each bad address gets the code of the part that is wrong, whose message
+ * says how to write it. */
+START_TEST(bad_addresses_name_what_is_wrong)
 {
-    static const char *const bad[] = {
-        "", ":6060", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536",
-        "127.0.0.1:+80", "127.0.0.1:-1", "127.0.0.1:80x", "127.0.0.1: 80",
-        "1.2.3:80", "localhost:6060", "::1:6060", "[::1]", "[::1:6060",
-        "[]:6060", "[127.0.0.1]:6060", "127.0.0.1:0000080",
+    static const struct {
+        const char *addr;
+        int code;
+    } bad[] = {
+        {"", CPPROF_EADDRFORM},
+        {"127.0.0.1", CPPROF_EADDRFORM},
+        {"[::1]", CPPROF_EADDRFORM},
+        {"[::1:6060", CPPROF_EADDRFORM},
+        {"[::1]6060", CPPROF_EADDRFORM},
+        {"1.2.3:80", CPPROF_EADDRHOST},
+        {"::1:6060", CPPROF_EADDRHOST},
+        {"[]:6060", CPPROF_EADDRHOST},
+        {"[127.0.0.1]:6060", CPPROF_EADDRHOST},
+        {"example.com:6060", CPPROF_EADDRHOST},
+        {"localhostx:6060", CPPROF_EADDRHOST},
+        {"127.0.0.1:", CPPROF_EADDRPORT},
+        {"127.0.0.1:65536", CPPROF_EADDRPORT},
+        {"127.0.0.1:+80", CPPROF_EADDRPORT},
+        {"127.0.0.1:-1", CPPROF_EADDRPORT},
+        {"127.0.0.1:80x", CPPROF_EADDRPORT},
+        {"127.0.0.1: 80", CPPROF_EADDRPORT},
+        {"127.0.0.1:0000080", CPPROF_EADDRPORT},
+        {":http", CPPROF_EADDRPORT},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(cpprof_http_start(bad[i]) == -EINVAL,
-                      "\"%s\" was not rejected", bad[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = cpprof_http_start(bad[i].addr);
+        ck_assert_msg(rc == bad[i].code, "\"%s\": %d (%s), expected %d",
+                      bad[i].addr, rc, cpprof_strerror(rc), bad[i].code);
+    }
     ck_assert_int_eq(http_port(), CPPROF_ENOTRUNNING);
+    ck_assert_ptr_nonnull(strstr(cpprof_strerror(CPPROF_EADDRFORM), "HOST:PORT"));
+    ck_assert_ptr_nonnull(strstr(cpprof_strerror(CPPROF_EADDRHOST), "HOST"));
+    ck_assert_ptr_nonnull(strstr(cpprof_strerror(CPPROF_EADDRPORT), "65535"));
+    /* The setting checks addresses as the server does. */
+    ck_assert_int_eq(cpprof_set("http_addr", "example.com:6060"), CPPROF_EVALUE);
+    ck_assert_int_eq(cpprof_set("http_addr", ":6060"), 0);
+    ck_assert_int_eq(cpprof_set("http_addr", "127.0.0.1:6060"), 0);
+}
+END_TEST
+
+/* The address the running server listens on, as text. */
+static void bound_host(char *buf, size_t len)
+{
+    /* The server's socket is the listening one on its port: found among
+     * our fds rather than trusted to an fd number. */
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int listening = 0;
+        socklen_t il = sizeof listening;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &il) < 0 ||
+            !listening)
+            continue;
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            if (ntohs(a->sin6_port) != http_port())
+                continue;
+            inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            if (ntohs(a->sin_port) != http_port())
+                continue;
+            inet_ntop(AF_INET, &a->sin_addr, buf, (socklen_t)len);
+        }
+        return;
+    }
+    snprintf(buf, len, "(no listening socket on port %d)", http_port());
+}
+
+/* Go's forms: "localhost:PORT" and ":PORT" listen on 127.0.0.1 only (Go's
+ * ":PORT" would be every interface), "[::1]:PORT" on ::1. */
+START_TEST(go_style_addresses_listen_on_loopback)
+{
+    static const struct {
+        const char *addr, *bound;
+    } forms[] = {
+        {"localhost:0", "127.0.0.1"},
+        {":0", "127.0.0.1"},
+        {"[::1]:0", "::1"},
+    };
+    char host[INET6_ADDRSTRLEN];
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int rc = cpprof_http_start(forms[i].addr);
+        if (rc == -EADDRNOTAVAIL && strchr(forms[i].bound, ':'))
+            continue; /* no IPv6 loopback in this container */
+        ck_assert_msg(rc == 0, "%s: %s", forms[i].addr, cpprof_strerror(rc));
+        bound_host(host, sizeof host);
+        ck_assert_str_eq(host, forms[i].bound);
+        close(connect_server(strchr(forms[i].bound, ':') ? AF_INET6 : AF_INET));
+        ck_assert_int_eq(cpprof_http_stop(), 0);
+    }
 }
 END_TEST
 
@@ -260,7 +345,8 @@ static Suite *http_suite(void)
     Suite *s = suite_create("http");
     TCase *life = tcase_create("lifecycle");
     tcase_set_timeout(life, 30);
-    tcase_add_test(life, bad_addresses_are_einval);
+    tcase_add_test(life, bad_addresses_name_what_is_wrong);
+    tcase_add_test(life, go_style_addresses_listen_on_loopback);
     tcase_add_test(life, start_twice_and_stop_twice);
     tcase_add_test(life, serves_ipv6_loopback);
     tcase_add_test(life, taken_port_is_eaddrinuse);
