@@ -394,14 +394,18 @@ struct blocked_at {
 
 enum { BLOCKED = 1, NOT_BLOCKED = 0 };
 
-/* Returns BLOCKED (with *at filled), NOT_BLOCKED when the thread runs, or
- * -errno (-ENOENT/-ESRCH: gone). */
-static int read_blocked_at(const struct task_dir *td, pid_t tid,
-                           struct blocked_at *at)
+/* Reads the thread's syscall file, open on `fd`: pread from 0 makes the
+ * kernel write it afresh, so one open serves the read before the walk and
+ * the re-check after it.  Returns BLOCKED (with *at filled), NOT_BLOCKED
+ * when the thread runs, or -errno (-ESRCH: gone). */
+static int read_blocked_at(int fd, struct blocked_at *at)
 {
-    ssize_t n = read_task_file(td, tid, "syscall", at->text, sizeof at->text);
+    ssize_t n = pread(fd, at->text, sizeof at->text - 1, 0);
     if (n < 0)
-        return (int)n;
+        return -errno;
+    at->text[n] = '\0';
+    if (n == 0)
+        return -ESRCH;
     if (strncmp(at->text, "running", 7) == 0)
         return NOT_BLOCKED;
     char *end;
@@ -440,27 +444,35 @@ static int read_blocked_at(const struct task_dir *td, pid_t tid,
  * -ENOENT/-ESRCH (gone). */
 static int walk_blocked(const struct task_dir *td, census_thread *t)
 {
-    for (int try = 0; try < WALK_TRIES; try++) {
+    char path[24];
+    snprintf(path, sizeof path, "%d/syscall", (int)t->tid);
+    int fd = openat(td->fd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = -EAGAIN;
+    for (int try = 0; try < WALK_TRIES && rc == -EAGAIN; try++) {
         struct blocked_at before, after;
-        int rc = read_blocked_at(td, t->tid, &before);
+        rc = read_blocked_at(fd, &before);
         if (rc != BLOCKED)
-            return rc;
+            break;
         /* In vfork the child runs on this thread's stack: it cannot be
          * read, and a signal waits for the child's exec or exit. */
         if (before.nr == SYS_vfork) {
             strcpy(t->missing, "in vfork: the child has its stack");
-            return BLOCKED;
+            break;
         }
         t->depth = unwind_blocked_thread(before.pc, before.sp, t->pcs,
                                          STACK_MAX_FRAMES, &t->flags);
-        rc = read_blocked_at(td, t->tid, &after);
-        if (rc < 0 && rc != -EPROTO)
-            return rc;
-        if (rc == BLOCKED && strcmp(before.text, after.text) == 0)
-            return BLOCKED;
+        rc = read_blocked_at(fd, &after);
+        if (rc == BLOCKED && strcmp(before.text, after.text) != 0)
+            rc = -EAGAIN;
+        else if (rc == -EPROTO || rc == NOT_BLOCKED)
+            rc = -EAGAIN;
     }
-    t->depth = 0;
-    return -EAGAIN;
+    close(fd);
+    if (rc != BLOCKED)
+        t->depth = 0;
+    return rc;
 }
 
 /* ---- Running threads: signalled, and walk their own stacks -------------- */

@@ -443,6 +443,10 @@ struct reader {
     uintptr_t lo, hi;
     uintptr_t chunk_at; /* address of `chunk`, 0 when empty */
     uint8_t chunk[CHUNK];
+    /* A copy of [copy_lo, copy_hi) read ahead (another thread's stack,
+     * unwind_blocked_thread), or none (copy_hi 0). */
+    const uint8_t *copy;
+    uintptr_t copy_lo, copy_hi;
 };
 
 /* SIGNAL-SAFE: the word at `a` into *out, or false when unreadable.
@@ -455,6 +459,11 @@ read_word(struct reader *r, uintptr_t a, uintptr_t *out)
         return false;
     if (a >= r->lo && a < r->hi && r->hi - a >= sizeof(uintptr_t)) {
         *out = *(const uintptr_t *)a;
+        return true;
+    }
+    if (a >= r->copy_lo && a < r->copy_hi &&
+        r->copy_hi - a >= sizeof(uintptr_t)) {
+        memcpy(out, r->copy + (a - r->copy_lo), sizeof *out);
         return true;
     }
     uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
@@ -480,6 +489,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
 {
     r->lo = r->hi = 0;
     r->chunk_at = 0;
+    r->copy_hi = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
         r->hi = own_hi;
@@ -801,8 +811,14 @@ static bool find_frame_record(const struct maps_table *t,
     return false;
 }
 
-/* Signal-safe too; the census calls it for threads blocked in the kernel.
- * An empty reader: no read is direct, since the stack is not ours. */
+/* Bytes of another thread's stack copied in one process_vm_readv before
+ * its walk: most stacks' frames fit; deeper ones go on a chunk at a time. */
+#define BLOCKED_COPY 8192
+
+/* Signal-safe too, though only the census calls it, from its collector:
+ * the copy takes 8 KB of stack.  No read is direct, since the stack is
+ * not ours: the copy, then the fault-proof chunks.  A read stopped by an
+ * unmapped page returns what came before it. */
 size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
                              size_t max, unsigned *flags)
 {
@@ -810,7 +826,14 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
     *flags = STACK_LEAF_EXACT;
     pcs[0] = pc;
     struct maps_table *t = table_acquire();
-    struct reader r = {.lo = 0, .hi = 0, .chunk_at = 0};
+    uint8_t copy[BLOCKED_COPY];
+    struct iovec local = {copy, sizeof copy};
+    struct iovec remote = {(void *)(sp & ~(uintptr_t)7), sizeof copy};
+    ssize_t got = syscall(SYS_process_vm_readv, own_pid, &local, 1, &remote,
+                          1, 0);
+    struct reader r = {.copy = copy, .copy_lo = (uintptr_t)remote.iov_base,
+                       .copy_hi = got > 0 ? (uintptr_t)remote.iov_base + got
+                                          : 0};
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, true);
     if (t)
         atomic_fetch_sub(&t->readers, 1);
