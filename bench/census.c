@@ -11,11 +11,13 @@
  *   parked 1000 census_ms min 8.1 median 9.0 cpu_ms 8.6 stacks 1001/1001
  *
  * On a machine shared with other work the wall times vary with the load;
- * the CPU figure much less.  `bench/census parked busy mixed` picks cases
+ * the CPU figure much less.  `bench/census parked busy mixed timers` picks cases
  * (default: all).  The last line measures the one interruption
  * left: threads that alternate 200 us of work with a 1 ms nanosleep are
  * signalled when found running, and a few enter their nanosleep before
  * the signal lands; it prints the EINTRs per census and per signal sent.
+ * `timers` runs the same threads under the CPU sampler and the accounting
+ * tick, without censuses, and prints their EINTRs.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -78,7 +80,7 @@ static double clock_ms(clockid_t clock)
 /* 200 us of work, then 1 ms of nanosleep, counting the EINTRs. */
 static void *mixed_thread(void *arg)
 {
-    (void)arg;
+    cpprof_set_thread_labels(arg); /* accounted: the tick's timer */
     atomic_fetch_add(&started_threads, 1);
     while (!atomic_load(&stop_mixed)) {
         double end = clock_ms(CLOCK_THREAD_CPUTIME_ID) + 0.2;
@@ -157,10 +159,12 @@ static void join_threads(pthread_t *t, size_t n)
 }
 
 /* The race a running thread's signal leaves open, counted. */
-static int measure_mixed(void)
+static int measure_mixed(const cpprof_labelset *labels)
 {
     pthread_t t[MIXED_THREADS];
-    if (start_threads(t, 0, MIXED_THREADS, mixed_thread, NULL))
+    atomic_store(&stop_mixed, false);
+    atomic_store(&mixed_eintr, 0);
+    if (start_threads(t, 0, MIXED_THREADS, mixed_thread, (void *)labels))
         return 1;
     long signalled = 0;
     for (int r = 0; r < MIXED_CENSUSES; r++) {
@@ -179,6 +183,38 @@ static int measure_mixed(void)
            MIXED_THREADS, MIXED_CENSUSES, signalled, eintr,
            (double)eintr / MIXED_CENSUSES,
            signalled ? (double)eintr / signalled : 0.0);
+    return 0;
+}
+
+/* The same threads without censuses, under the CPU sampler at 1,000 Hz
+ * and the accounting tick: both are timers on each thread's CPU-time
+ * clock, which advances only while the thread runs.  Prints the EINTRs
+ * and about how many of those timers' signals came (one per 1 ms and per
+ * 1/19 s of the threads' CPU time). */
+static int measure_timers(const cpprof_labelset *labels)
+{
+    if (cpprof_accounting_enable() != 0 || cpprof_set("cpu_hz", "1000") ||
+        cpprof_cpu_profile_start() != 0)
+        return 1;
+    pthread_t t[MIXED_THREADS];
+    atomic_store(&stop_mixed, false);
+    atomic_store(&mixed_eintr, 0);
+    double cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+    if (start_threads(t, 0, MIXED_THREADS, mixed_thread, (void *)labels))
+        return 1;
+    struct timespec five = {5, 0};
+    nanosleep(&five, NULL);
+    atomic_store(&stop_mixed, true);
+    join_threads(t, MIXED_THREADS);
+    double cpu_s = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / 1e3;
+    unsigned char *buf;
+    size_t len;
+    if (cpprof_cpu_profile_stop(&buf, &len) != 0)
+        return 1;
+    free(buf);
+    printf("timers %d threads cpu_s %.2f signals ~%.0f eintr %ld\n",
+           MIXED_THREADS, cpu_s, cpu_s * (1000 + 19),
+           atomic_load(&mixed_eintr));
     return 0;
 }
 
@@ -219,7 +255,9 @@ int main(int argc, char **argv)
         join_threads(threads, 1000);
     }
     if (rc == 0 && wanted(argc, argv, "mixed"))
-        rc = measure_mixed();
+        rc = measure_mixed(labels);
+    if (rc == 0 && wanted(argc, argv, "timers"))
+        rc = measure_timers(labels);
     cpprof_labelset_release(labels);
     return rc;
 }
