@@ -1,39 +1,59 @@
 /*
  * census.c -- the thread census: every thread's stack, labels, name and
- * state, taken without stopping the process.
+ * state, taken without stopping the process and without interrupting any
+ * blocking call (issue 17).
  *
  * Go walks a goroutine's stack from outside because goroutines are not
- * running while it looks.  A thread is, so each thread walks its own stack:
- * the collector sends it a real-time signal (the "census_signal" setting)
+ * running while it looks.  A thread blocked in the kernel is not running
+ * either, so it is walked from outside too: /proc/self/task/TID/syscall
+ * gives its user SP and PC ("NR args SP PC", or "-1 SP PC" when it is
+ * blocked outside a call), unwind_blocked_thread walks from there through
+ * the fault-proof path (the stack is another thread's), and the file is
+ * read again (pread, same open) afterwards: only the same call with the
+ * same arguments, SP and PC proves the stack held still; otherwise the
+ * walk is discarded and tried again (WALK_TRIES).  Signalling such a
+ * thread instead, as this file once did, cut nanosleep, poll, epoll_wait,
+ * select and sigtimedwait short with EINTR: the kernel never restarts
+ * them.  A thread in vfork is the exception: its child runs on its stack,
+ * so it gets a reason instead of a stack.
+ *
+ * A running or runnable thread (state R) is in no blocking call and
+ * cannot be read from outside (its stack moves), so it walks its own: the
+ * collector sends it a real-time signal (the "census_signal" setting)
  * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  A queued signal carries a value, the census
- * generation and the thread's slot index, so a late signal from an earlier
- * census, or one somebody else sent, is recognised and ignored.
+ * interrupted context.  Its status file is read just before the signal
+ * (state and blocked-signal mask), so a thread that has blocked since is
+ * walked from outside after all.  What the signal can still interrupt: a
+ * call the thread enters between that read and the signal's arrival
+ * (bench/census "mixed" counts it; README, "Thread census" under
+ * "Benchmarks", has the figures).  A queued signal carries a value, the
+ * census generation and the thread's slot index, so a late signal from
+ * an earlier census, or one somebody else sent, is recognised and
+ * ignored.
  *
  * Everything else comes from outside the thread, so it is there even when
- * the stack is not: the name, state and blocked-signal mask from
- * /proc/self/task/TID/status, the kernel wait channel from .../wchan, and
- * the label set from the thread registry.  A thread that blocks the signal,
- * is stopped, or is a zombie leader is not signalled at all; a thread that
- * does not answer within "census_timeout_ms" is given up on.  Either way it
- * stays in the census with a reason instead of a stack.  A thread that
+ * the stack is not: name and state from /proc/self/task/TID/stat (a third
+ * of status's size; status only for the running threads, for SigBlk), the
+ * kernel wait channel from .../wchan, and the label set from the thread
+ * registry.  Every file is opened relative to /proc/self/task, kept open
+ * for the census.  A running thread that blocks the signal, a stopped
+ * thread and a zombie leader are not signalled; a signalled thread that
+ * does not answer within "census_timeout_ms" is given up on.  Either way
+ * it stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
  * The handler and the collector meet in a `round`: the collector publishes
  * it through an atomic pointer; a handler counts itself in `in_flight`
  * before loading that pointer, claims its slot PENDING -> WRITING with a
  * compare-and-swap, writes the stack, marks it DONE and wakes the collector
- * through a futex when it was the last.  At the deadline the collector
- * claims every slot still PENDING as ABANDONED, unpublishes the round and
- * waits (boundedly) for `in_flight` to drain before freeing it; a round a
- * handler still holds after that is leaked rather than freed under it.
- * The handler is installed once and never removed: a thread that had the
- * signal blocked may take it long after the census, and it must then be
- * ignored, not kill the process with the default action.
- *
- * Cost to the application: a thread parked in an interruptible call runs
- * the handler (microseconds) and resumes; calls the kernel does not restart
- * (nanosleep, poll, epoll_wait...) return EINTR, as with any signal.
+ * through a futex when it was the last.  A thread walked from outside
+ * leaves its slot IDLE.  At the deadline the collector claims every slot
+ * still PENDING as ABANDONED, unpublishes the round and waits (boundedly)
+ * for `in_flight` to drain before freeing it; a round a handler still
+ * holds after that is leaked rather than freed under it.  The handler is
+ * installed once and never removed: a thread that had the signal blocked
+ * may take it long after the census, and it must then be ignored, not
+ * kill the process with the default action.
  */
 #define _GNU_SOURCE
 #include "census.h"
@@ -520,7 +540,7 @@ static void signal_thread(census *c, struct round *r, uint32_t i, int signo)
  * arrival; then that call returns EINTR (or restarts, for calls
  * SA_RESTART restarts), as with any signal.  The status read is the last
  * thing before the signal, which keeps that window to one system call
- * (README "Thread census" gives the measured rate). */
+ * (bench/census "mixed" measures the rate). */
 static void take_stack(const struct task_dir *td, census *c, struct round *r,
                        uint32_t i, int signo)
 {
