@@ -795,7 +795,11 @@ static bool is_frame_record(const struct maps_table *t, struct reader *r,
  * it has it found instead: x86-64 and AArch64 frame-pointer code keeps the
  * record {caller's FP, return address} the FP points at between the SP
  * and the CFA, so the first record above SP that checks out is taken, and
- * its address is the FP.  Returns false when none does. */
+ * its address is the FP.  A record an earlier, deeper call left in what
+ * is now this frame's locals checks out too when it still leads back to
+ * live frames: the walk then shows one stale frame (seen: a clock_gettime
+ * between a function and its caller), never a crash, and the frames above
+ * it are right.  Returns false when none does. */
 static bool find_frame_record(const struct maps_table *t,
                               const struct code *c, struct reader *r,
                               struct regs *regs)
