@@ -34,7 +34,9 @@
  * interrupts the profiler on the same thread see collect_busy and pass
  * straight through (a free that must be forgotten then is counted in
  * heap_get_stats, and its record is dropped when the address is reused).
- * Internal records come from __libc_malloc, never from ourselves.  Before
+ * Live records come from __libc_malloc, never from ourselves; buckets,
+ * never freed, from a bump allocator over mappings of our own
+ * (bucket_memory says why).  Before
  * the settings are loaded (early constructors) the rate reads as 0, so
  * nothing is sampled; after fork the atfork handlers have kept the lock
  * consistent.
@@ -50,6 +52,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -175,6 +178,33 @@ static uint64_t bucket_hash(size_t size, const uintptr_t *pcs, size_t depth)
     return h ^ (h >> 31);
 }
 
+/* Memory for a new bucket, zeroed, under heap_lock.  Buckets are never
+ * freed, so they come from a bump allocator over cpprof's own mappings,
+ * not from glibc: an application signal handler that allocates while its
+ * thread was inside glibc's malloc makes a new bucket (its stack runs
+ * through the signal frame into the interrupted code), and a second entry
+ * into glibc's allocator there corrupted its lists (check_heap's
+ * signal_handler_allocations, 3 of 3 runs once stacks were walked by CFI).
+ * It also keeps the profiler's memory out of the program's heap. */
+static void *bucket_memory(size_t n)
+{
+    enum { CHUNK = 1 << 20 };
+    static char *next, *end;
+    n = (n + 15) & ~(size_t)15;
+    if (!next || (size_t)(end - next) < n) {
+        size_t len = n > CHUNK ? n : CHUNK;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        next = p;
+        end = next + len;
+    }
+    void *r = next;
+    next += n;
+    return r;
+}
+
 static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
                                  size_t depth, unsigned flags)
 {
@@ -184,7 +214,7 @@ static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
         if (b->hash == h && b->size == size && b->depth == depth &&
             b->flags == flags && !memcmp(b->pcs, pcs, depth * sizeof *pcs))
             return b;
-    struct bucket *b = __libc_calloc(1, sizeof *b + depth * sizeof *pcs);
+    struct bucket *b = bucket_memory(sizeof *b + depth * sizeof *pcs);
     if (!b)
         return NULL;
     b->hash = h;

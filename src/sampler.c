@@ -285,7 +285,8 @@ static void refresh_maps(struct session *s)
 /* Brings the timer list in line with the threads alive now: a timer for
  * each new thread, none for threads gone.  The mappings are re-read every
  * MAPS_NS and before any new timer, so that every thread with a timer has
- * its stack in the unwinder's table. */
+ * its stack in the unwinder's table, and at any tick after the loader
+ * added or removed an object, so that its code has a table. */
 static int scan_threads(struct session *s)
 {
     pid_t *tids = NULL;
@@ -296,6 +297,8 @@ static int scan_threads(struct session *s)
     bool refreshed = monotonic_ns() - s->maps_refreshed_ns >= MAPS_NS;
     if (refreshed)
         refresh_maps(s);
+    else
+        unwind_refresh_if_loaded(); /* a dlopened object: its table now */
     struct thread_timer *next = malloc((n ? n : 1) * sizeof *next);
     if (!next) {
         free(tids);

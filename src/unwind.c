@@ -10,9 +10,11 @@
  * lock that a dlopen/dlclose interrupted by the signal may hold, and
  * interpret CFA programs as they go.  Frame pointers alone lose callers of
  * every function built without them (Debian's glibc, zlib, libstdc++, any
- * plain -O2 x86-64 code).  So a writer that may block (the sampler's
- * collector thread, the census, crash-handler installation, collector
- * start; never a handler) reads /proc/self/maps and, for each executable
+ * plain -O2 x86-64 code).  So a writer that may block (the library's
+ * load, the sampler's collector thread -- every 100 ms, and at the next
+ * 20 ms tick after the loader's counters show a dlopen or dlclose -- the
+ * census, crash-handler installation, heap snapshots; never a handler)
+ * reads /proc/self/maps and, for each executable
  * mapping, the object's CFI from its file (the vDSO from memory), and
  * publishes sorted immutable tables; the walk is binary searches and
  * bounded loads.
@@ -72,10 +74,10 @@
 #include "stacktab.h"
 #include "unwind_cfi.h"
 
-#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -127,12 +129,32 @@ struct maps_table {
 
 static struct maps_table tables[2];
 static _Atomic(struct maps_table *) current;
-static pid_t own_pid; /* for process_vm_readv; set by every refresh */
+static atomic_bool frame_pointers_only; /* unwind_set_frame_pointers_only */
 
 /* ---- Writer side ------------------------------------------------------ */
 
 static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct object *objects; /* under writer_mu */
+
+/* The loader's counts of objects ever added and removed, as of the last
+ * refresh (dl_iterate_phdr's dlpi_adds and dlpi_subs).  Reading them takes
+ * the loader's lock: never from a walk. */
+struct load_counts {
+    unsigned long long adds, subs;
+};
+static struct load_counts refreshed_counts; /* under writer_mu */
+
+static int read_load_counts(struct dl_phdr_info *info, size_t size,
+                            void *arg)
+{
+    struct load_counts *c = arg;
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) +
+                   sizeof info->dlpi_subs)
+        return 1;
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+    return 1; /* the counts are the same in every entry */
+}
 
 static int grow(void **a, size_t *cap, size_t n, size_t size)
 {
@@ -320,54 +342,79 @@ static void wait_no_readers(struct maps_table *t)
     }
 }
 
+void unwind_set_frame_pointers_only(bool on)
+{
+    atomic_store(&frame_pointers_only, on);
+}
+
 int unwind_refresh_maps(void)
 {
+    /* Counted before the maps are read: an object loaded meanwhile makes
+     * the next unwind_refresh_if_loaded refresh again. */
+    struct load_counts counts = {0, 0};
+    dl_iterate_phdr(read_load_counts, &counts);
     pthread_mutex_lock(&writer_mu);
-    own_pid = getpid();
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
     wait_no_readers(next);
     release_objects(next);
     int rc = read_maps(next);
-    if (rc == 0)
+    if (rc == 0) {
         atomic_store(&current, next);
-    else
+        refreshed_counts = counts;
+    } else {
         release_objects(next);
+    }
     pthread_mutex_unlock(&writer_mu);
     return rc;
 }
 
-/* The tables exist from the start, so that stacks the allocation,
- * contention and thread-creation collectors record from the first call
- * on are walked by CFI: those collectors run inside the application's
- * malloc and locks, where building tables (which allocates, and takes a
- * window of milliseconds that an application signal handler's malloc
- * may land in) is not safe.  Objects loaded later are added by the next
- * refresh: the CPU sampler's, the census's, or a profile snapshot's. */
+static void writer_lock(void)
+{
+    pthread_mutex_lock(&writer_mu);
+}
+
+static void writer_unlock(void)
+{
+    pthread_mutex_unlock(&writer_mu);
+}
+
+/* In a forked child only the forking thread exists: walks that other
+ * threads had under way will never end, so their reader counts go. */
+static void writer_unlock_in_child(void)
+{
+    atomic_store(&tables[0].readers, 0);
+    atomic_store(&tables[1].readers, 0);
+    pthread_mutex_unlock(&writer_mu);
+}
+
+/* The tables are built when the library loads, so that the stacks the
+ * allocation, contention and thread-creation collectors record from the
+ * first call on are walked by CFI (a program allocates from main before
+ * it starts any profile).  Those collectors run inside the application's
+ * malloc and locks, where building (which allocates, for milliseconds that
+ * an application signal handler's malloc may land in) is not safe.  The
+ * cost, once per process: about 8 ms of CPU for the 21 objects of a small
+ * program linked with cpprof (bench/unwind's table figures per object).
+ * Objects loaded later are added by the next refresh: the CPU sampler's,
+ * the census's, a heap snapshot's. */
 __attribute__((constructor)) static void unwind_init(void)
 {
+    /* A fork while another thread refreshes or walks must not leave the
+     * child's writer lock held, or a reader counted, forever. */
+    pthread_atfork(writer_lock, writer_unlock, writer_unlock_in_child);
     unwind_refresh_maps();
 }
 
-/* dlopen is interposed (exported through libcpprof.map) so that an
- * object's table is published before the program can call into it: the
- * CPU profile's next refresh could be 100 ms away, and a plugin opened,
- * run and closed in a loop would have its samples end at their leaf
- * (STACK_NO_TABLE) meanwhile.  The refresh runs after glibc's dlopen has
- * returned, so without the loader lock; it costs a re-read of
- * /proc/self/maps and the new objects' CFI. */
-__attribute__((visibility("default"))) void *dlopen(const char *file,
-                                                    int mode)
+int unwind_refresh_if_loaded(void)
 {
-    static void *(*real)(const char *, int);
-    if (!real)
-        real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-    if (!real)
-        return NULL;
-    void *h = real(file, mode);
-    if (h && !(mode & RTLD_NOLOAD))
-        unwind_refresh_maps();
-    return h;
+    struct load_counts now = {0, 0};
+    dl_iterate_phdr(read_load_counts, &now);
+    pthread_mutex_lock(&writer_mu);
+    bool changed = now.adds != refreshed_counts.adds ||
+                   now.subs != refreshed_counts.subs;
+    pthread_mutex_unlock(&writer_mu);
+    return changed ? unwind_refresh_maps() : 0;
 }
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -441,6 +488,8 @@ static const struct code *code_find(const struct maps_table *t, uintptr_t a)
  * which is known to stay mapped, otherwise through process_vm_readv. */
 struct reader {
     uintptr_t lo, hi;
+    pid_t pid;          /* ours, asked once per walk that needs it (a
+                           forked child's differs from its parent's) */
     uintptr_t chunk_at; /* address of `chunk`, 0 when empty */
     uint8_t chunk[CHUNK];
     /* A copy of [copy_lo, copy_hi) read ahead (another thread's stack,
@@ -449,10 +498,33 @@ struct reader {
     uintptr_t copy_lo, copy_hi;
 };
 
+/* SIGNAL-SAFE: read_word's fault-proof path, one cached chunk at a time. */
+static __attribute__((noinline)) bool read_word_slow(struct reader *r,
+                                                     uintptr_t a,
+                                                     uintptr_t *out)
+{
+    uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
+    if (base == 0)
+        return false;
+    if (r->chunk_at != base) {
+        struct iovec local = {r->chunk, CHUNK};
+        struct iovec remote = {(void *)base, CHUNK};
+        r->chunk_at = 0;
+        if (!r->pid)
+            r->pid = (pid_t)syscall(SYS_getpid);
+        if (syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1,
+                    0) != CHUNK)
+            return false;
+        r->chunk_at = base;
+    }
+    memcpy(out, r->chunk + (a - base), sizeof *out);
+    return true;
+}
+
 /* SIGNAL-SAFE: the word at `a` into *out, or false when unreadable.
  * no_sanitize_address: a CFA-relative read may fall in an ASan redzone of
  * a stack frame; it is in bounds, and ASan must not stop it. */
-__attribute__((no_sanitize_address)) static bool
+__attribute__((no_sanitize_address)) static inline bool
 read_word(struct reader *r, uintptr_t a, uintptr_t *out)
 {
     if (a % sizeof(uintptr_t) != 0)
@@ -466,20 +538,7 @@ read_word(struct reader *r, uintptr_t a, uintptr_t *out)
         memcpy(out, r->copy + (a - r->copy_lo), sizeof *out);
         return true;
     }
-    uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
-    if (base == 0)
-        return false;
-    if (r->chunk_at != base) {
-        struct iovec local = {r->chunk, CHUNK};
-        struct iovec remote = {(void *)base, CHUNK};
-        r->chunk_at = 0;
-        if (syscall(SYS_process_vm_readv, own_pid, &local, 1, &remote, 1,
-                    0) != CHUNK)
-            return false;
-        r->chunk_at = base;
-    }
-    memcpy(out, r->chunk + (a - base), sizeof *out);
-    return true;
+    return read_word_slow(r, a, out);
 }
 
 /* SIGNAL-SAFE: the stack the thread at `sp` may be read directly on:
@@ -490,6 +549,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
     r->lo = r->hi = 0;
     r->chunk_at = 0;
     r->copy_hi = 0;
+    r->pid = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
         r->hi = own_hi;
@@ -546,12 +606,11 @@ static bool step_sigframe(struct reader *r, struct regs *regs)
 {
 #if defined(__x86_64__)
     uintptr_t gregs = regs->sp + offsetof(ucontext_t, uc_mcontext.gregs);
-    uintptr_t pc, sp, fp;
+    uintptr_t pc, sp, fp, lr = 0;
     if (!read_word(r, gregs + REG_RIP * 8, &pc) ||
         !read_word(r, gregs + REG_RSP * 8, &sp) ||
         !read_word(r, gregs + REG_RBP * 8, &fp))
         return false;
-    regs->lr = 0;
 #elif defined(__aarch64__)
     uintptr_t mc = regs->sp + sizeof(siginfo_t) +
                    offsetof(ucontext_t, uc_mcontext);
@@ -561,17 +620,16 @@ static bool step_sigframe(struct reader *r, struct regs *regs)
         !read_word(r, mc + offsetof(mcontext_t, regs[29]), &fp) ||
         !read_word(r, mc + offsetof(mcontext_t, regs[30]), &lr))
         return false;
-    regs->lr = lr;
 #else
-    uintptr_t pc = 0, sp = 0, fp = 0;
     (void)r;
+    (void)regs;
     return false;
 #endif
-    regs->pc = pc;
-    regs->sp = sp;
-    regs->fp = fp;
-    regs->exact = true;
+#if defined(__x86_64__) || defined(__aarch64__)
+    *regs = (struct regs){.pc = pc, .sp = sp, .fp = fp, .lr = lr,
+                          .exact = true};
     return true;
+#endif
 }
 
 /* SIGNAL-SAFE: one frame by its frame-pointer record {saved FP, return
@@ -640,7 +698,8 @@ static bool step(const struct code *c, struct reader *r, struct regs *regs,
                  bool *by_cfi, unsigned *flags)
 {
     *by_cfi = false;
-    if (c && c->cfi) {
+    if (c && c->cfi && !atomic_load_explicit(&frame_pointers_only,
+                                             memory_order_relaxed)) {
         uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
         const struct cfi_row *row = cfi_find(c->cfi, at - c->bias);
         unsigned cfa_rule = row ? row->rules & CFI_CFA_MASK : CFA_NONE;
@@ -658,11 +717,17 @@ static bool step(const struct code *c, struct reader *r, struct regs *regs,
     return step_fp(r, regs);
 }
 
-/* SIGNAL-SAFE: the executable mapping of the frame at `regs`, or NULL. */
+/* SIGNAL-SAFE: the executable mapping of the frame at `regs`, or NULL;
+ * `last` (the previous frame's, or NULL) first, as callers are mostly in
+ * the same object. */
 static const struct code *code_of(const struct maps_table *t,
+                                  const struct code *last,
                                   const struct regs *regs)
 {
-    return code_find(t, regs->exact ? regs->pc : regs->pc - 1);
+    uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
+    if (last && at >= last->lo && at < last->hi)
+        return last;
+    return code_find(t, at);
 }
 
 static bool find_frame_record(const struct maps_table *t,
@@ -678,7 +743,7 @@ static size_t walk(const struct maps_table *t, struct reader *r,
                    struct regs regs, uintptr_t *pcs, size_t n, size_t max,
                    unsigned *flags, bool fp_unknown)
 {
-    const struct code *c = t ? code_of(t, &regs) : NULL;
+    const struct code *c = t ? code_of(t, NULL, &regs) : NULL;
     if (!t)
         *flags |= STACK_NO_TABLE; /* frame pointers only */
     if (t && !c) {
@@ -693,7 +758,7 @@ static size_t walk(const struct maps_table *t, struct reader *r,
             break;
         if (!step(c, r, &regs, &by_cfi, flags) || regs.pc == 0)
             break;
-        if (t && !(c = code_of(t, &regs))) {
+        if (t && !(c = code_of(t, c, &regs))) {
             /* A rule-derived address outside every mapping is code mapped
              * since the last refresh; a frame-pointer one is garbage. */
             if (by_cfi)
@@ -781,13 +846,13 @@ static bool is_frame_record(const struct maps_table *t, struct reader *r,
         (saved != 0 && (saved <= a || saved - a > (1u << 24))))
         return false;
     *caller = (struct regs){.pc = ra, .sp = a + 16, .fp = saved};
-    const struct code *c = code_of(t, caller);
+    const struct code *c = code_of(t, NULL, caller);
     if (!c)
         return false;
     struct regs next = *caller;
     bool by_cfi;
     unsigned flags = 0;
-    return step(c, r, &next, &by_cfi, &flags) && code_of(t, &next);
+    return step(c, r, &next, &by_cfi, &flags) && code_of(t, c, &next);
 }
 
 /* SIGNAL-SAFE: while the frame pointer of a thread walked from outside is
@@ -833,9 +898,12 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
     uint8_t copy[BLOCKED_COPY];
     struct iovec local = {copy, sizeof copy};
     struct iovec remote = {(void *)(sp & ~(uintptr_t)7), sizeof copy};
-    ssize_t got = syscall(SYS_process_vm_readv, own_pid, &local, 1, &remote,
-                          1, 0);
-    struct reader r = {.copy = copy, .copy_lo = (uintptr_t)remote.iov_base,
+    pid_t pid = (pid_t)syscall(SYS_getpid);
+    ssize_t got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1,
+                          0);
+    struct reader r = {.pid = pid,
+                       .copy = copy,
+                       .copy_lo = (uintptr_t)remote.iov_base,
                        .copy_hi = got > 0 ? (uintptr_t)remote.iov_base + got
                                           : 0};
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, true);

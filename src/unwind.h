@@ -14,6 +14,7 @@
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,9 +23,21 @@
  * inode), and publishes them to the walker; tables of objects no longer
  * mapped are freed once no walk reads them.  Callers (the sampler's
  * collector, the thread census, crash-handler installation, the
- * library's load and profile snapshots) take turns on a lock; never from a signal handler.
+ * library's load and heap snapshots) take turns on a lock; never from a signal handler.
  * Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
+
+/* Makes every walk follow frame pointers only (true) or CFI where there
+ * is any (false, the default): bench/unwind compares the two walkers'
+ * cost on the same workload. */
+void unwind_set_frame_pointers_only(bool on);
+
+/* unwind_refresh_maps, but only when the dynamic loader has added or
+ * removed an object since the last refresh (its counters, read with
+ * dl_iterate_phdr: cheap, and never from a signal handler).  The sampler's
+ * collector calls it every tick, so that a dlopened object has a table
+ * within one tick.  Returns 0 or a negative errno. */
+int unwind_refresh_if_loaded(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return

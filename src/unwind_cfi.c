@@ -613,45 +613,72 @@ static int parse_fde(struct parse *ps, struct cursor *c, const struct cie *cie)
                                                   .rules = CFA_NONE});
 }
 
-/* Walks every CIE/FDE record of the section.  A record that cannot be
- * parsed is skipped by its length; a broken length ends the scan. */
+/* Parses the record at section offset `off`: an FDE's rows, nothing for a
+ * CIE (parsed when an FDE refers to it).  Returns the offset after it, or
+ * 0 at the section's end or a broken length; *rc gets -ENOMEM. */
+static size_t parse_record(struct parse *ps, size_t off, int *rc)
+{
+    const uint8_t *end = ps->sec.p + ps->sec.size;
+    if (off > ps->sec.size || ps->sec.size - off < 8)
+        return 0;
+    struct cursor c = {.p = ps->sec.p + off, .end = end, .base = ps->sec.p,
+                       .vaddr_of_base = ps->sec.vaddr};
+    uint64_t len = read_uN(&c, 4);
+    if (len == 0) /* .eh_frame's terminator; padding in .debug_frame */
+        return ps->eh ? 0 : off + 4;
+    if (len == 0xffffffff || len > (uint64_t)(end - c.p))
+        return 0; /* 64-bit DWARF is not produced for x86-64/aarch64 code */
+    c.end = c.p + len;
+    size_t next = (size_t)(c.end - ps->sec.p);
+    const uint8_t *id_at = c.p;
+    uint64_t id = read_uN(&c, 4);
+    if (id == (ps->eh ? 0 : 0xffffffffu))
+        return next;
+    uint64_t cie_off = ps->eh ? (uint64_t)(id_at - ps->sec.p) - id : id;
+    struct cie cie;
+    if (cie_off < ps->sec.size && cie_at(ps, cie_off, &cie))
+        *rc = parse_fde(ps, &c, &cie);
+    return next;
+}
+
+/* Walks every record of the section in its order. */
 static int parse_section(struct parse *ps)
 {
-    const uint8_t *p = ps->sec.p, *end = p + ps->sec.size;
-    while ((size_t)(end - p) >= 8) {
-        struct cursor c = {.p = p, .end = end, .base = ps->sec.p,
-                           .vaddr_of_base = ps->sec.vaddr};
-        uint64_t len = read_uN(&c, 4);
-        if (len == 0) { /* .eh_frame's terminator */
-            if (ps->eh)
-                break;
-            p = c.p;
-            continue;
-        }
-        if (len == 0xffffffff || len > (uint64_t)(end - c.p))
-            break; /* 64-bit DWARF is not produced for x86-64/aarch64 code */
-        c.end = c.p + len;
-        p = c.end;
-        const uint8_t *id_at = c.p;
-        uint64_t id = read_uN(&c, 4);
-        if (id == (ps->eh ? 0 : 0xffffffffu))
-            continue; /* a CIE: parsed when an FDE refers to it */
-        uint64_t cie_off = ps->eh ? (uint64_t)(id_at - ps->sec.p) - id : id;
-        struct cie cie;
-        if (cie_off >= ps->sec.size || !cie_at(ps, cie_off, &cie))
-            continue;
-        int rc = parse_fde(ps, &c, &cie);
-        if (rc)
-            return rc;
+    int rc = 0;
+    for (size_t off = 0; rc == 0 && (off = parse_record(ps, off, &rc));)
+        ;
+    return rc;
+}
+
+/* Walks the FDEs in address order through .eh_frame_hdr's search table,
+ * so that the rows come out sorted (no sort of hundreds of thousands of
+ * rows).  Only the table encoding every linker writes (datarel sdata4) is
+ * read; returns false for any other, and the caller scans the section. */
+static bool parse_indexed(struct parse *ps, const struct section *hdr,
+                          int *rc)
+{
+    if (hdr->size < 4 || hdr->p[0] != 1 || hdr->p[3] != 0x3b)
+        return false;
+    struct cursor c = {.p = hdr->p + 4, .end = hdr->p + hdr->size,
+                       .base = hdr->p, .vaddr_of_base = hdr->vaddr};
+    bool usable = true;
+    read_encoded(&c, hdr->p[1], &usable); /* eh_frame_ptr */
+    uint64_t count = read_encoded(&c, hdr->p[2], &usable);
+    if (c.bad || !usable || count > (uint64_t)(c.end - c.p) / 8)
+        return false;
+    for (uint64_t i = 0; i < count && *rc == 0; i++) {
+        read_sN(&c, 4); /* initial location */
+        uint64_t fde = hdr->vaddr + (uint64_t)read_sN(&c, 4);
+        if (fde >= ps->sec.vaddr && fde - ps->sec.vaddr < ps->sec.size)
+            parse_record(ps, (size_t)(fde - ps->sec.vaddr), rc);
     }
-    return 0;
+    return true;
 }
 
 /* ---- Rows: sorting and compaction ------------------------------------ */
 
-static int compare_rows(const void *a, const void *b)
+static int compare_rows(const struct cfi_row *x, const struct cfi_row *y)
 {
-    const struct cfi_row *x = a, *y = b;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
     /* An FDE's end marker yields to a row that starts there. */
@@ -660,10 +687,43 @@ static int compare_rows(const void *a, const void *b)
     return (int)yn - (int)xn;
 }
 
+static void sift_down(struct cfi_row *r, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && compare_rows(&r[child], &r[child + 1]) < 0)
+            child++;
+        if (compare_rows(&r[root], &r[child]) >= 0)
+            return;
+        struct cfi_row t = r[root];
+        r[root] = r[child];
+        r[child] = t;
+    }
+}
+
+/* Sorts in place: no allocation (glibc's qsort would take megabytes of
+ * the host's heap for a large object) and nothing to do when, as usual,
+ * the linker laid FDEs out in address order. */
+static void sort_rows(struct cfi_row *r, size_t n)
+{
+    size_t i = 1;
+    while (i < n && compare_rows(&r[i - 1], &r[i]) <= 0)
+        i++;
+    if (i >= n)
+        return;
+    for (size_t k = n / 2; k-- > 0;)
+        sift_down(r, k, n);
+    for (size_t end = n; end-- > 1;) {
+        struct cfi_row t = r[0];
+        r[0] = r[end];
+        r[end] = t;
+        sift_down(r, 0, end);
+    }
+}
+
 /* Sorts, keeps the last row of each start, merges rows alike. */
 static size_t compact_rows(struct cfi_row *r, size_t n)
 {
-    qsort(r, n, sizeof *r, compare_rows);
+    sort_rows(r, n);
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
         if (out > 0 && r[out - 1].start == r[i].start)
@@ -728,16 +788,22 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
         ps.eh = false;
     } else
         return 0;
-    int rc = parse_section(&ps);
+    struct section hdr;
+    int rc = 0;
+    if (!(ps.eh && find_section(img, size, ".eh_frame_hdr", &hdr) &&
+          parse_indexed(&ps, &hdr, &rc)))
+        rc = parse_section(&ps);
     if (rc) {
         rows_unmap(&ps.rows);
         return rc;
     }
     size_t n = compact_rows(ps.rows.r, ps.rows.n);
-    uint32_t base = n ? ps.rows.r[0].start >> CFI_PAGE_SHIFT << CFI_PAGE_SHIFT
-                      : 0;
-    uint32_t npages =
-        n ? ((ps.rows.r[n - 1].start - base) >> CFI_PAGE_SHIFT) + 1 : 0;
+    unsigned shift = CFI_PAGE_SHIFT_MIN;
+    uint64_t span = n ? ps.rows.r[n - 1].start - ps.rows.r[0].start : 0;
+    while ((span >> shift) > n)
+        shift++;
+    uint32_t base = n ? ps.rows.r[0].start >> shift << shift : 0;
+    uint32_t npages = n ? ((ps.rows.r[n - 1].start - base) >> shift) + 1 : 0;
     size_t bytes = sizeof(struct cfi_table) + n * sizeof(struct cfi_row) +
                    (npages + 1) * sizeof(uint32_t);
     struct cfi_table *t = rows_map(bytes);
@@ -749,12 +815,13 @@ int cfi_build(const void *image, size_t size, struct cfi_table **out,
     t->bytes = bytes;
     t->base = base;
     t->npages = npages;
+    t->shift = shift;
     if (n)
         memcpy(t->rows, ps.rows.r, n * sizeof t->rows[0]);
     rows_unmap(&ps.rows);
     uint32_t *page = (uint32_t *)(t->rows + n);
     for (size_t i = 0, r = 0; i <= npages; i++) {
-        uint64_t at = base + ((uint64_t)i << CFI_PAGE_SHIFT);
+        uint64_t at = base + ((uint64_t)i << shift);
         while (r < n && t->rows[r].start < at)
             r++;
         page[i] = (uint32_t)r; /* first row starting at or after page i */
@@ -778,7 +845,7 @@ const struct cfi_row *cfi_find(const struct cfi_table *t, uint64_t addr)
 {
     if (addr < t->base)
         return NULL;
-    uint64_t pg = (addr - t->base) >> CFI_PAGE_SHIFT;
+    uint64_t pg = (addr - t->base) >> t->shift;
     if (pg >= t->npages)
         return t->nrows ? &t->rows[t->nrows - 1] : NULL;
     /* The number of rows starting at or below addr lies between the

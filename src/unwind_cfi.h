@@ -53,15 +53,19 @@ struct cfi_row {
     uint8_t rules;
 };
 
-/* The rows are sorted by start; `page` narrows the binary search: rows
- * page[i] .. page[i + 1] cover addresses base + i * 4096 onward, so that a
- * lookup touches two or three cache lines instead of 15 levels of rows. */
-#define CFI_PAGE_SHIFT 12
+/* The rows are sorted by start; `page` narrows the binary search to the
+ * rows of one slice of code: page[i] is the number of rows that start
+ * below base + (i << shift).  A lookup then touches two or three cache
+ * lines instead of 15 levels of rows (bench/unwind: 30 frames in about a
+ * third of the time of 4 KiB slices).  Slices are 256 bytes, or larger
+ * where that would give more slices than rows (code with sparse CFI). */
+#define CFI_PAGE_SHIFT_MIN 8
 struct cfi_table {
     size_t nrows;
     size_t bytes;      /* of the whole table, which is one private mapping */
-    uint32_t base;     /* first row's start, page-aligned down */
-    uint32_t npages;   /* pages covered from base */
+    uint32_t base;     /* first row's start, slice-aligned down */
+    uint32_t npages;   /* slices covered from base */
+    unsigned shift;    /* log2 of the slice size */
     const uint32_t *page; /* npages + 1 row indexes, after the rows */
     struct cfi_row rows[];
 };

@@ -1,0 +1,188 @@
+/*
+ * check_unwind.c -- the unwinder's own cases that the profile-level tests
+ * (test/chains.sh, test/fiber_stacks) do not reach: a walk through a signal
+ * frame, a walk of a fiber's stack in a forked child (whose fault-proof
+ * reads must ask the child's memory, not the parent's), and cfi_build on
+ * bad images (a clear error or fewer rows, never a crash or a read outside
+ * the image).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "stacktab.h"
+#include "unwind.h"
+#include "unwind_cfi.h"
+
+/* True when one of pcs[1..n) is a return address into `fn`, whose code
+ * is taken to be shorter than 512 bytes (the functions below are). */
+static bool returns_into(const uintptr_t *pcs, size_t n, void (*fn)(void))
+{
+    uintptr_t lo = (uintptr_t)fn;
+    for (size_t i = 1; i < n; i++)
+        if (pcs[i] > lo && pcs[i] <= lo + 512)
+            return true;
+    return false;
+}
+
+static uintptr_t walked[STACK_MAX_FRAMES];
+static size_t nwalked;
+static unsigned walked_flags;
+
+/* ---- Signal frames ---------------------------------------------------- */
+
+static void on_usr1(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    (void)uc;
+    ucontext_t here;
+    getcontext(&here);
+    nwalked = unwind_context(&here, walked, STACK_MAX_FRAMES, &walked_flags);
+}
+
+__attribute__((noinline)) static void raise_usr1(void)
+{
+    raise(SIGUSR1);
+    __asm__ volatile("");
+}
+
+START_TEST(signal_frames_are_walked_through)
+{
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_usr1;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    raise_usr1();
+    ck_assert_msg(returns_into(walked, nwalked, raise_usr1),
+                  "raise_usr1, below the signal frame, not in %zu frames",
+                  nwalked);
+}
+END_TEST
+
+/* ---- A fiber in a forked child ---------------------------------------- */
+
+static ucontext_t child_main, fiber;
+
+__attribute__((noinline)) static void fiber_walk(void)
+{
+    ucontext_t here;
+    getcontext(&here);
+    nwalked = unwind_context(&here, walked, STACK_MAX_FRAMES, &walked_flags);
+}
+
+__attribute__((noinline)) static void fiber_body(void)
+{
+    fiber_walk();
+    __asm__ volatile("");
+}
+
+START_TEST(fiber_stack_is_read_in_a_forked_child)
+{
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The fiber's stack exists in the child only. */
+        enum { SIZE = 64 << 10 };
+        void *stack = malloc(SIZE);
+        getcontext(&fiber);
+        fiber.uc_stack = (stack_t){.ss_sp = stack, .ss_size = SIZE};
+        fiber.uc_link = &child_main;
+        makecontext(&fiber, fiber_body, 0);
+        swapcontext(&child_main, &fiber);
+        _exit(returns_into(walked, nwalked, fiber_body) ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child status %#x: fiber_body not found on its stack",
+                  status);
+}
+END_TEST
+
+/* ---- Bad images -------------------------------------------------------- */
+
+START_TEST(garbage_is_not_an_elf)
+{
+    unsigned char junk[4096];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)(i * 131 + 7);
+    struct cfi_table *t;
+    struct cfi_stats st;
+    ck_assert_int_eq(cfi_build(junk, sizeof junk, &t, &st), -ENOEXEC);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+/* Every prefix of a real object, and the object with its .eh_frame
+ * overwritten, build without a crash and never more rows than the whole. */
+START_TEST(truncated_and_corrupted_images_are_survived)
+{
+    int fd = open("/proc/self/exe", O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    size_t size = (size_t)sb.st_size;
+    unsigned char *img = malloc(size);
+    ck_assert_ptr_nonnull(img);
+    ck_assert_int_eq(pread(fd, img, size, 0), (ssize_t)size);
+    close(fd);
+    struct cfi_table *t;
+    struct cfi_stats st;
+    ck_assert_int_eq(cfi_build(img, size, &t, &st), 0);
+    ck_assert_ptr_nonnull(t);
+    size_t whole = t->nrows;
+    cfi_free(t);
+    for (size_t len = 0; len < size; len += size / 97 + 1) {
+        /* A copy of exactly len bytes, so that ASan sees any overread. */
+        unsigned char *part = malloc(len ? len : 1);
+        memcpy(part, img, len);
+        int rc = cfi_build(part, len, &t, &st);
+        ck_assert(rc == 0 || rc == -ENOEXEC);
+        ck_assert(!t || t->nrows <= whole + 1);
+        cfi_free(t);
+        free(part);
+    }
+    srand(1);
+    for (int round = 0; round < 20; round++) {
+        unsigned char *bad = malloc(size);
+        memcpy(bad, img, size);
+        for (int k = 0; k < 2000; k++)
+            bad[sizeof(Elf64_Ehdr) + (size_t)rand() %
+                    (size - sizeof(Elf64_Ehdr))] = (unsigned char)rand();
+        int rc = cfi_build(bad, size, &t, &st);
+        ck_assert(rc == 0 || rc == -ENOEXEC);
+        cfi_free(t);
+        free(bad);
+    }
+    free(img);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("unwind");
+    TCase *tc = tcase_create("unwind");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, signal_frames_are_walked_through);
+    tcase_add_test(tc, fiber_stack_is_read_in_a_forked_child);
+    tcase_add_test(tc, garbage_is_not_an_elf);
+    tcase_add_test(tc, truncated_and_corrupted_images_are_survived);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
