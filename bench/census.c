@@ -1,33 +1,58 @@
 /*
- * bench/census -- how long a thread census takes, with 100 and with 1,000
- * labelled threads parked in a blocking read (the goal: 1,000 threads in at
- * most 50 ms).  Prints, per size, the fastest, median and slowest of
- * ROUNDS censuses, and how many threads answered in the last one:
+ * bench/census -- how long a thread census takes, and what it costs the
+ * process, with 100 and 1,000 labelled threads parked in a blocking read
+ * (walked from outside: the goal is at most 10 ms at 1,000) and with 1,000
+ * busy threads at nice 19 (signalled: each walks its own stack, when it
+ * gets the CPU; an answer later than census_timeout_ms is no stack).  Prints, per case,
+ * the fastest and median wall time of ROUNDS censuses, the median CPU time
+ * of the whole process per census (the collector's /proc reads and walks,
+ * plus the handlers of signalled threads), and how many threads had a
+ * stack in the last one:
  *
- *   threads 1000 census_ms min 21.3 median 23.0 max 30.2 answered 1000/1001
+ *   parked 1000 census_ms min 8.1 median 9.0 cpu_ms 8.6 stacks 1001/1001
+ *
+ * On a machine shared with other work the wall times vary with the load;
+ * the CPU figure much less.  `bench/census parked busy mixed timers` picks cases
+ * (default: all).  The last line measures the one interruption
+ * left: threads that alternate 200 us of work with a 1 ms nanosleep are
+ * signalled when found running, and a few enter their nanosleep before
+ * the signal lands; it prints the EINTRs per census and per signal sent.
+ * `timers` runs the same threads under the CPU sampler and the accounting
+ * tick, without censuses, and prints their EINTRs.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "census.h"
 
 #define ROUNDS 15
+/* 1,000 spinning threads crowd everything else off a small machine:
+ * fewer rounds of them. */
+#define BUSY_ROUNDS 3
+#define MIXED_THREADS 8
+#define MIXED_CENSUSES 200
 
 static int pipe_fds[2];
-static atomic_int parked;
+static atomic_int started_threads;
+static atomic_bool stop_busy, stop_mixed;
+static atomic_long mixed_eintr;
 
 static void block_in_read(void *arg, const cpprof_labelset *labels)
 {
     (void)arg;
     (void)labels;
     char c;
-    atomic_fetch_add(&parked, 1);
+    atomic_fetch_add(&started_threads, 1);
     while (read(pipe_fds[0], &c, 1) != 0)
         ;
 }
@@ -38,11 +63,43 @@ static void *parked_thread(void *arg)
     return NULL;
 }
 
-static double now_ms(void)
+/* Spins, at nice 19 so that a small machine's other work (and the
+ * collector) still runs; from the start barrier on, so that creating the
+ * next thread does not wait for a timeslice among those already spinning. */
+static pthread_barrier_t busy_start;
+
+static void *busy_thread(void *arg)
+{
+    cpprof_set_thread_labels(arg);
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+    atomic_fetch_add(&started_threads, 1);
+    pthread_barrier_wait(&busy_start);
+    while (!atomic_load_explicit(&stop_busy, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+static double clock_ms(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* 200 us of work, then 1 ms of nanosleep, counting the EINTRs. */
+static void *mixed_thread(void *arg)
+{
+    cpprof_set_thread_labels(arg); /* accounted: the tick's timer */
+    atomic_fetch_add(&started_threads, 1);
+    while (!atomic_load(&stop_mixed)) {
+        double end = clock_ms(CLOCK_THREAD_CPUTIME_ID) + 0.2;
+        while (clock_ms(CLOCK_THREAD_CPUTIME_ID) < end)
+            ;
+        struct timespec ms = {0, 1000000};
+        if (nanosleep(&ms, NULL) != 0 && errno == EINTR)
+            atomic_fetch_add(&mixed_eintr, 1);
+    }
+    return NULL;
 }
 
 static int by_value(const void *a, const void *b)
@@ -52,58 +109,166 @@ static int by_value(const void *a, const void *b)
 }
 
 /* Censuses ROUNDS times and prints the figures. */
-static int measure(size_t nthreads)
+static int measure(const char *what, size_t nthreads, bool show_cpu,
+                   int rounds)
 {
-    double ms[ROUNDS];
-    size_t answered = 0, total = 0;
-    for (int r = 0; r < ROUNDS; r++) {
+    double ms[ROUNDS], cpu[ROUNDS];
+    size_t stacks = 0, total = 0;
+    for (int r = 0; r < rounds; r++) {
         census c;
-        double start = now_ms();
+        double start = clock_ms(CLOCK_MONOTONIC);
+        double cpu_start = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         int rc = census_take(&c);
-        ms[r] = now_ms() - start;
+        ms[r] = clock_ms(CLOCK_MONOTONIC) - start;
+        cpu[r] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
         if (rc) {
             fprintf(stderr, "census: %s\n", cpprof_strerror(rc));
             return 1;
         }
-        answered = 0;
+        stacks = 0;
         for (size_t i = 0; i < c.n; i++)
-            answered += c.threads[i].missing[0] == '\0';
+            stacks += c.threads[i].missing[0] == '\0';
         total = c.n;
         census_release(&c);
     }
-    qsort(ms, ROUNDS, sizeof *ms, by_value);
-    printf("threads %zu census_ms min %.1f median %.1f max %.1f answered "
-           "%zu/%zu\n",
-           nthreads, ms[0], ms[ROUNDS / 2], ms[ROUNDS - 1], answered, total);
+    qsort(ms, rounds, sizeof *ms, by_value);
+    qsort(cpu, rounds, sizeof *cpu, by_value);
+    printf("%s %zu census_ms min %.1f median %.1f", what, nthreads, ms[0],
+           ms[rounds / 2]);
+    /* Busy threads burn the CPU the process figure counts: there it would
+     * say nothing about the census. */
+    if (show_cpu)
+        printf(" cpu_ms %.1f", cpu[rounds / 2]);
+    printf(" stacks %zu/%zu\n", stacks, total);
     return 0;
 }
 
-int main(void)
+static int start_threads(pthread_t *t, size_t from, size_t to,
+                         void *(*fn)(void *), void *arg)
 {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    for (size_t i = from; i < to; i++)
+        if (pthread_create(&t[i], &attr, fn, arg) != 0) {
+            perror("pthread_create");
+            return 1;
+        }
+    pthread_attr_destroy(&attr);
+    while ((size_t)atomic_load(&started_threads) < to)
+        sched_yield();
+    return 0;
+}
+
+static void join_threads(pthread_t *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    atomic_store(&started_threads, 0);
+}
+
+/* The race a running thread's signal leaves open, counted. */
+static int measure_mixed(const cpprof_labelset *labels)
+{
+    pthread_t t[MIXED_THREADS];
+    atomic_store(&stop_mixed, false);
+    atomic_store(&mixed_eintr, 0);
+    if (start_threads(t, 0, MIXED_THREADS, mixed_thread, (void *)labels))
+        return 1;
+    long signalled = 0;
+    for (int r = 0; r < MIXED_CENSUSES; r++) {
+        census c;
+        if (census_take(&c) != 0)
+            return 1;
+        for (size_t i = 0; i < c.n; i++)
+            signalled += c.threads[i].state == 'R';
+        census_release(&c);
+    }
+    atomic_store(&stop_mixed, true);
+    join_threads(t, MIXED_THREADS);
+    long eintr = atomic_load(&mixed_eintr);
+    printf("mixed %d censuses %d signalled %ld eintr %ld per_census %.3f "
+           "per_signal %.4f\n",
+           MIXED_THREADS, MIXED_CENSUSES, signalled, eintr,
+           (double)eintr / MIXED_CENSUSES,
+           signalled ? (double)eintr / signalled : 0.0);
+    return 0;
+}
+
+/* The same threads without censuses, under the CPU sampler at 1,000 Hz
+ * and the accounting tick: both are timers on each thread's CPU-time
+ * clock, which advances only while the thread runs.  Prints the EINTRs
+ * and about how many of those timers' signals came (one per 1 ms and per
+ * 1/19 s of the threads' CPU time). */
+static int measure_timers(const cpprof_labelset *labels)
+{
+    if (cpprof_accounting_enable() != 0 || cpprof_set("cpu_hz", "1000") ||
+        cpprof_cpu_profile_start() != 0)
+        return 1;
+    pthread_t t[MIXED_THREADS];
+    atomic_store(&stop_mixed, false);
+    atomic_store(&mixed_eintr, 0);
+    double cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+    if (start_threads(t, 0, MIXED_THREADS, mixed_thread, (void *)labels))
+        return 1;
+    struct timespec five = {5, 0};
+    nanosleep(&five, NULL);
+    atomic_store(&stop_mixed, true);
+    join_threads(t, MIXED_THREADS);
+    double cpu_s = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / 1e3;
+    unsigned char *buf;
+    size_t len;
+    if (cpprof_cpu_profile_stop(&buf, &len) != 0)
+        return 1;
+    free(buf);
+    printf("timers %d threads cpu_s %.2f signals ~%.0f eintr %ld\n",
+           MIXED_THREADS, cpu_s, cpu_s * (1000 + 19),
+           atomic_load(&mixed_eintr));
+    return 0;
+}
+
+static bool wanted(int argc, char **argv, const char *what)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], what) == 0)
+            return true;
+    return argc == 1;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *kv[] = {"tenant", "bench"};
     cpprof_labelset *labels;
     if (cpprof_labels(&labels, 2, kv) != 0 || pipe(pipe_fds) != 0)
         return 1;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
     static pthread_t threads[1000];
-    size_t started = 0;
     int rc = 0;
-    for (size_t size = 100; rc == 0 && size <= 1000; size *= 10) {
-        for (; started < size; started++)
-            if (pthread_create(&threads[started], &attr, parked_thread,
-                               labels) != 0) {
-                perror("pthread_create");
-                return 1;
-            }
-        while ((size_t)atomic_load(&parked) < size)
-            sched_yield();
-        rc = measure(size);
+    size_t started = 0;
+    for (size_t size = 100; wanted(argc, argv, "parked") && rc == 0 &&
+                            size <= 1000;
+         size *= 10) {
+        rc = start_threads(threads, started, size, parked_thread, labels);
+        started = size;
+        if (rc == 0)
+            rc = measure("parked", size, true, ROUNDS);
     }
     close(pipe_fds[1]);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
+    join_threads(threads, started);
+    if (wanted(argc, argv, "busy")) {
+        pthread_barrier_init(&busy_start, NULL, 1000 + 1);
+        if (rc == 0)
+            rc = start_threads(threads, 0, 1000, busy_thread, labels);
+        pthread_barrier_wait(&busy_start);
+        if (rc == 0)
+            rc = measure("busy", 1000, false, BUSY_ROUNDS);
+        atomic_store(&stop_busy, true);
+        join_threads(threads, 1000);
+    }
+    if (rc == 0 && wanted(argc, argv, "mixed"))
+        rc = measure_mixed(labels);
+    if (rc == 0 && wanted(argc, argv, "timers"))
+        rc = measure_timers(labels);
     cpprof_labelset_release(labels);
     return rc;
 }

@@ -65,7 +65,7 @@ top_builddir=$b sh "$srcdir/bench/attribution.sh" 2 10 >"$tmp/attr"
 
 echo "report: encode and census" >&2
 "$b/bench/encode" 10000 100000 >"$tmp/encode"
-"$b/bench/census" >"$tmp/census"
+"$b/bench/census" parked >"$tmp/census"
 "$gobench" goroutines 100 >"$tmp/gor100"
 "$gobench" goroutines 1000 >"$tmp/gor1000"
 
@@ -80,7 +80,7 @@ g_attr=$(field "$tmp/goattr" go_max_share_diff_points)
 c_ratio=$(awk '/^sampled_cpu_seconds/ { print $6 }' "$tmp/attr")
 g_ratio=$(field "$tmp/goattr" go_sampled_cpu_ratio)
 enc() { awk -v n="$1" -v k="$2" '$2 == n { for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$tmp/encode"; }
-cen() { awk -v n="$1" '$2 == n { print $7 }' "$tmp/census"; }
+cen() { awk -v n="$1" '$1 == "parked" && $2 == n { print $7 }' "$tmp/census"; }
 g100=$(field "$tmp/gor100" profile_ms)
 g1000=$(field "$tmp/gor1000" profile_ms)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }

@@ -1,45 +1,65 @@
 /*
  * census.c -- the thread census: every thread's stack, labels, name and
- * state, taken without stopping the process.
+ * state, taken without stopping the process and without interrupting any
+ * blocking call (issue 17).
  *
  * Go walks a goroutine's stack from outside because goroutines are not
- * running while it looks.  A thread is, so each thread walks its own stack:
- * the collector sends it a real-time signal (the "census_signal" setting)
+ * running while it looks.  A thread blocked in the kernel is not running
+ * either, so it is walked from outside too: /proc/self/task/TID/syscall
+ * gives its user SP and PC ("NR args SP PC", or "-1 SP PC" when it is
+ * blocked outside a call), unwind_blocked_thread walks from there through
+ * the fault-proof path (the stack is another thread's), and the file is
+ * read again (pread, same open) afterwards: only the same call with the
+ * same arguments, SP and PC proves the stack held still; otherwise the
+ * walk is discarded and tried again (WALK_TRIES).  Signalling such a
+ * thread instead, as this file once did, cut nanosleep, poll, epoll_wait,
+ * select and sigtimedwait short with EINTR: the kernel never restarts
+ * them.  A thread in vfork is the exception: its child runs on its stack,
+ * so it gets a reason instead of a stack.
+ *
+ * A running or runnable thread (state R) is in no blocking call and
+ * cannot be read from outside (its stack moves), so it walks its own: the
+ * collector sends it a real-time signal (the "census_signal" setting)
  * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  A queued signal carries a value, the census
- * generation and the thread's slot index, so a late signal from an earlier
- * census, or one somebody else sent, is recognised and ignored.
+ * interrupted context.  Its status file is read just before the signal
+ * (state and blocked-signal mask), so a thread that has blocked since is
+ * walked from outside after all.  What the signal can still interrupt: a
+ * call the thread enters between that read and the signal's arrival
+ * (bench/census "mixed" counts it; README, "Thread census" under
+ * "Benchmarks", has the figures).  A queued signal carries a value, the
+ * census generation and the thread's slot index, so a late signal from
+ * an earlier census, or one somebody else sent, is recognised and
+ * ignored.
  *
  * Everything else comes from outside the thread, so it is there even when
- * the stack is not: the name, state and blocked-signal mask from
- * /proc/self/task/TID/status, the kernel wait channel from .../wchan, and
- * the label set from the thread registry.  A thread that blocks the signal,
- * is stopped, or is a zombie leader is not signalled at all; a thread that
- * does not answer within "census_timeout_ms" is given up on.  Either way it
- * stays in the census with a reason instead of a stack.  A thread that
+ * the stack is not: name and state from /proc/self/task/TID/stat (a third
+ * of status's size; status only for the running threads, for SigBlk), the
+ * kernel wait channel from .../wchan, and the label set from the thread
+ * registry.  Every file is opened relative to /proc/self/task, kept open
+ * for the census.  A running thread that blocks the signal, a stopped
+ * thread and a zombie leader are not signalled; a signalled thread that
+ * does not answer within "census_timeout_ms" is given up on.  Either way
+ * it stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
  * The handler and the collector meet in a `round`: the collector publishes
  * it through an atomic pointer; a handler counts itself in `in_flight`
  * before loading that pointer, claims its slot PENDING -> WRITING with a
  * compare-and-swap, writes the stack, marks it DONE and wakes the collector
- * through a futex when it was the last.  At the deadline the collector
- * claims every slot still PENDING as ABANDONED, unpublishes the round and
- * waits (boundedly) for `in_flight` to drain before freeing it; a round a
- * handler still holds after that is leaked rather than freed under it.
- * The handler is installed once and never removed: a thread that had the
- * signal blocked may take it long after the census, and it must then be
- * ignored, not kill the process with the default action.
+ * through a futex when it was the last.  A thread walked from outside
+ * leaves its slot IDLE.  At the deadline the collector claims every slot
+ * still PENDING as ABANDONED, unpublishes the round and waits (boundedly)
+ * for `in_flight` to drain before freeing it; a round a handler still
+ * holds after that is leaked rather than freed under it.  The handler is
+ * installed once and never removed: a thread that had the signal blocked
+ * may take it long after the census, and it must then be ignored, not
+ * kill the process with the default action.
  *
  * Queued signals count against the user's RLIMIT_SIGPENDING until they
- * are delivered, so a census of 1,000 threads sends them in waves within
- * the budget sigbudget.h keeps (half of what is free), each as earlier
- * answers free units; a thread none could be sent to within the timeout
- * is reported as "queued-signal limit".
- *
- * Cost to the application: a thread parked in an interruptible call runs
- * the handler (microseconds) and resumes; calls the kernel does not restart
- * (nanosleep, poll, epoll_wait...) return EINTR, as with any signal.
+ * are delivered, so the signals to running threads go out within the
+ * budget sigbudget.h keeps (half of what is free), each as earlier answers
+ * free units; a thread none could be sent to within the timeout is
+ * reported as "queued-signal limit".
  */
 #define _GNU_SOURCE
 #include "census.h"
@@ -151,14 +171,21 @@ static int ensure_handler(int signo)
     return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
 }
 
+/* /proc/self/task, kept open for one census: each file is opened relative
+ * to it, so the kernel resolves neither /proc/self nor the task path. */
+struct task_dir {
+    DIR *dir;
+    int fd;
+};
+
 /* Reads a small file of /proc/self/task/TID into buf (NUL-terminated).
  * Returns its length or -errno. */
-static ssize_t read_task_file(pid_t tid, const char *file, char *buf,
-                              size_t len)
+static ssize_t read_task_file(const struct task_dir *td, pid_t tid,
+                              const char *file, char *buf, size_t len)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char path[48];
+    snprintf(path, sizeof path, "%d/%s", (int)tid, file);
+    int fd = openat(td->fd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     ssize_t n = read(fd, buf, len - 1);
@@ -197,45 +224,86 @@ static void copy_field(char *dst, size_t cap, const char *v, size_t len)
     dst[len] = '\0';
 }
 
-/* Fills name, state and, when the thread will not be signalled, the reason
- * from its status file.  Returns -ENOENT/-ESRCH when the thread is gone. */
-static int read_status(census_thread *t, int signo)
+/* The word the kernel's status file gives each state letter. */
+static const char *state_word(char state)
 {
-    char buf[4096];
-    ssize_t n = read_task_file(t->tid, "status", buf, sizeof buf);
-    if (n < 0)
-        return (int)n;
-    size_t len;
-    const char *v = status_field(buf, "Name", &len);
-    copy_field(t->name, sizeof t->name, v ? v : "", v ? len : 0);
-    /* "S (sleeping)": the letter, then the word in parentheses. */
-    v = status_field(buf, "State", &len);
-    if (!v || len < 1)
-        return -ESRCH;
-    t->state = v[0];
-    const char *open_paren = memchr(v, '(', len);
-    const char *close_paren = open_paren ? memchr(v, ')', len) : NULL;
-    if (close_paren)
-        copy_field(t->state_name, sizeof t->state_name, open_paren + 1,
-                   (size_t)(close_paren - open_paren - 1));
-    v = status_field(buf, "SigBlk", &len);
-    unsigned long long blocked = v ? strtoull(v, NULL, 16) : 0;
-    if (blocked & (1ULL << (signo - 1)))
-        strcpy(t->missing, "signal blocked");
-    else if (t->state == 'T' || t->state == 't')
+    switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "disk sleep";
+    case 'T': return "stopped";
+    case 't': return "tracing stop";
+    case 'X': return "dead";
+    case 'Z': return "zombie";
+    case 'P': return "parked";
+    case 'I': return "idle";
+    default: return "";
+    }
+}
+
+/* Sets the state and, for a thread that cannot give a stack at all, the
+ * reason. */
+static void set_state(census_thread *t, char state)
+{
+    t->state = state;
+    copy_field(t->state_name, sizeof t->state_name, state_word(state),
+               strlen(state_word(state)));
+    if (t->state == 'T' || t->state == 't')
         strcpy(t->missing, "thread stopped");
     else if (t->state == 'Z' || t->state == 'X')
         strcpy(t->missing, "thread exited");
+}
+
+/* Fills name and state from the thread's stat file ("TID (comm) S ..."),
+ * a third the size of its status file.  Returns -ENOENT/-ESRCH when the
+ * thread is gone. */
+static int read_stat(const struct task_dir *td, census_thread *t)
+{
+    char buf[512];
+    ssize_t n = read_task_file(td, t->tid, "stat", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    /* comm may hold ')' itself: the last one closes it. */
+    const char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+    if (!open_paren || !close_paren || close_paren < open_paren ||
+        close_paren[1] != ' ' || !close_paren[2])
+        return -ESRCH;
+    copy_field(t->name, sizeof t->name, open_paren + 1,
+               (size_t)(close_paren - open_paren - 1));
+    set_state(t, close_paren[2]);
+    return 0;
+}
+
+/* Re-reads the state, and the blocked-signal mask that only the status
+ * file has in full, just before a running thread is signalled: a thread
+ * that blocks the signal gets the reason instead.  Returns -ENOENT/-ESRCH
+ * when the thread is gone. */
+static int recheck_before_signal(const struct task_dir *td, census_thread *t,
+                                 int signo)
+{
+    char buf[4096];
+    ssize_t n = read_task_file(td, t->tid, "status", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    size_t len;
+    const char *v = status_field(buf, "State", &len);
+    if (!v || len < 1)
+        return -ESRCH;
+    set_state(t, v[0]);
+    v = status_field(buf, "SigBlk", &len);
+    unsigned long long blocked = v ? strtoull(v, NULL, 16) : 0;
+    if (!t->missing[0] && (blocked & (1ULL << (signo - 1))))
+        strcpy(t->missing, "signal blocked");
     return 0;
 }
 
 /* The kernel function a sleeping thread waits in; "" when running or when
  * the kernel will not say ("0"). */
-static void read_wchan(census_thread *t)
+static void read_wchan(const struct task_dir *td, census_thread *t)
 {
     char buf[sizeof t->wchan];
     if (t->state == 'R' ||
-        read_task_file(t->tid, "wchan", buf, sizeof buf) <= 0 ||
+        read_task_file(td, t->tid, "wchan", buf, sizeof buf) <= 0 ||
         strcmp(buf, "0") == 0)
         return;
     copy_field(t->wchan, sizeof t->wchan, buf, strcspn(buf, "\n"));
@@ -249,18 +317,15 @@ static int by_tid(const void *a, const void *b)
 }
 
 /* Fills out->threads from /proc/self/task: one entry per thread that was
- * still there when its status was read. */
-static int list_threads(census *out, int signo)
+ * still there when its stat file was read. */
+static int list_threads(const struct task_dir *td, census *out)
 {
-    DIR *dir = opendir("/proc/self/task");
-    if (!dir)
-        return -errno;
     size_t cap = 64;
     out->n = 0;
     out->threads = malloc(cap * sizeof *out->threads);
     int rc = out->threads ? 0 : -ENOMEM;
     struct dirent *d;
-    while (rc == 0 && (d = readdir(dir)) != NULL) {
+    while (rc == 0 && (d = readdir(td->dir)) != NULL) {
         pid_t tid = (pid_t)atoi(d->d_name);
         if (tid <= 0)
             continue;
@@ -277,12 +342,11 @@ static int list_threads(census *out, int signo)
         census_thread *t = &out->threads[out->n];
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tid;
-        if (read_status(t, signo) != 0)
+        if (read_stat(td, t) != 0)
             continue; /* exited since readdir */
-        read_wchan(t);
+        read_wchan(td, t);
         out->n++;
     }
-    closedir(dir);
     qsort(out->threads, out->n, sizeof *out->threads, by_tid);
     return rc;
 }
@@ -346,7 +410,101 @@ static int attach_labels(census *c)
     return rc;
 }
 
-/* ---- Signalling and waiting --------------------------------------------- */
+/* ---- Blocked threads: their stacks read from outside -------------------- */
+
+/* A blocked thread's place, from /proc/self/task/TID/syscall: "NR arg1 ..
+ * arg6 SP PC" in a system call, "-1 SP PC" blocked outside one (a page
+ * fault), "running" otherwise.  The whole text is kept to compare. */
+struct blocked_at {
+    char text[160];
+    long nr;
+    uintptr_t sp, pc;
+};
+
+enum { BLOCKED = 1, NOT_BLOCKED = 0 };
+
+/* Reads the thread's syscall file, open on `fd`: pread from 0 makes the
+ * kernel write it afresh, so one open serves the read before the walk and
+ * the re-check after it.  Returns BLOCKED (with *at filled), NOT_BLOCKED
+ * when the thread runs, or -errno (-ESRCH: gone). */
+static int read_blocked_at(int fd, struct blocked_at *at)
+{
+    ssize_t n = pread(fd, at->text, sizeof at->text - 1, 0);
+    if (n < 0)
+        return -errno;
+    at->text[n] = '\0';
+    if (n == 0)
+        return -ESRCH;
+    if (strncmp(at->text, "running", 7) == 0)
+        return NOT_BLOCKED;
+    char *end;
+    at->nr = strtol(at->text, &end, 10);
+    /* SP and PC are the last two fields, whatever came between. */
+    unsigned long long v[8];
+    int k = 0;
+    while (k < 8 && *end && *end != '\n') {
+        char *next;
+        v[k] = strtoull(end, &next, 16);
+        if (next == end)
+            break;
+        end = next;
+        k++;
+    }
+    if (k < 2)
+        return -EPROTO;
+    at->sp = (uintptr_t)v[k - 2];
+    at->pc = (uintptr_t)v[k - 1];
+    return BLOCKED;
+}
+
+/* Tries per thread before it counts as changing too fast to read. */
+#define WALK_TRIES 3
+
+/* Walks a thread that is blocked in the kernel without stopping it: the
+ * thread does not run, so the stack above its SP holds still while the
+ * walker reads it (through the fault-proof path).  It is only known to
+ * have held still if the thread is in the same call with the same
+ * arguments at the same SP and PC afterwards; otherwise the walk is
+ * discarded and tried again.  A thread that left the call for another
+ * with identical registers and a different stack above them (a loop
+ * re-entering the same call from the same frame, with other callers)
+ * is the one case the re-check cannot see.  Returns BLOCKED (stack in
+ * t), NOT_BLOCKED (it runs now: signal it), -EAGAIN (it kept changing),
+ * -ENOENT/-ESRCH (gone). */
+static int walk_blocked(const struct task_dir *td, census_thread *t)
+{
+    char path[24];
+    snprintf(path, sizeof path, "%d/syscall", (int)t->tid);
+    int fd = openat(td->fd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = -EAGAIN;
+    for (int try = 0; try < WALK_TRIES && rc == -EAGAIN; try++) {
+        struct blocked_at before, after;
+        rc = read_blocked_at(fd, &before);
+        if (rc != BLOCKED)
+            break;
+        /* In vfork the child runs on this thread's stack: it cannot be
+         * read, and a signal waits for the child's exec or exit. */
+        if (before.nr == SYS_vfork) {
+            strcpy(t->missing, "in vfork: the child has its stack");
+            break;
+        }
+        t->depth = unwind_blocked_thread(before.pc, before.sp, t->pcs,
+                                         STACK_MAX_FRAMES, &t->flags);
+        rc = read_blocked_at(fd, &after);
+        if (rc == BLOCKED && strcmp(before.text, after.text) != 0)
+            rc = -EAGAIN;
+        else if (rc == -EPROTO || rc == NOT_BLOCKED)
+            rc = -EAGAIN;
+    }
+    close(fd);
+    if (rc != BLOCKED)
+        t->depth = 0;
+    return rc;
+}
+
+/* ---- Running threads: signalled, and walk their own stacks -------------- */
 
 static int send_census_signal(pid_t tid, int signo, uint32_t gen,
                               uint32_t index)
@@ -361,6 +519,77 @@ static int send_census_signal(pid_t tid, int signo, uint32_t gen,
     return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signo, &si) == 0
                ? 0
                : -errno;
+}
+
+static bool take_unit(struct round *r, unsigned *held, int64_t deadline);
+
+/* Signals thread i within the queued-signal budget (*held counts the
+ * units this census holds); marks it gone (tid 0) when it exited first. */
+static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
+                          unsigned *held, int64_t deadline)
+{
+    census_thread *t = &c->threads[i];
+    if (!take_unit(r, held, deadline)) {
+        strcpy(t->missing, "queued-signal limit");
+        return;
+    }
+    atomic_fetch_add(&r->remaining, 1);
+    atomic_store(&r->slots[i].state, SLOT_PENDING);
+    int rc = send_census_signal(t->tid, signo, r->generation, i);
+    if (rc == 0)
+        return;
+    int expected = SLOT_PENDING;
+    if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
+                                       SLOT_ABANDONED))
+        atomic_fetch_sub(&r->remaining, 1);
+    sigbudget_give();
+    (*held)--;
+    if (rc == -ESRCH)
+        t->tid = 0;
+    else
+        snprintf(t->missing, sizeof t->missing, "signal not sent: %s",
+                 strerror(-rc));
+}
+
+/* Takes thread i's stack: read from outside while it is blocked in the
+ * kernel; a signal only when it runs.  What the signal can interrupt: a
+ * thread found running (state R, and its syscall file not showing it
+ * blocked) is in no blocking call, so nothing, unless it enters one in
+ * the microseconds between the status read just below and the signal's
+ * arrival; then that call returns EINTR (or restarts, for calls
+ * SA_RESTART restarts), as with any signal.  The status read is the last
+ * thing before the signal, which keeps that window to one system call
+ * (bench/census "mixed" measures the rate). */
+static void take_stack(const struct task_dir *td, census *c, struct round *r,
+                       uint32_t i, int signo, unsigned *held,
+                       int64_t deadline)
+{
+    census_thread *t = &c->threads[i];
+    for (int try = 0; try < WALK_TRIES && !t->missing[0]; try++) {
+        if (t->state != 'R') {
+            int rc = walk_blocked(td, t);
+            if (rc == BLOCKED)
+                return;
+            if (rc == -EAGAIN) {
+                strcpy(t->missing, "stack changed while read");
+                return;
+            }
+            if (rc < 0 && rc != -EPROTO) {
+                t->tid = 0; /* exited */
+                return;
+            }
+        }
+        if (recheck_before_signal(td, t, signo) != 0) {
+            t->tid = 0;
+            return;
+        }
+        if (t->state == 'R' && !t->missing[0]) {
+            signal_thread(c, r, i, signo, held, deadline);
+            return;
+        }
+    }
+    if (!t->missing[0])
+        strcpy(t->missing, "stack changed while read");
 }
 
 static int64_t now_ns(void)
@@ -426,62 +655,28 @@ static bool take_unit(struct round *r, unsigned *held, int64_t deadline)
     return true;
 }
 
-/* Signals every thread not already ruled out, within the queued-signal
- * budget (sigbudget.h): with many threads, in waves, each sent as earlier
- * answers free units, so that the program's own queued signals still fit.
- * Marks threads that vanished before the signal with tid 0.  Returns the
- * units still held. */
-static unsigned signal_threads(census *c, struct round *r, int signo,
-                               int64_t deadline)
-{
-    unsigned held = 0;
-    for (uint32_t i = 0; i < r->n; i++) {
-        census_thread *t = &c->threads[i];
-        if (t->missing[0])
-            continue;
-        if (!take_unit(r, &held, deadline)) {
-            strcpy(t->missing, "queued-signal limit");
-            continue;
-        }
-        atomic_fetch_add(&r->remaining, 1);
-        atomic_store(&r->slots[i].state, SLOT_PENDING);
-        int rc = send_census_signal(t->tid, signo, r->generation, i);
-        if (rc == 0)
-            continue;
-        int expected = SLOT_PENDING;
-        if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
-                                           SLOT_ABANDONED))
-            atomic_fetch_sub(&r->remaining, 1);
-        sigbudget_give();
-        held--;
-        if (rc == -ESRCH)
-            t->tid = 0;
-        else
-            snprintf(t->missing, sizeof t->missing, "signal not sent: %s",
-                     strerror(-rc));
-    }
-    return held;
-}
-
-/* After the wait: copies the answers (DONE slots only: a slot that a
- * handler never left, when draining timed out, counts as unanswered) and
- * gives up on the rest, leaving out the threads that have exited. */
-static void gather_answers(census *c, struct round *r, long timeout_ms)
+/* After the wait: copies the answers of the signalled threads (DONE slots
+ * only: a slot that a handler never left, when draining timed out, counts
+ * as unanswered) and gives up on the rest, leaving out the threads that
+ * have exited.  Threads walked from outside have IDLE slots. */
+static void gather_answers(const struct task_dir *td, census *c,
+                           struct round *r, long timeout_ms)
 {
     for (uint32_t i = 0; i < r->n; i++) {
         census_thread *t = &c->threads[i];
         struct slot *s = &r->slots[i];
-        if (t->tid == 0 || t->missing[0])
+        int state = atomic_load(&s->state);
+        if (state == SLOT_IDLE || t->tid == 0 || t->missing[0])
             continue;
-        if (atomic_load(&s->state) == SLOT_DONE) {
+        if (state == SLOT_DONE) {
             t->depth = s->depth;
             t->flags = s->flags;
             memcpy(t->pcs, s->pcs, s->depth * sizeof *s->pcs);
             continue;
         }
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/task/%d", (int)t->tid);
-        if (access(path, F_OK) != 0)
+        char path[24];
+        snprintf(path, sizeof path, "%d", (int)t->tid);
+        if (faccessat(td->fd, path, F_OK, 0) != 0)
             t->tid = 0; /* exited before it could answer */
         else
             snprintf(t->missing, sizeof t->missing,
@@ -515,7 +710,10 @@ static void drop_gone(census *c)
     c->n = kept;
 }
 
-static int collect_stacks(census *c, int signo, long timeout_ms)
+/* Signals go out as running threads are met, so their handlers walk while
+ * the collector reads the blocked threads' stacks. */
+static int collect_stacks(const struct task_dir *td, census *c, int signo,
+                          long timeout_ms)
 {
     struct round *r = calloc(1, sizeof *r + c->n * sizeof *r->slots);
     if (!r)
@@ -524,7 +722,10 @@ static int collect_stacks(census *c, int signo, long timeout_ms)
     r->n = (uint32_t)c->n;
     int64_t deadline = now_ns() + timeout_ms * 1000000;
     atomic_store(&published, r);
-    unsigned held = signal_threads(c, r, signo, deadline);
+    unsigned held = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (!c->threads[i].missing[0])
+            take_stack(td, c, r, i, signo, &held, deadline);
     wait_answers(r, deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
@@ -532,7 +733,7 @@ static int collect_stacks(census *c, int signo, long timeout_ms)
     /* A signal abandoned unanswered frees its unit when delivered. */
     for (; held > 0; held--)
         sigbudget_give();
-    gather_answers(c, r, timeout_ms);
+    gather_answers(td, c, r, timeout_ms);
     if (drained)
         free(r);
     /* else a handler is still inside r: leak it rather than free it. */
@@ -547,13 +748,18 @@ static int take_locked(census *out)
     int rc = ensure_handler(signo);
     if (rc)
         return rc;
+    struct task_dir td = {.dir = opendir("/proc/self/task")};
+    if (!td.dir)
+        return -errno;
+    td.fd = dirfd(td.dir);
     /* Without a fresh table the walk stops at each thread's leaf. */
     unwind_refresh_maps();
-    rc = list_threads(out, signo);
+    rc = list_threads(&td, out);
     if (rc == 0)
         rc = attach_labels(out);
     if (rc == 0)
-        rc = collect_stacks(out, signo, timeout_ms);
+        rc = collect_stacks(&td, out, signo, timeout_ms);
+    closedir(td.dir);
     if (rc)
         census_release(out);
     return rc;

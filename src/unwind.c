@@ -492,6 +492,10 @@ struct reader {
                            forked child's differs from its parent's) */
     uintptr_t chunk_at; /* address of `chunk`, 0 when empty */
     uint8_t chunk[CHUNK];
+    /* A copy of [copy_lo, copy_hi) read ahead (another thread's stack,
+     * unwind_blocked_thread), or none (copy_hi 0). */
+    const uint8_t *copy;
+    uintptr_t copy_lo, copy_hi;
 };
 
 /* SIGNAL-SAFE: read_word's fault-proof path, one cached chunk at a time. */
@@ -529,6 +533,11 @@ read_word(struct reader *r, uintptr_t a, uintptr_t *out)
         *out = *(const uintptr_t *)a;
         return true;
     }
+    if (a >= r->copy_lo && a < r->copy_hi &&
+        r->copy_hi - a >= sizeof(uintptr_t)) {
+        memcpy(out, r->copy + (a - r->copy_lo), sizeof *out);
+        return true;
+    }
     return read_word_slow(r, a, out);
 }
 
@@ -539,6 +548,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
 {
     r->lo = r->hi = 0;
     r->chunk_at = 0;
+    r->copy_hi = 0;
     r->pid = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
@@ -720,12 +730,18 @@ static const struct code *code_of(const struct maps_table *t,
     return code_find(t, at);
 }
 
+static bool find_frame_record(const struct maps_table *t,
+                              const struct code *c, struct reader *r,
+                              struct regs *regs);
+
 /* SIGNAL-SAFE: walks from `regs` (already recorded as pcs[n - 1]),
  * appending callers up to `max`.  With no table (no refresh yet) it
- * follows frame pointers within the direct bounds only, and says so. */
+ * follows frame pointers within the direct bounds only, and says so.
+ * fp_unknown: regs.fp is 0 because nobody knows it (another thread's
+ * registers), and is searched for when a frame needs it. */
 static size_t walk(const struct maps_table *t, struct reader *r,
                    struct regs regs, uintptr_t *pcs, size_t n, size_t max,
-                   unsigned *flags)
+                   unsigned *flags, bool fp_unknown)
 {
     const struct code *c = t ? code_of(t, NULL, &regs) : NULL;
     if (!t)
@@ -737,6 +753,8 @@ static size_t walk(const struct maps_table *t, struct reader *r,
     for (unsigned frames = 0; frames < 4 * STACK_MAX_FRAMES; frames++) {
         bool by_cfi;
         if (!t && (regs.fp < r->lo || regs.fp >= r->hi))
+            break;
+        if (fp_unknown && regs.fp == 0 && !find_frame_record(t, c, r, &regs))
             break;
         if (!step(c, r, &regs, &by_cfi, flags) || regs.pc == 0)
             break;
@@ -770,7 +788,7 @@ size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
     struct maps_table *t = table_acquire();
     struct reader r;
     direct_bounds(&r, t, regs.sp);
-    size_t n = walk(t, &r, regs, pcs, 1, max, flags);
+    size_t n = walk(t, &r, regs, pcs, 1, max, flags, false);
     if (t)
         atomic_fetch_sub(&t->readers, 1);
     return n;
@@ -789,10 +807,107 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
     struct maps_table *t = table_acquire();
     struct reader r;
     direct_bounds(&r, t, regs.sp);
-    size_t n = walk(t, &r, regs, all, 1, room, flags);
+    size_t n = walk(t, &r, regs, all, 1, room, flags, false);
     if (t)
         atomic_fetch_sub(&t->readers, 1);
     n = n > skip ? n - skip : 0;
     memcpy(pcs, all + skip, n * sizeof *pcs);
+    return n;
+}
+
+/* ---- Another thread's stack, its frame pointer unknown ---------------- */
+
+/* How far above SP a frame's record is looked for. */
+#define RECORD_SCAN_BYTES 2048
+
+/* SIGNAL-SAFE: whether the frame at `regs` (in `c`) finds its CFA through
+ * the frame pointer, by its CFI row or, without one, by frame pointers. */
+static bool frame_needs_fp(const struct code *c, const struct regs *regs)
+{
+    if (!c || !c->cfi)
+        return true;
+    uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
+    const struct cfi_row *row = cfi_find(c->cfi, at - c->bias);
+    unsigned rule = row ? row->rules & CFI_CFA_MASK : CFA_NONE;
+    return rule != CFA_SP && rule != CFA_PLT && rule != CFA_SIGFRAME;
+}
+
+/* SIGNAL-SAFE: whether {saved FP, return address} at `a` is the record of
+ * the frame at `regs`: the saved FP is 0 (outermost) or further up the
+ * stack, the return address is code, and the caller it leads to can be
+ * stepped in turn to code.  A local variable that happens to hold a stack
+ * address and then a code address passes the first two; the caller's
+ * step rarely. */
+static bool is_frame_record(const struct maps_table *t, struct reader *r,
+                            uintptr_t a, struct regs *caller)
+{
+    uintptr_t saved, ra;
+    if (!read_word(r, a, &saved) || !read_word(r, a + 8, &ra) ||
+        (saved != 0 && (saved <= a || saved - a > (1u << 24))))
+        return false;
+    *caller = (struct regs){.pc = ra, .sp = a + 16, .fp = saved};
+    const struct code *c = code_of(t, NULL, caller);
+    if (!c)
+        return false;
+    struct regs next = *caller;
+    bool by_cfi;
+    unsigned flags = 0;
+    return step(c, r, &next, &by_cfi, &flags) && code_of(t, c, &next);
+}
+
+/* SIGNAL-SAFE: while the frame pointer of a thread walked from outside is
+ * unknown (0: no frame restored it from the stack yet), a frame that needs
+ * it has it found instead: x86-64 and AArch64 frame-pointer code keeps the
+ * record {caller's FP, return address} the FP points at between the SP
+ * and the CFA, so the first record above SP that checks out is taken, and
+ * its address is the FP.  A record an earlier, deeper call left in what
+ * is now this frame's locals checks out too when it still leads back to
+ * live frames: the walk then shows one stale frame (seen: a clock_gettime
+ * between a function and its caller), never a crash, and the frames above
+ * it are right.  Returns false when none does. */
+static bool find_frame_record(const struct maps_table *t,
+                              const struct code *c, struct reader *r,
+                              struct regs *regs)
+{
+    if (!t || !frame_needs_fp(c, regs))
+        return true;
+    struct regs caller;
+    for (uintptr_t a = regs->sp; a < regs->sp + RECORD_SCAN_BYTES; a += 8)
+        if (is_frame_record(t, r, a, &caller)) {
+            regs->fp = a;
+            return true;
+        }
+    return false;
+}
+
+/* Bytes of another thread's stack copied in one process_vm_readv before
+ * its walk: most stacks' frames fit; deeper ones go on a chunk at a time. */
+#define BLOCKED_COPY 8192
+
+/* Signal-safe too, though only the census calls it, from its collector:
+ * the copy takes 8 KB of stack.  No read is direct, since the stack is
+ * not ours: the copy, then the fault-proof chunks.  A read stopped by an
+ * unmapped page returns what came before it. */
+size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
+                             size_t max, unsigned *flags)
+{
+    struct regs regs = {.pc = pc, .sp = sp, .exact = true};
+    *flags = STACK_LEAF_EXACT;
+    pcs[0] = pc;
+    struct maps_table *t = table_acquire();
+    uint8_t copy[BLOCKED_COPY];
+    struct iovec local = {copy, sizeof copy};
+    struct iovec remote = {(void *)(sp & ~(uintptr_t)7), sizeof copy};
+    pid_t pid = (pid_t)syscall(SYS_getpid);
+    ssize_t got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1,
+                          0);
+    struct reader r = {.pid = pid,
+                       .copy = copy,
+                       .copy_lo = (uintptr_t)remote.iov_base,
+                       .copy_hi = got > 0 ? (uintptr_t)remote.iov_base + got
+                                          : 0};
+    size_t n = walk(t, &r, regs, pcs, 1, max, flags, true);
+    if (t)
+        atomic_fetch_sub(&t->readers, 1);
     return n;
 }

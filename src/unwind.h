@@ -66,6 +66,19 @@ struct unwind_start {
 size_t unwind_from(const struct unwind_start *start, unsigned skip,
                    uintptr_t *pcs, size_t max, unsigned *flags);
 
+/* Walks the stack of another thread of this process that is blocked in
+ * the kernel, so that its stack does not change while it is read: `pc` is
+ * where it will resume (pcs[0], exact like an interrupted PC) and `sp` its
+ * user stack pointer, as /proc/self/task/TID/syscall gives them.  Its frame
+ * pointer is not known: a frame whose CFA rule needs it ends the walk
+ * unless a callee's saved copy was found on the way.  Every read goes
+ * through the fault-proof path, since the stack is not the caller's.
+ * *flags as unwind_context.  The caller re-checks afterwards that the
+ * thread is still blocked at the same place, or discards the walk.
+ * Signal-safe too, though only the census's collector uses it. */
+size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
+                             size_t max, unsigned *flags);
+
 /* Learns the calling thread's stack bounds (pthread_getattr_np), so that
  * walks of this thread read its stack directly; without them they read
  * through the fault-proof path.  Never from a signal handler. */

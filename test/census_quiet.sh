@@ -1,0 +1,61 @@
+#!/bin/sh
+# census_quiet.sh -- a census interrupts no blocking call (issue 17):
+# test/census_quiet's threads wait 5 s at a time in nanosleep, sleep, poll,
+# epoll_wait, select, sigtimedwait, read on an idle pipe and a futex, with
+# the accounting tick armed, while this script takes 50 censuses
+# (goroutine debug=1, debug=2 and /labels in turn) and headless chromium
+# shows the index page, which fetches /labels every 5 s and runs a CPU
+# profile (the sampler's timers on every thread).  No call may return
+# early, with EINTR or any other wrong result, and every waiting thread's
+# stack must show its call's libc wrapper, then wait_in_CALL, run_rounds
+# and blocker_main (the thread's start routine), in that order.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+BROWSERCHECK=$top_builddir/test/browsercheck/browsercheck
+command -v chromium >/dev/null || fail "chromium is missing: apt-get install chromium"
+
+start_program "$top_builddir/test/census_quiet"
+"$BROWSERCHECK" -url "$base/" -shots "$tmp" -cpu 2 >"$tmp/page" 2>"$tmp/page.err" &
+browser=$!
+
+i=0
+while [ $i -lt 50 ]; do
+    case $((i % 3)) in
+    0) url="$base/goroutine?debug=1" ;;
+    1) url="$base/goroutine?debug=2" ;;
+    *) url="$base/labels" ;;
+    esac
+    code=$(fetch census$i "$url")
+    [ "$code" = 200 ] || fail "census $i ($url): status $code"
+    i=$((i + 1))
+    sleep 0.2
+done
+wait "$browser" || fail "the browser could not show the page: $(cat "$tmp/page.err")"
+grep -q '^profile goroutine' "$tmp/page" || fail "the page has no profile table"
+
+# Stacks: in the last debug=2 dump, each q-CALL thread's frames (function
+# names only) must hold the wrapper and the test's callers in order.
+awk '
+    /^thread / { name = $3; gsub(/"/, "", name); next }
+    /^[^\t ].*\(\.\.\.\)$/ { f = $0; sub(/\(\.\.\.\)$/, "", f); stack[name] = stack[name] " " f }
+    END { for (n in stack) if (n ~ /^q-/) print n stack[n] }
+' "$tmp/census49.body" >"$tmp/stacks"
+for call in nanosleep:clock_nanosleep sleep:clock_nanosleep poll:poll \
+            epoll_wait:epoll_wait select:select sigtimedwait:sigtimedwait \
+            read:read futex:futex_abstimed_wait; do
+    name=${call%%:*} wrapper=${call#*:}
+    line=$(grep "^q-$name " "$tmp/stacks") ||
+        fail "no thread q-$name in the census: $(cat "$tmp/census49.body")"
+    echo "$line" | grep -Eq " [^ ]*$wrapper[^ ]* .*wait_in_$name .*run_rounds blocker_main( |\$)" ||
+        fail "q-$name's stack lacks $wrapper, wait_in_$name, run_rounds, blocker_main: $line"
+done
+
+kill -TERM "$demo_pid"
+wait "$demo_pid"
+status=$?
+demo_pid=
+cat "$tmp/demo.out" | grep '^call ' >"$tmp/calls"
+[ "$(wc -l <"$tmp/calls")" = 8 ] || fail "the program did not report: $(cat "$tmp/demo.out" "$tmp/demo.err")"
+[ "$status" = 0 ] || fail "a call was cut short: $(cat "$tmp/calls")"
+cat "$tmp/calls"
+echo "PASS: census_quiet.sh (50 censuses and a browser; no call early or EINTR)"
