@@ -66,7 +66,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,9 +135,13 @@ struct session {
     sampler_unsampled unsampled[SAMPLER_NREASONS];
 
     pthread_t collector;
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    bool stopping;
+    /* The collector sleeps on `nudge` (a futex word) between ticks; stop
+     * and a handler that met code without a table (a dlopen since the
+     * last refresh) bump it and wake it.  `tables_wanted` keeps that to
+     * one wake per refresh, however many samples meet the new code. */
+    atomic_uint nudge;
+    atomic_bool tables_wanted;
+    atomic_bool stopping;
 };
 
 static pthread_mutex_t sampler_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -176,6 +182,14 @@ static struct slot *ring_claim(struct session *s, size_t *pos_out)
 }
 
 /* SIGNAL-SAFE */
+/* SIGNAL-SAFE: wakes the collector now rather than at its next tick (a
+ * futex wake is one system call; errno is the handler's to restore). */
+static void nudge_collector(struct session *s)
+{
+    atomic_fetch_add(&s->nudge, 1);
+    syscall(SYS_futex, &s->nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void record_sample(struct session *s, const void *ucontext,
                           int64_t weight)
 {
@@ -187,6 +201,9 @@ static void record_sample(struct session *s, const void *ucontext,
     }
     slot->depth = unwind_context(ucontext, slot->pcs, STACK_MAX_FRAMES,
                                  &slot->flags);
+    if ((slot->flags & STACK_NO_TABLE) &&
+        !atomic_exchange(&s->tables_wanted, true))
+        nudge_collector(s);
     const cpprof_labelset *labels = thread_current_labels();
     if (labels)
         labelset_ref_signal_safe(labels);
@@ -544,24 +561,42 @@ static void yield_signal(struct session *s)
 
 /* The collector thread: drains and rescans the threads every TICK_NS,
  * after checking that the signal is still cpprof's. */
+/* Sleeps until `deadline` (CLOCK_MONOTONIC ns) or a nudge, whichever
+ * comes first. */
+static void sleep_until_nudged(struct session *s, int64_t deadline)
+{
+    unsigned seen = atomic_load(&s->nudge);
+    int64_t left = deadline - monotonic_ns();
+    if (left <= 0 || atomic_load(&s->stopping) ||
+        atomic_load(&s->tables_wanted))
+        return;
+    struct timespec ts = ns_to_timespec(left);
+    syscall(SYS_futex, &s->nudge, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* Every TICK_NS: the handler check, the drain and the thread scan.  In
+ * between, a nudge from a handler that met code mapped since the last
+ * refresh (a plugin just dlopened) builds its table at once, so that only
+ * the samples of the first moments keep their leaf alone. */
 static void *collector_main(void *arg)
 {
     struct session *s = arg;
     pthread_setname_np(pthread_self(), "cpprof-sampler");
-    pthread_mutex_lock(&s->mu);
-    while (!s->stopping) {
-        struct timespec wake = ns_to_timespec(monotonic_ns() + TICK_NS);
-        pthread_cond_timedwait(&s->wake, &s->mu, &wake);
-        if (s->stopping)
+    int64_t next_tick = monotonic_ns() + TICK_NS;
+    while (!atomic_load(&s->stopping)) {
+        sleep_until_nudged(s, next_tick);
+        if (atomic_load(&s->stopping))
             break;
-        pthread_mutex_unlock(&s->mu);
+        if (atomic_exchange(&s->tables_wanted, false))
+            unwind_refresh_if_loaded();
+        if (monotonic_ns() < next_tick)
+            continue;
         if (!s->taken && !handler_is_ours(s->signo))
             yield_signal(s);
         ring_drain(s);
         scan_threads(s);
-        pthread_mutex_lock(&s->mu);
+        next_tick = monotonic_ns() + TICK_NS;
     }
-    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -592,8 +627,6 @@ static void session_free(struct session *s)
     stacktab_free(s->samples);
     free(s->ring);
     free(s->timers);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -611,12 +644,6 @@ static struct session *session_new(long hz, int signo)
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->wake, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&s->mu, NULL);
     if (!s->ring || !s->samples) {
         session_free(s);
         return NULL;
@@ -733,10 +760,9 @@ int sampler_start(long hz, int signo)
 
 static void stop_collector(struct session *s)
 {
-    pthread_mutex_lock(&s->mu);
-    s->stopping = true;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->mu);
+    atomic_store(&s->stopping, true);
+    atomic_fetch_add(&s->nudge, 1);
+    syscall(SYS_futex, &s->nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     pthread_join(s->collector, NULL);
 }
 
