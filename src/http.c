@@ -277,13 +277,18 @@ static int as_internal(int (*start)(void *), void *arg)
  * destructors: it refuses new requests, makes waiting handlers return
  * (server_stopping) and waits, at most EXIT_DRAIN_NS, until every request
  * open (from its URI to its completion) is done, the calling thread's own
- * excepted.  It does not stop the daemon: joining its threads from a
+ * excepted.  Open means on any connection, a suspended one whose handler
+ * runs on a window thread included: its answer is queued by the pool
+ * thread once the connection resumes, exit or not (on_request).  "The
+ * calling thread's own" is the request whose handler runs on it
+ * (run_handler), not every request of the connections a pool thread
+ * serves.  It does not stop the daemon: joining its threads from a
  * thread of the daemon (a handler of the program's that calls exit) would
  * never return. */
 #define EXIT_DRAIN_NS 2000000000LL
 static atomic_long requests_open;
 static atomic_bool process_exiting;
-static __thread long requests_open_here;
+static __thread long requests_open_here; /* handlers running on this thread */
 
 /* 127.0.0.0/8 or ::1: only this machine can connect. */
 static bool is_loopback(const struct sockaddr_storage *ss)
@@ -702,7 +707,9 @@ static bool open_window(void)
  * naming its error. */
 static int run_handler(http_req *r, const http_route *route)
 {
+    requests_open_here++; /* this thread's own, should its handler exit() */
     int rc = route->handler(r);
+    requests_open_here--;
     if (!r->responded)
         return http_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
                           cpprof_strerror(rc < 0 ? rc : -EIO));
@@ -858,6 +865,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
     if (r == NULL)
         return MHD_NO; /* new_request() failed to allocate */
+    /* The answer a window thread made is queued even while exit() drains:
+     * that request is open, and the drain waits for it. */
+    if (r->pending != NULL)
+        return queue_pending(r) == 0 ? MHD_YES : MHD_NO;
     if (atomic_load(&process_exiting))
         return MHD_NO; /* exit() is tearing the process down */
     label_server_thread();
@@ -867,8 +878,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         refuse_early(r);
         return MHD_YES;
     }
-    if (r->pending != NULL)
-        return queue_pending(r) == 0 ? MHD_YES : MHD_NO;
     if (r->responded) {
         *upload_len = 0; /* refused early: the body is dropped unread */
         return MHD_YES;
@@ -899,7 +908,6 @@ static void *new_request(void *cls, const char *uri,
     }
     atomic_fetch_add(&requests_open, 1); /* before on_request reads
                                             process_exiting */
-    requests_open_here++;
     return r;
 }
 
@@ -931,7 +939,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
         free(r->body);
         free(r);
         *con_cls = NULL;
-        requests_open_here--;
         atomic_fetch_sub(&requests_open, 1);
     }
 }
@@ -1389,8 +1396,12 @@ static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
 /* In the child the server's threads (pool, windows, watch) are gone; its
  * daemon is dropped, not stopped (only async-signal-safe calls after
  * fork), with its listening socket closed, so the child can start a server
- * of its own.  The locks those threads may have held at the fork are made
- * anew: no thread of the child holds them. */
+ * of its own.  The locks those threads may have held at the fork, and the
+ * condition variables they were waiting on, are made anew by assignment:
+ * no thread of the child holds or waits on them, but glibc's condition
+ * variable still counts the parent's waiters, so that destroying it (as
+ * start_watch does) would wait for them for ever, and a signal could go
+ * to a waiter that is not there. */
 static void http_forget_after_fork(void)
 {
     if (server != NULL) {
@@ -1410,9 +1421,12 @@ static void http_forget_after_fork(void)
     window_queue = NULL;
     atomic_store(&windows_open, 0);
     atomic_store(&requests_open, 0); /* their threads stayed in the parent */
-    pthread_mutex_init(&watch_lock, NULL);
-    pthread_mutex_init(&window_lock, NULL);
-    pthread_mutex_init(&threads_lock, NULL);
+    atomic_store(&server_lost, false);
+    watch_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    window_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    threads_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    watch_wake = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+    window_ready = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     pthread_mutex_unlock(&server_lock);
 }
 
