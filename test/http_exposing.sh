@@ -3,7 +3,8 @@
 # each go tool pprof, pprof and curl command there is run here as written,
 # from a directory holding the files it names (ca.pem, server.pem,
 # client.pem, ...), with two substitutions: host:6060 is 127.0.0.1:PORT (a
-# free port) and ?seconds=10 is ?seconds=2.  Each profile must list the
+# free port) and ?seconds=10 is ?seconds=2; curl gets -sf, so that an error
+# status fails the command.  Each profile must list the
 # demo's three tenants.  The browser commands are run by
 # test/browser_index.sh.
 #   1. SSH tunnel to loopback: go tool pprof and curl over plain HTTP (the
