@@ -80,8 +80,8 @@ run way3curl curl -sf --cacert ca.pem --cert client.pem --key client.key \
 run way3file go tool pprof -tags p.pb
 has_tenants way3file
 # What the README says go tool pprof does with the same flags: it checks
-# the server against the system's CAs only, and, told to skip that, sends
-# no client certificate.
+# the server against the system's CAs only, and, told to skip that
+# (https+insecure), sends no client certificate.
 (cd "$pki" && go tool pprof -tls_cert client.pem -tls_key client.key -tls_ca ca.pem \
     -tags "https://127.0.0.1:$port/debug/pprof/profile?seconds=2") \
     >"$tmp/gotls.out" 2>"$tmp/gotls.err" &&
@@ -92,7 +92,9 @@ grep -q 'certificate signed by unknown authority' "$tmp/gotls.err" ||
     -tags "https+insecure://127.0.0.1:$port/debug/pprof/profile?seconds=2") \
     >"$tmp/gotls.out" 2>"$tmp/gotls.err" &&
     fail "go tool pprof now does mutual TLS: change README's 'Exposing the endpoints'"
-grep -q '403 Forbidden - a client certificate' "$tmp/gotls.err" ||
+# No certificate sent: the server ends the handshake, Go sees the
+# connection close.
+grep -q 'profile?seconds=2": EOF$' "$tmp/gotls.err" ||
     fail "go tool pprof https+insecure: $(cat "$tmp/gotls.err")"
 stop_demo
 echo "http_exposing: ok"
