@@ -1277,11 +1277,14 @@ static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
                      (server_tls.cert != NULL ? MHD_USE_TLS : 0) |
                      (family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* HTTPS when a certificate is set; the CA, when set, makes
-     * libmicrohttpd ask clients for theirs (checked in refuse_early). */
+     * libmicrohttpd ask clients for theirs, the notification makes the
+     * handshake fail without one, and refuse_early checks it. */
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, server_tls.cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, server_tls.key},
         {MHD_OPTION_HTTPS_MEM_TRUST, 0, server_tls.ca},
+        {MHD_OPTION_NOTIFY_CONNECTION,
+         (intptr_t)http_tls_require_client_cert, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     if (server_tls.cert == NULL)

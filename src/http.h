@@ -94,6 +94,13 @@ typedef struct {
 int http_tls_load(http_tls *t);
 void http_tls_free(http_tls *t);
 struct MHD_Connection;
+enum MHD_ConnectionNotificationCode;
+/* libmicrohttpd's connection notification (MHD_OPTION_NOTIFY_CONNECTION)
+ * when a CA is set: a new connection's handshake fails without a client
+ * certificate. */
+void http_tls_require_client_cert(void *cls, struct MHD_Connection *conn,
+                                  void **socket_context,
+                                  enum MHD_ConnectionNotificationCode toe);
 /* Whether the client showed a certificate the CA verifies. */
 bool http_tls_client_verified(struct MHD_Connection *conn);
 

@@ -11,10 +11,14 @@
  * on.  The texts then go to libmicrohttpd, which keeps pointers to them
  * for the server's life.
  *
- * With a CA, libmicrohttpd asks every client for a certificate; GnuTLS
- * cannot be told through it to end the handshake when none comes, so a
- * request whose connection has no certificate that the CA verifies is a
- * 403 before anything else is looked at (http.c).  A renewed certificate
+ * With a CA, libmicrohttpd asks every client for a certificate but lets
+ * the handshake finish without one.  Its connection-start notification
+ * comes after it has set up the connection's GnuTLS session and before the
+ * first byte is read, so http_tls_require_client_cert turns the request
+ * into a requirement there: a client without a certificate fails the
+ * handshake.  GnuTLS does not check the certificate against the CA then,
+ * so a request whose connection has no certificate that the CA verifies
+ * is still a 403 before anything else is looked at (http.c).  A renewed certificate
  * is taken by stopping and starting the server (cpprof_http_stop, then
  * cpprof_http_start): not on the fly.
  */
@@ -143,6 +147,21 @@ void http_tls_free(http_tls *t)
     free(t->key);
     free(t->ca);
     memset(t, 0, sizeof *t);
+}
+
+void http_tls_require_client_cert(void *cls, struct MHD_Connection *conn,
+                                  void **socket_context,
+                                  enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)socket_context;
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+        return;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+        conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (info != NULL && info->tls_session != NULL)
+        gnutls_certificate_server_set_request(info->tls_session,
+                                              GNUTLS_CERT_REQUIRE);
 }
 
 bool http_tls_client_verified(struct MHD_Connection *conn)

@@ -10,6 +10,7 @@
 : "${top_builddir:=.}"
 JOBRUNNER=$top_builddir/examples/jobrunner
 GOCHECK=$top_builddir/test/gocheck/gocheck
+PPROF=$top_builddir/test/pprof/pprof
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpprof-http.XXXXXX")
 demo_pid=
@@ -88,4 +89,33 @@ fetch() {
 # header NAME FIELD: the value of a response header (empty when absent).
 header() {
     awk -F': ' -v f="$2" '$1 == f { print $2 }' "$tmp/$1.hdr"
+}
+
+# make_pki DIR: a throwaway PKI in DIR: a CA (ca.pem, ca.key) that signs
+# the server's certificate for 127.0.0.1 and localhost (server.pem,
+# server.key) and a client's (client.pem, client.key); another CA
+# (otherca) that signs a stranger's (stranger.pem, stranger.key).
+make_pki() {
+    command -v openssl >/dev/null || fail "openssl is missing: apt-get install openssl"
+    pki=$1
+    mkdir -p "$pki"
+    for ca in ca otherca; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/$ca.key" \
+            -out "$pki/$ca.pem" -days 2 -subj "/CN=cpprof test $ca" 2>/dev/null ||
+            fail "openssl: cannot make $ca"
+    done
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$pki/san.ext"
+    make_cert server 127.0.0.1 ca "$pki/san.ext"
+    make_cert client client ca
+    make_cert stranger stranger otherca
+}
+
+# make_cert NAME CN ISSUER [EXTFILE]: $pki/NAME.pem and NAME.key, signed by
+# ISSUER.
+make_cert() {
+    openssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" \
+        -out "$pki/$1.csr" -subj "/CN=$2" 2>/dev/null &&
+        openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$3.pem" \
+            -CAkey "$pki/$3.key" -CAcreateserial -out "$pki/$1.pem" -days 2 \
+            ${4:+-extfile "$4"} 2>/dev/null || fail "openssl: cannot make $1"
 }

@@ -13,6 +13,9 @@
 #   - a refused CPPROF_HTTP_TOKEN (a trailing \r) keeps the server from
 #     starting, says so on stderr without showing the token, and the
 #     program runs on;
+#   - a bad TLS file (missing, key not matching the certificate, an empty
+#     CA file) is named on stderr with its setting and the reason, once,
+#     and the program runs on without a server;
 #   - the token is not in the environment of the program's children;
 #   - a daemon that closes every inherited descriptor and then appends and
 #     reads back a file 1,000 times loses no read-back, and the server,
@@ -160,6 +163,33 @@ LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_TOKEN="$secret$cr" \
 grep -q 'CPPROF_HTTP_TOKEN was refused' "$tmp/cr.err" ||
     fail "refused token: stderr does not say why: $(cat "$tmp/cr.err")"
 grep -qF "$secret" "$tmp/cr.err" && fail "refused token: stderr shows it"
+
+# --- Bad TLS files: said once, and the program runs on --------------------------
+make_pki "$tmp/pki"
+: >"$pki/empty.pem"
+# tls_refused WANT VAR=VALUE: a program with the library preloaded and VAR
+# spoiling otherwise good TLS settings runs, and stderr says WANT once.
+tls_refused() {
+    want=$1
+    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+    env CPPROF_HTTP_TLS_CERT="$pki/server.pem" CPPROF_HTTP_TLS_KEY="$pki/server.key" \
+        "$2" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
+        sh -c 'if curl -sk -o /dev/null --max-time 5 "https://127.0.0.1:$1/debug/pprof/";
+               then echo served; else echo closed; fi' sh "$port" \
+        >"$tmp/tls.out" 2>"$tmp/tls.err" || fail "bad TLS ($2): the program failed"
+    [ "$(cat "$tmp/tls.out")" = closed ] ||
+        fail "bad TLS ($2): the server answered: $(cat "$tmp/tls.err")"
+    [ "$(grep -cF "$want" "$tmp/tls.err")" = 1 ] ||
+        fail "bad TLS ($2): stderr does not say '$want' once: $(cat "$tmp/tls.err")"
+    grep -q "cpprof: cannot serve CPPROF_HTTP=127.0.0.1:$port: a TLS file" "$tmp/tls.err" ||
+        fail "bad TLS ($2): stderr does not say the server is off: $(cat "$tmp/tls.err")"
+}
+tls_refused "CPPROF_HTTP_TLS_CERT=\"$pki/missing.pem\": No such file or directory" \
+    CPPROF_HTTP_TLS_CERT="$pki/missing.pem"
+tls_refused "CPPROF_HTTP_TLS_KEY=\"$pki/client.key\": The certificate and the given key do not match" \
+    CPPROF_HTTP_TLS_KEY="$pki/client.key"
+tls_refused "CPPROF_HTTP_TLS_CA=\"$pki/empty.pem\": the file is empty" \
+    CPPROF_HTTP_TLS_CA="$pki/empty.pem"
 
 # --- The token stays out of children's environment -------------------------------
 LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_TOKEN="$secret" \

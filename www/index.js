@@ -51,8 +51,14 @@ function renderSummary(target, summary, unit) {
   target.replaceChildren(...parts);
 }
 
+// A page opened as https://user:TOKEN@host/debug/pprof/ holds the token in
+// its own address, and a relative URL would inherit it: fetch() refuses
+// such a URL, and the page must never build one.  So URLs are resolved
+// against the address without its user part; the browser sends the Basic
+// credentials it keeps for this server by itself.
 async function fetchSummary(url) {
-  const resp = await fetch(url, {cache: 'no-store'});
+  const page = location.origin + location.pathname;
+  const resp = await fetch(new URL(url, page), {cache: 'no-store'});
   if (!resp.ok) throw new Error((await resp.text()).trim() || resp.statusText);
   return resp.json();
 }

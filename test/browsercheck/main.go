@@ -1,7 +1,12 @@
 // browsercheck: opens the /debug/pprof/ index in Debian's headless chromium,
 // the way a user would, and reports what the page shows.
 //
-// Usage: browsercheck -url URL -shots DIR [-cpu SECONDS]
+// Usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure]
+//
+// -insecure starts chromium with --ignore-certificate-errors, for an
+// https URL whose server certificate a throwaway CA signed: headless
+// chromium can be told to trust a CA only through an NSS database (Debian's
+// libnss3-tools), which the tests do not need otherwise.
 //
 // It drives chromium over the DevTools protocol on a pipe
 // (--remote-debugging-pipe: NUL-terminated JSON on file descriptors 3 and
@@ -177,7 +182,7 @@ func (c *cdp) screenshot(path string, width int, mobile bool) error {
 	return os.WriteFile(path, png, 0o644)
 }
 
-func run(url, shots string, cpuSeconds int) error {
+func run(url, shots string, cpuSeconds int, insecure bool) error {
 	profileDir, err := os.MkdirTemp("", "browsercheck")
 	if err != nil {
 		return err
@@ -185,11 +190,15 @@ func run(url, shots string, cpuSeconds int) error {
 	defer os.RemoveAll(profileDir)
 	cmdR, cmdW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
-	browser = exec.Command("chromium", "--headless", "--no-sandbox",
+	args := []string{"--headless", "--no-sandbox",
 		"--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update",
 		"--disable-sync", "--hide-scrollbars", "--remote-debugging-pipe",
-		"--user-data-dir="+profileDir, "about:blank")
+		"--user-data-dir=" + profileDir}
+	if insecure {
+		args = append(args, "--ignore-certificate-errors")
+	}
+	browser = exec.Command("chromium", append(args, "about:blank")...)
 	browser.ExtraFiles = []*os.File{cmdR, outW} // fds 3 and 4
 	if err := browser.Start(); err != nil {
 		return fmt.Errorf("chromium: %v (apt-get install chromium)", err)
@@ -275,13 +284,14 @@ func main() {
 	url := flag.String("url", "", "the index page")
 	shots := flag.String("shots", ".", "directory for phone.png and wide.png")
 	cpu := flag.Int("cpu", 2, "seconds of the CPU view")
+	insecure := flag.Bool("insecure", false, "accept any server certificate")
 	flag.Parse()
 	if *url == "" {
-		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS]")
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure]")
 		os.Exit(2)
 	}
 	done := make(chan error, 1)
-	go func() { done <- run(*url, *shots, *cpu) }()
+	go func() { done <- run(*url, *shots, *cpu, *insecure) }()
 	select {
 	case err := <-done:
 		if err != nil {
