@@ -51,6 +51,7 @@
 #include "collect.h"
 #include "config.h"
 #include "cpprof.h"
+#include "thread.h"
 
 #define HTTP_PREFIX "/debug/pprof/"
 
@@ -163,7 +164,7 @@ static bool windows_closing;   /* under window_lock */
  * starts inside libmicrohttpd), a window or watch thread as it starts; the
  * index page reports their CPU time. */
 
-#define INTERNAL_KEY "pprof_internal"
+#define INTERNAL_KEY PPROF_INTERNAL_KEY
 #define INTERNAL_VALUE "http"
 
 static cpprof_labelset *internal_set;

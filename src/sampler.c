@@ -7,9 +7,20 @@
  * a single process-wide setitimer delivers at most about one signal per
  * tick, so it loses samples once more than a couple of cores are busy (Go
  * issue 35057).  The clock of any thread can be named from its tid, so the
- * collector thread covers threads that never used cpprof: it lists
- * /proc/self/task every TICK_NS (a few microseconds), creates timers for new
- * threads and deletes those of threads that exited.  First expiries are random within one
+ * collector thread covers threads that never used cpprof.  A thread
+ * created with pthread_create while a profile runs announces itself:
+ * threadcreate.c wraps its function in thread.c's thread_start_run, which
+ * calls sampler_thread_started() before anything else; that puts its tid
+ * in a fixed array of slots (a compare-and-swap, no allocation, no lock)
+ * and wakes the collector, which gives it its timer at once.  Threads
+ * created otherwise (clone(), before cpprof loaded, in the instant a
+ * session starts) are found by listing /proc/self/task every SCAN_NS,
+ * which also retires the timers of threads that exited; listing it every
+ * tick, as before, cost the collector 1.7% of a core with 100 idle
+ * threads (bench/collector).  A program that starts threads faster than
+ * that gets a scan after every SCAN_AFTER announcements, so that exited
+ * threads' timers give their queued-signal budget back at the pace it
+ * creates threads.  First expiries are random within one
  * period so that threads are not sampled in lockstep.  An expiry the kernel
  * could not deliver in time (a short period checked at tick granularity)
  * comes back as si_overrun and is counted in the sample's weight, so the
@@ -30,7 +41,7 @@
  * look idle; a thread past the queued-signal budget (sigbudget.h: each
  * timer holds a unit of RLIMIT_SIGPENDING) gets no timer, so that the
  * program's own real-time signals still fit.  Such threads are read from
- * outside instead: the collector reads their CPU clocks every MAPS_NS, and
+ * outside instead: the collector reads their CPU clocks every CHARGE_NS, and
  * the profile reports, per reason, how many threads and how much CPU time
  * went unsampled.  Signal masks are read from /proc/self/task/TID/status
  * when a thread is first seen and every RECHECK_NS.
@@ -73,8 +84,11 @@
 #include <unistd.h>
 
 #define NSEC_PER_SEC 1000000000LL
-#define TICK_NS 20000000LL  /* collector: drain and thread scan, 50 a second */
-#define MAPS_NS 100000000LL /* mappings and untimed threads' CPU read this often */
+#define TICK_NS 20000000LL  /* collector: drain, 50 a second */
+#define SCAN_NS 1000000000LL /* /proc/self/task listed this often */
+#define SCAN_AFTER 64       /* ...or after this many threads announced */
+#define ANNOUNCE_SLOTS 256  /* announced tids not yet taken by the collector */
+#define CHARGE_NS 100000000LL /* untimed threads' CPU read this often */
 #define RECHECK_NS 1000000000LL /* signal masks re-read this often */
 #define RING_MIN 1024       /* slots; about 0.6 MiB */
 #define RING_MAX 65536
@@ -128,8 +142,10 @@ struct session {
     struct thread_timer *timers; /* every thread seen, sorted by tid */
     size_t ntimers;
     uint64_t rng;
-    int64_t maps_refreshed_ns;
+    int64_t charged_ns;
     int64_t masks_checked_ns;
+    int64_t scanned_ns;
+    unsigned announced_since_scan;
     bool taken;   /* the program installed its own handler meanwhile */
     int refused;  /* timer_create's error other than a gone thread */
     sampler_unsampled unsampled[SAMPLER_NREASONS];
@@ -141,13 +157,19 @@ struct session {
      * one wake per refresh, however many samples meet the new code. */
     atomic_uint nudge;
     atomic_bool tables_wanted;
+    atomic_bool threads_announced; /* likewise: one wake per batch */
     atomic_bool stopping;
 };
 
 static pthread_mutex_t sampler_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct session *running; /* under sampler_mu */
 static _Atomic(struct session *) active; /* what handlers see */
-static atomic_long in_handler;
+static atomic_long in_handler; /* handlers and announcing threads inside */
+/* Tids of threads started since the collector last looked; 0: free.  A
+ * thread that finds no free slot sets `announce_overflow`, and the
+ * collector lists /proc/self/task instead. */
+static atomic_int announced[ANNOUNCE_SLOTS];
+static atomic_bool announce_overflow;
 static atomic_uint sessions;
 static atomic_size_t ring_slots_fixed;
 
@@ -396,15 +418,18 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
 }
 
 /* Gives the thread a timer if it can take the signal and one is to be
- * had; otherwise records why not.  Returns false when the thread is gone. */
-static bool give_timer(struct session *s, struct thread_timer *t)
+ * had; otherwise records why not.  Returns false when the thread is gone.
+ * `mask_settled`: the thread runs its own code already (it announced
+ * itself), so a blocked signal is its choice, not glibc's start-up mask. */
+static bool give_timer(struct session *s, struct thread_timer *t,
+                       bool mask_settled)
 {
     if (s->taken) {
         make_untimed(s, t, SAMPLER_SIGNAL_TAKEN);
         return true;
     }
     bool blocked = blocks_signal(t->tid, s->signo);
-    if (blocked && t->why != NEW) {
+    if (blocked && (t->why != NEW || mask_settled)) {
         make_untimed(s, t, SAMPLER_BLOCKED);
         return true;
     }
@@ -443,10 +468,9 @@ static void recheck_suspect(struct session *s, struct thread_timer *t)
 
 /* Refreshes the unwinder's table of mappings (its failure only costs
  * stacks: the walker keeps the older table or records bare PCs). */
-static void refresh_maps(struct session *s)
+static void refresh_maps(void)
 {
     unwind_refresh_maps();
-    s->maps_refreshed_ns = monotonic_ns();
 }
 
 /* Every RECHECK_NS: a timed thread that has blocked the signal since is
@@ -461,67 +485,161 @@ static void recheck_threads(struct session *s)
                 make_untimed(s, t, SAMPLER_BLOCKED);
         } else if (t->why == SAMPLER_BLOCKED ||
                    t->why == SAMPLER_OVER_BUDGET) {
-            give_timer(s, t);
+            give_timer(s, t, true);
         }
     }
     s->masks_checked_ns = monotonic_ns();
 }
 
-/* Brings the thread list in line with the threads alive now: a timer (or
- * the reason for none) for each new thread, nothing for threads gone.  The
- * mappings are re-read every MAPS_NS and before any new timer, so that
- * every thread with a timer has its stack in the unwinder's table, and
- * at any tick after the loader added or removed an object, so that its
- * code has a table. */
+/* Merges the sorted `tids` into the thread table, each new thread given
+ * a timer (or its reason for none) after the mappings were re-read
+ * (unless `refreshed` says the caller just did), so that every thread
+ * with a timer has its stack in the unwinder's table.
+ * A full list (the scan) also says which threads are gone.  Announced
+ * tids are threads just started: one already in the table is a tid reused
+ * since the last scan, or a thread the scan saw during its start, and its
+ * entry starts afresh. */
+static int merge_threads(struct session *s, const pid_t *tids, size_t n,
+                         bool full, bool refreshed)
+{
+    size_t cap = full ? n : s->ntimers + n;
+    struct thread_timer *next = malloc((cap ? cap : 1) * sizeof *next);
+    if (!next)
+        return -ENOMEM;
+    size_t i = 0, j = 0, k = 0;
+    while (i < s->ntimers || j < n) {
+        struct thread_timer *old = i < s->ntimers ? &s->timers[i] : NULL;
+        if (old && (j == n || old->tid < tids[j])) {
+            i++;
+            if (!full)
+                next[k++] = *old;
+            else if (old->why == TIMED)
+                thread_timer_delete(old); /* exited */
+            continue;
+        }
+        if (old && old->tid == tids[j]) {
+            i++;
+            if (full) {
+                next[k++] = *old;
+                j++;
+                continue;
+            }
+            if (old->why == TIMED)
+                thread_timer_delete(old);
+        }
+        if (!refreshed) {
+            refresh_maps();
+            refreshed = true;
+        }
+        next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
+        if (give_timer(s, &next[k], !full))
+            k++;
+    }
+    free(s->timers);
+    s->timers = next;
+    s->ntimers = k;
+    return 0;
+}
+
+/* Lists /proc/self/task: new threads get timers, exited ones lose theirs.
+ * The mappings are re-read with it: besides new threads' stacks and
+ * objects the loader added (both re-read as they come), only mappings
+ * made otherwise (a fiber's stack, code outside any object) change them,
+ * and the walker reads those with process_vm_readv meanwhile. */
 static int scan_threads(struct session *s)
 {
     pid_t *tids = NULL;
     size_t n = 0;
+    refresh_maps();
     int rc = list_threads(&tids, &n);
-    if (rc != 0)
-        return rc;
-    bool periodic = monotonic_ns() - s->maps_refreshed_ns >= MAPS_NS;
-    bool refreshed = periodic;
-    if (refreshed)
-        refresh_maps(s);
-    else
-        unwind_refresh_if_loaded(); /* a dlopened object: its table now */
-    struct thread_timer *next = malloc((n ? n : 1) * sizeof *next);
-    if (!next) {
-        free(tids);
-        return -ENOMEM;
-    }
-    size_t i = 0, j = 0, k = 0;
-    while (i < s->ntimers || j < n) {
-        if (j == n || (i < s->ntimers && s->timers[i].tid < tids[j])) {
-            struct thread_timer *gone = &s->timers[i++];
-            if (gone->why == TIMED)
-                thread_timer_delete(gone);
-        } else if (i == s->ntimers || tids[j] < s->timers[i].tid) {
-            if (!refreshed) {
-                refresh_maps(s);
-                refreshed = true;
-            }
-            next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
-            if (give_timer(s, &next[k]))
-                k++;
-        } else {
-            next[k] = s->timers[i++];
-            if (next[k].suspect)
-                recheck_suspect(s, &next[k]);
-            else if (periodic)
-                charge_unsampled(s, &next[k]);
-            k++;
-            j++;
-        }
-    }
+    if (rc == 0)
+        rc = merge_threads(s, tids, n, true, true);
     free(tids);
-    free(s->timers);
-    s->timers = next;
-    s->ntimers = k;
+    s->scanned_ns = monotonic_ns();
+    s->announced_since_scan = 0;
+    return rc;
+}
+
+/* Takes every announced tid out of its slot; returns how many, sorted and
+ * without repeats, in `tids`. */
+static size_t take_announced(pid_t tids[ANNOUNCE_SLOTS])
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ANNOUNCE_SLOTS; i++) {
+        pid_t tid = atomic_exchange(&announced[i], 0);
+        if (tid)
+            tids[n++] = tid;
+    }
+    qsort(tids, n, sizeof *tids, compare_tids);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (kept == 0 || tids[kept - 1] != tids[i])
+            tids[kept++] = tids[i];
+    return kept;
+}
+
+/* The threads that announced themselves get their timers now. */
+static void learn_announced(struct session *s)
+{
+    pid_t tids[ANNOUNCE_SLOTS];
+    size_t n = take_announced(tids);
+    if (n && merge_threads(s, tids, n, false, false) == 0)
+        s->announced_since_scan += (unsigned)n;
+}
+
+/* No lock and no allocation: it runs first thing in every thread started
+ * while a profile runs (sampler.h).  Counted in `in_handler`, as a handler
+ * is, so that the session it nudges is not freed meanwhile. */
+void sampler_thread_started(void)
+{
+    atomic_fetch_add(&in_handler, 1);
+    struct session *s = atomic_load(&active);
+    if (s) {
+        pid_t tid = gettid();
+        bool placed = false;
+        for (size_t i = 0; i < ANNOUNCE_SLOTS && !placed; i++) {
+            int expected = 0;
+            placed = atomic_compare_exchange_strong(
+                &announced[((size_t)tid + i) % ANNOUNCE_SLOTS], &expected,
+                tid);
+        }
+        if (!placed)
+            atomic_store(&announce_overflow, true);
+        if (!atomic_exchange(&s->threads_announced, true))
+            nudge_collector(s);
+    }
+    atomic_fetch_sub(&in_handler, 1);
+}
+
+bool sampler_running(void)
+{
+    return atomic_load_explicit(&active, memory_order_relaxed) != NULL;
+}
+
+/* Every TICK_NS: a thread first seen with the signal blocked gets its
+ * second look (a tick later), a table is built for any object the loader
+ * added, and every CHARGE_NS the untimed threads' CPU is charged; every
+ * SCAN_NS, or once many threads were announced or one found no slot,
+ * /proc/self/task and the mappings are read. */
+static void tend_threads(struct session *s)
+{
+    unwind_refresh_if_loaded(); /* a dlopened object: its table now */
+    bool charge = monotonic_ns() - s->charged_ns >= CHARGE_NS;
+    if (charge)
+        s->charged_ns = monotonic_ns();
+    for (size_t i = 0; i < s->ntimers; i++) {
+        struct thread_timer *t = &s->timers[i];
+        if (t->suspect)
+            recheck_suspect(s, t);
+        else if (charge)
+            charge_unsampled(s, t);
+    }
+    if (monotonic_ns() - s->scanned_ns >= SCAN_NS ||
+        s->announced_since_scan >= SCAN_AFTER ||
+        atomic_exchange(&announce_overflow, false))
+        scan_threads(s);
     if (monotonic_ns() - s->masks_checked_ns >= RECHECK_NS)
         recheck_threads(s);
-    return 0;
 }
 
 /* Deletes every timer; the untimed threads' last CPU is charged. */
@@ -559,8 +677,6 @@ static void yield_signal(struct session *s)
                         "place\n", s->signo);
 }
 
-/* The collector thread: drains and rescans the threads every TICK_NS,
- * after checking that the signal is still cpprof's. */
 /* Sleeps until `deadline` (CLOCK_MONOTONIC ns) or a nudge, whichever
  * comes first. */
 static void sleep_until_nudged(struct session *s, int64_t deadline)
@@ -568,20 +684,24 @@ static void sleep_until_nudged(struct session *s, int64_t deadline)
     unsigned seen = atomic_load(&s->nudge);
     int64_t left = deadline - monotonic_ns();
     if (left <= 0 || atomic_load(&s->stopping) ||
-        atomic_load(&s->tables_wanted))
+        atomic_load(&s->tables_wanted) || atomic_load(&s->threads_announced))
         return;
     struct timespec ts = ns_to_timespec(left);
     syscall(SYS_futex, &s->nudge, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
-/* Every TICK_NS: the handler check, the drain and the thread scan.  In
- * between, a nudge from a handler that met code mapped since the last
+/* Every TICK_NS: the handler check, the drain and tending the threads.
+ * In between, a nudge from a handler that met code mapped since the last
  * refresh (a plugin just dlopened) builds its table at once, so that only
- * the samples of the first moments keep their leaf alone. */
+ * the samples of the first moments keep their leaf alone, and one from a
+ * thread just started gives it its timer.  The thread is the profiler's:
+ * named and labelled so (pprof_internal=sampler), so that
+ * `-tagignore pprof_internal=sampler` leaves it out of a profile. */
 static void *collector_main(void *arg)
 {
     struct session *s = arg;
     pthread_setname_np(pthread_self(), "cpprof-sampler");
+    thread_label_internal("sampler"); /* unlabelled if out of memory */
     int64_t next_tick = monotonic_ns() + TICK_NS;
     while (!atomic_load(&s->stopping)) {
         sleep_until_nudged(s, next_tick);
@@ -589,12 +709,14 @@ static void *collector_main(void *arg)
             break;
         if (atomic_exchange(&s->tables_wanted, false))
             unwind_refresh_if_loaded();
+        if (atomic_exchange(&s->threads_announced, false))
+            learn_announced(s);
         if (monotonic_ns() < next_tick)
             continue;
         if (!s->taken && !handler_is_ours(s->signo))
             yield_signal(s);
         ring_drain(s);
-        scan_threads(s);
+        tend_threads(s);
         next_tick = monotonic_ns() + TICK_NS;
     }
     return NULL;
@@ -702,6 +824,11 @@ static int session_begin(struct session *s)
     int rc = install_handler(s);
     if (rc != 0)
         return rc;
+    /* Announcements left from an earlier session: the scan below finds
+     * those threads if they still run. */
+    pid_t stale[ANNOUNCE_SLOTS];
+    take_announced(stale);
+    atomic_store(&announce_overflow, false);
     atomic_store(&active, s);
     rc = scan_threads(s);
     if (rc == 0 && s->refused)

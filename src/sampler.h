@@ -7,6 +7,7 @@
 #define CPPROF_SAMPLER_H
 
 #include "stacktab.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,17 @@ int64_t sampler_period_ns(long hz);
  * (signo has a handler that is not ours), CPPROF_ENOTIMER (timer_create
  * refused, e.g. by seccomp), -EINVAL, -errno. */
 int sampler_start(long hz, int signo);
+
+/* Whether a CPU profile is running (one atomic load): threadcreate.c
+ * wraps new threads' functions meanwhile, so that they announce
+ * themselves. */
+bool sampler_running(void);
+
+/* Called by a new thread first thing (thread_start_run): while a profile
+ * runs, the collector learns its tid and gives it its timer at once,
+ * instead of at its next listing of /proc/self/task.  No lock, no
+ * allocation; a no-op when no profile runs. */
+void sampler_thread_started(void);
 
 /* Fixes the number of buffer slots of later sessions (rounded up to a
  * power of two);

@@ -29,6 +29,7 @@
 #include "atfork.h"
 #include "labels.h"
 #include "otel.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -295,6 +296,7 @@ void thread_start_discard(struct thread_start *t)
 
 void *thread_start_run(void *p)
 {
+    sampler_thread_started(); /* its CPU timer now, while a profile runs */
     struct thread_start t = *(struct thread_start *)p;
     heap_real_free(p);
     if (t.internal)
@@ -307,6 +309,18 @@ void *thread_start_run(void *p)
             labelset_drop(t.labels);
     }
     return t.start(t.arg);
+}
+
+int thread_label_internal(const char *role)
+{
+    const char *kv[] = {PPROF_INTERNAL_KEY, role};
+    cpprof_labelset *set;
+    int rc = cpprof_labels(&set, 2, kv);
+    if (rc != 0)
+        return rc;
+    rc = cpprof_set_thread_labels(set);
+    cpprof_labelset_release(set);
+    return rc;
 }
 
 int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,

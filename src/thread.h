@@ -41,6 +41,15 @@ struct thread_start *thread_start_new(void *(*start)(void *), void *arg);
 void *thread_start_run(void *start);
 void thread_start_discard(struct thread_start *t);
 
+/* The label key that names a thread as the profiler's own, with its role
+ * as the value (pprof_internal=http, =sampler): `-tagignore` on it leaves
+ * cpprof's threads out of a profile. */
+#define PPROF_INTERNAL_KEY "pprof_internal"
+
+/* Labels the calling thread pprof_internal=`role` for life.  0 or a
+ * negative error (out of memory: the thread stays unlabelled). */
+int thread_label_internal(const char *role);
+
 /* The lock that reclaiming label sets needs (labels.c). */
 void registry_lock(void);
 void registry_unlock(void);

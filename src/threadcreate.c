@@ -15,13 +15,17 @@
  * thread's function is wrapped in thread.c's thread_start_run, which
  * applies them first.  A thread created inside cpprof's own work
  * (collect_internal: the HTTP server's, the CPU sampler's collector) is
- * wrapped too, to be cpprof's for life and take no labels.  Any other
- * creator without labels creates its thread unwrapped, at no cost.
+ * wrapped too, to be cpprof's for life and take no labels, and is not
+ * counted: threadcreate shows the program's threads.  While a CPU profile
+ * runs every new thread is wrapped, so that it announces itself to the
+ * sampler (sampler_thread_started) and is sampled from its start.  Any
+ * other creator without labels creates its thread unwrapped, at no cost.
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
 #include "collect.h"
 #include "config.h"
+#include "sampler.h"
 #include "thread.h"
 #include "stacktab.h"
 
@@ -66,7 +70,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     }
     struct thread_start *inherit = NULL;
     if (start != thread_start_run &&
-        (collect_internal ||
+        (collect_internal || sampler_running() ||
          (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
         if (!(inherit = thread_start_new(start, arg)))
             return EAGAIN;
@@ -76,7 +80,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     int rc = real(thread, attr, start, arg);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
-    if (rc == 0 && !collect_busy)
+    if (rc == 0 && !collect_busy && !collect_internal)
         record_creation();
     return rc;
 }
