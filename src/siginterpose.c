@@ -10,7 +10,7 @@
  * defined here and exported (src/libcpprof.map), as heap.c does for
  * malloc: whether the library is linked or preloaded, the program's call
  * comes here first; cpprof deletes what would signal there
- * (accounting_yield_signal), then glibc's function does the work.  Only a
+ * (accounting_yield_signal), then the next definition does the work.  Only a
  * call that sets an action is looked at; cpprof's own installs of its own
  * handlers pass straight through.  Calls that bypass the symbol (a raw
  * rt_sigaction system call, sigset(), sysv_signal()) are not seen: the CPU
@@ -22,30 +22,47 @@
 #define _GNU_SOURCE
 #include "accounting.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* glibc's own, which the sanitizers' runtimes intercept under these
- * names (as heap.c passes malloc to them): going around them would let a
- * program's handler replace theirs. */
-#ifdef CPPROF_SANITIZER_INTERCEPTS
-#define __sigaction __interceptor_sigaction
-#define bsd_signal __interceptor_signal
-#endif
-extern int __sigaction(int, const struct sigaction *, struct sigaction *);
-extern __sighandler_t bsd_signal(int, __sighandler_t);
+/* The definitions these calls would have reached without cpprof: the next
+ * ones in lookup order.  That is glibc's, or a sanitizer runtime's
+ * interceptor when cpprof is linked into the executable (which comes
+ * before the runtime), and glibc's when libcpprof.so comes after the
+ * runtime, whose interceptor then calls here as its "real" function:
+ * naming either one outright would loop in one of the two layouts (it
+ * did: every test linked with libcpprof.so under ASan spun in sigaction).
+ * Looked up by the constructor, before the program can be in a handler;
+ * a call before that (another library's constructor) looks up itself. */
+typedef int sigaction_fn(int, const struct sigaction *, struct sigaction *);
+typedef __sighandler_t signal_fn(int, __sighandler_t);
+static sigaction_fn *next_sigaction;
+static signal_fn *next_signal;
+
+__attribute__((constructor)) static void find_next_definitions(void)
+{
+    if (!next_sigaction)
+        next_sigaction = (sigaction_fn *)dlsym(RTLD_NEXT, "sigaction");
+    if (!next_signal)
+        next_signal = (signal_fn *)dlsym(RTLD_NEXT, "signal");
+}
 
 EXPORT int sigaction(int signo, const struct sigaction *act,
                      struct sigaction *old)
 {
     if (act)
         accounting_yield_signal(signo);
-    return __sigaction(signo, act, old);
+    if (!next_sigaction)
+        find_next_definitions();
+    return next_sigaction(signo, act, old);
 }
 
 EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
 {
     accounting_yield_signal(signo);
-    return bsd_signal(signo, handler);
+    if (!next_signal)
+        find_next_definitions();
+    return next_signal(signo, handler);
 }

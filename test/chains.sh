@@ -42,6 +42,22 @@ failed=0
 
 # judge NAME UNIT MIN GOCHECK-ARGS...: prints NAME's figure; a share under
 # NEED%, or fewer than MIN judged, fails the test (after every figure).
+# Under a sanitizer, the figures whose chain runs through one of its
+# interceptors are printed but not judged: ASan's __cxa_throw interceptor
+# (d_throw) and its read interceptor, a frame-pointer frame that a thread
+# blocked in read(2) must be walked through without knowing its frame
+# pointer (the census, which reads such threads from outside).  The CFI
+# walk these figures test is the normal build's.
+case ${CPPROF_SANITIZER:-none} in
+asan | tsan) unjudged="d_throw census" ;;
+*) unjudged= ;;
+esac
+counts() {
+    case " $unjudged " in
+    *" $1 "*) echo "$1: not judged under $CPPROF_SANITIZER (its interceptor is on the chain)"; return 1 ;;
+    esac
+}
+
 judge() {
     name=$1 unit=$2 min=$3
     shift 3
@@ -58,7 +74,7 @@ judge() {
     echo "$name: $verdict"
     case $verdict in
     *FAIL)
-        failed=$((failed + 1))
+        counts "$name" && failed=$((failed + 1))
         sed -n 's/^chain incomplete \([0-9]*\) /    \1 incomplete: /p' "$tmp/judge.out" |
             cut -c1-400
         ;;
@@ -123,7 +139,7 @@ awk -v chain="$park" -v need=$NEED -v min=$NPARK '
             p, judged, need, (p >= need && judged >= min) ? "" : " FAIL"
     }' "$tmp/census1.body" >"$tmp/census1.figure"
 cat "$tmp/census1.figure"
-grep -q FAIL "$tmp/census1.figure" && failed=$((failed + 1))
+grep -q FAIL "$tmp/census1.figure" && counts census && failed=$((failed + 1))
 
 # In a program linked with ASan or TSan the sanitizer's malloc comes before
 # libcpprof's, so nothing reaches the heap profiler (test/http_unlabelled.sh).
