@@ -42,7 +42,8 @@
  * sampled from a 64 KiB counting filter indexed by the address's hash, so
  * an unsampled free costs one byte load that is almost always zero.
  * Buckets live forever (they hold cumulative counts, which the allocs
- * profile and deltas need), live records until their block is freed.
+ * profile and deltas need), live records until their block is freed
+ * (then kept for the next sample).
  *
  * Never recursing, never deadlocking: all state is behind one spinlock,
  * held only with collect_busy set.  Allocation by the profiler itself (the
@@ -50,12 +51,12 @@
  * interrupts the profiler on the same thread see collect_busy and pass
  * straight through (a free that must be forgotten then is counted in
  * heap_get_stats, and its record is dropped when the address is reused).
- * Internal records come from the next allocator directly, never from
- * ourselves; buckets, never freed, from a bump allocator over mappings
- * of our own (bucket_memory says why).  Until our constructor has run
- * (early constructors) nothing is tracked; after fork the atfork
- * handlers have kept the lock
- * consistent.
+ * The profiler's own state (chain heads, buckets, live records, the
+ * records recycled) never comes from the program's allocator, which a
+ * handler's sampled allocation may have interrupted: it comes from a bump
+ * allocator over mappings of our own (own_memory says why).  Until our
+ * constructor has run (early constructors) nothing is tracked; after fork
+ * the atfork handlers have kept the lock consistent.
  */
 #define _GNU_SOURCE
 #include "heap.h"
@@ -435,13 +436,67 @@ static void filter_adjust(size_t slot, int by)
                           memory_order_relaxed);
 }
 
+/* Memory of the profiler's own, zeroed, under heap_lock: a bump allocator
+ * over anonymous mappings, never returned.  Nothing the profiler keeps
+ * (the chain heads, buckets, live records) comes from the program's
+ * allocator, because the profiler runs inside that allocator's callers at
+ * any instruction: an application signal handler that allocates while its
+ * thread was inside the real malloc is sampled (its stack runs through the
+ * signal frame into the interrupted code), and a second entry into glibc's
+ * malloc there corrupts its lists (check_heap's signal_handler_allocations:
+ * buckets from glibc aborted 3 of 3 runs once stacks were walked by CFI;
+ * live records from it, "corrupted double-linked list" or "malloc
+ * assertion failure in sysmalloc", 8 of 80 runs of the merged build).  The
+ * main thread's own record frees (settle) ran outside collect_busy, so a
+ * handler's record could take the same glibc bin mid-update; and records
+ * interleaved with the program's blocks sent its frees through the bins.
+ * It keeps the profiler's memory out of the program's heap, too. */
+static void *own_memory(size_t n)
+{
+    enum { CHUNK = 1 << 20 };
+    static char *bump, *bump_end;
+    n = (n + 15) & ~(size_t)15;
+    if (!bump || (size_t)(bump_end - bump) < n) {
+        size_t len = n > CHUNK ? n : CHUNK;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        bump = p;
+        bump_end = bump + len;
+    }
+    void *r = bump;
+    bump += n;
+    return r;
+}
+
 static bool tables_ready(void)
 {
     if (!live_heads)
-        live_heads = next.calloc(1u << FILTER_BITS, sizeof *live_heads);
+        live_heads = own_memory((1u << FILTER_BITS) * sizeof *live_heads);
     if (!bucket_heads)
-        bucket_heads = next.calloc(1u << BUCKET_BITS, sizeof *bucket_heads);
+        bucket_heads = own_memory((1u << BUCKET_BITS) * sizeof *bucket_heads);
     return live_heads && bucket_heads;
+}
+
+/* Live records whose blocks were freed, for the next samples (under
+ * heap_lock): the records' memory is ours for good, like the buckets'. */
+static struct live *spare_lives;
+
+static struct live *live_new(void)
+{
+    struct live *l = spare_lives;
+    if (l) {
+        spare_lives = l->next;
+        return l;
+    }
+    return own_memory(sizeof *l);
+}
+
+static void live_recycle(struct live *l)
+{
+    l->next = spare_lives;
+    spare_lives = l;
 }
 
 static uint64_t bucket_hash(size_t size, const uintptr_t *pcs, size_t depth)
@@ -450,33 +505,6 @@ static uint64_t bucket_hash(size_t size, const uintptr_t *pcs, size_t depth)
     for (size_t i = 0; i < depth; i++)
         h = (h ^ pcs[i]) * 0x100000001B3ull;
     return h ^ (h >> 31);
-}
-
-/* Memory for a new bucket, zeroed, under heap_lock.  Buckets are never
- * freed, so they come from a bump allocator over cpprof's own mappings,
- * not from glibc: an application signal handler that allocates while its
- * thread was inside glibc's malloc makes a new bucket (its stack runs
- * through the signal frame into the interrupted code), and a second entry
- * into glibc's allocator there corrupted its lists (check_heap's
- * signal_handler_allocations, 3 of 3 runs once stacks were walked by CFI).
- * It also keeps the profiler's memory out of the program's heap. */
-static void *bucket_memory(size_t n)
-{
-    enum { CHUNK = 1 << 20 };
-    static char *next, *end;
-    n = (n + 15) & ~(size_t)15;
-    if (!next || (size_t)(end - next) < n) {
-        size_t len = n > CHUNK ? n : CHUNK;
-        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            return NULL;
-        next = p;
-        end = next + len;
-    }
-    void *r = next;
-    next += n;
-    return r;
 }
 
 static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
@@ -488,7 +516,7 @@ static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
         if (b->hash == h && b->size == size && b->depth == depth &&
             b->flags == flags && !memcmp(b->pcs, pcs, depth * sizeof *pcs))
             return b;
-    struct bucket *b = bucket_memory(sizeof *b + depth * sizeof *pcs);
+    struct bucket *b = own_memory(sizeof *b + depth * sizeof *pcs);
     if (!b)
         return NULL;
     b->hash = h;
@@ -536,25 +564,23 @@ static long next_interval(long rate)
 static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
                          size_t depth, unsigned flags)
 {
-    struct live *l = next.malloc(sizeof *l);
-    if (!l)
-        return;
     heap_lock();
     struct bucket *b = tables_ready() ? bucket_for(size, pcs, depth, flags)
                                       : NULL;
-    if (b) {
+    struct live *l = b ? live_new() : NULL;
+    if (l) {
         /* A record still at this address is one whose free we could not
          * see (see heap_get_stats): the block is gone, count it freed. */
         struct live *stale = live_unlink(p);
-        if (stale)
+        if (stale) {
             stale->b->frees++;
+            live_recycle(stale);
+        }
         b->allocs++;
         *l = (struct live){NULL, (uintptr_t)p, b};
         live_link(l);
-        l = stale;
     }
     heap_unlock();
-    next.free(l);
 }
 
 /* The countdown ran out on an allocation of n bytes at p (NULL when it
@@ -649,14 +675,14 @@ static void settle(struct live *l, bool still_there)
 {
     collect_busy = 1;
     heap_lock();
-    if (still_there)
+    if (still_there) {
         live_link(l);
-    else
+    } else {
         l->b->frees++;
+        live_recycle(l);
+    }
     heap_unlock();
     collect_busy = 0;
-    if (!still_there)
-        next.free(l);
 }
 
 /* ---- The interposed allocator ------------------------------------------ */
