@@ -78,8 +78,18 @@ done | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
 for lib in $expected; do
     echo " $needed" | grep -q " $lib " || fail "configure requires $lib, libcpprof.so does not need it"
 done
+# What a required library's own pkg-config --libs adds (libdw's libelf),
+# which a link without --as-needed keeps.
+pulled=$(pkg-config --libs $library_deps | tr ' ' '\n' |
+    sed -n 's/^-l\(.*\)/lib\1/p' | tr '\n' ' ')
+# A sanitized build links its runtimes too (--enable-asan-ubsan, --enable-tsan).
+case ${CPPROF_SANITIZER:-none} in
+asan) sanitizer_runtimes="libasan libubsan" ;;
+tsan) sanitizer_runtimes="libtsan" ;;
+*) sanitizer_runtimes= ;;
+esac
 for lib in $needed; do
-    case " $expected libc libm libgcc_s " in
+    case " $expected $pulled libc libm libgcc_s $sanitizer_runtimes " in
     *" $lib "*) ;;
     *) fail "libcpprof.so needs $lib, which configure does not check for" ;;
     esac

@@ -24,7 +24,10 @@ rss_kb() {
 scraper() {
     while [ "$(date +%s)" -lt "$deadline" ]; do
         code=$(curl -s -o "$tmp/$1.pb" -w '%{http_code}' --max-time 60 "$base/$2")
-        if [ "$code" != 200 ]; then
+        if [ "$code" = 501 ] && [ "$1" = allocs ] && [ -n "$declined" ] &&
+            grep -q '^no heap profile: ' "$tmp/$1.pb"; then
+            echo ok >>"$tmp/$1.log"
+        elif [ "$code" != 200 ]; then
             echo "status $code: $(head -c 200 "$tmp/$1.pb")" >>"$tmp/$1.log"
         elif ! "$GOCHECK" "$tmp/$1.pb" >/dev/null 2>"$tmp/$1.err"; then
             echo "rejected: $(cat "$tmp/$1.err")" >>"$tmp/$1.log"
@@ -34,6 +37,14 @@ scraper() {
         sleep "$3"
     done
 }
+
+# Under ASan or TSan the sanitizer's malloc comes before cpprof's, so the
+# heap profiles are declined: a 501 that says why is the right answer
+# there (test/http_unlabelled.sh), and nothing else is.
+case ${CPPROF_SANITIZER:-none} in
+asan | tsan) declined=1 ;;
+*) declined= ;;
+esac
 
 start=$(date +%s)
 deadline=$((start + seconds))
