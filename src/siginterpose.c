@@ -36,6 +36,10 @@
  * did: every test linked with libcpprof.so under ASan spun in sigaction).
  * Looked up by the constructor, before the program can be in a handler;
  * a call before that (another library's constructor) looks up itself. */
+/* Not under TSan, whose runtime calls sigaction while it starts, before
+ * instrumented code may run (as collect.c leaves pthread_getattr_np to
+ * it): there the program's action simply replaces cpprof's. */
+#ifndef __SANITIZE_THREAD__
 typedef int sigaction_fn(int, const struct sigaction *, struct sigaction *);
 typedef __sighandler_t signal_fn(int, __sighandler_t);
 static sigaction_fn *next_sigaction;
@@ -66,3 +70,4 @@ EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
         find_next_definitions();
     return next_signal(signo, handler);
 }
+#endif

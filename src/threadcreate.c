@@ -32,6 +32,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -58,6 +60,31 @@ static __attribute__((noinline)) void record_creation(void)
     collect_busy = 0;
 }
 
+/* Whether a new thread's function may be wrapped.  Under TSan the wrapper
+ * (instrumented code) must run inside the runtime's own thread start: true
+ * when the next pthread_create is the runtime's interceptor (cpprof linked
+ * into the executable), false when it is glibc's (libcpprof.so after the
+ * runtime, whose interceptor called here with its trampoline as `start`):
+ * then new threads neither inherit labels nor announce themselves, and
+ * the sampler's slow thread scan still finds them. */
+static bool may_wrap(create_fn real)
+{
+#ifdef __SANITIZE_THREAD__
+    static int verdict; /* 0: unknown, 1: may, -1: may not */
+    if (!verdict) {
+        Dl_info info;
+        verdict = dladdr((void *)real, &info) && info.dli_fname &&
+                          strstr(info.dli_fname, "libc.so")
+                      ? -1
+                      : 1;
+    }
+    return verdict > 0;
+#else
+    (void)real;
+    return true;
+#endif
+}
+
 EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                           void *(*start)(void *), void *arg)
 {
@@ -69,7 +96,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         __atomic_store_n(&glibc_create, real, __ATOMIC_RELEASE);
     }
     struct thread_start *inherit = NULL;
-    if (start != thread_start_run &&
+    if (start != thread_start_run && may_wrap(real) &&
         (collect_internal || sampler_running() ||
          (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
         if (!(inherit = thread_start_new(start, arg)))
