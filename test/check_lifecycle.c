@@ -199,7 +199,14 @@ int main(void)
     Suite *s = suite_create("lifecycle");
     TCase *tc = tcase_create("lifecycle");
     tcase_set_timeout(tc, 60);
+    /* Not under ASan: its allocator has no fork handlers, so a child
+     * forked while another thread held its lock (the sampler's collector,
+     * a server thread) waits on it forever; glibc's malloc locks its
+     * arenas across fork.  Seen: the child's new collector stuck in
+     * asan_realloc's size-class lock. */
+#ifndef CPPROF_SANITIZER_INTERCEPTS
     tcase_add_test(tc, child_profiles_and_serves_parent_restarts);
+#endif
     tcase_add_test(tc, exit_answers_request_in_flight);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
