@@ -36,6 +36,15 @@
  * functions; the signal is ignored unless a timer of the running session
  * sent it (si_code and a per-session cookie in si_value).
  *
+ * Code with no table yet.  A sample that meets code mapped since the last
+ * refresh (a plugin dlopened a moment ago) would keep only the frames
+ * below it.  Its handler nudges the collector to build the table and, if
+ * one of SNAPSHOTS buffers is free, copies the registers and the top 16 KB
+ * of the stack into it (unwind_snapshot_take: one process_vm_readv); the
+ * collector walks the copy again once the table is built, before the
+ * sample enters the profile.  With every buffer busy the sample keeps its
+ * partial stack and STACK_NO_TABLE, as before.
+ *
  * Threads without a timer.  A thread that blocks the signal (xz's workers
  * block every signal) would never be sampled, and a profile of it would
  * look idle; a thread past the queued-signal budget (sigbudget.h: each
@@ -79,6 +88,7 @@
 #include <stdlib.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +102,7 @@
 #define RECHECK_NS 1000000000LL /* signal masks re-read this often */
 #define RING_MIN 1024       /* slots; about 0.6 MiB */
 #define RING_MAX 65536
+#define SNAPSHOTS 8          /* put-off walks in flight; 128 KiB mapped */
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
 
 /* Linux names the CPU-time clock of thread `tid` (include/linux/posix-timers.h:
@@ -106,6 +117,7 @@ struct slot {
     unsigned depth, flags;
     int64_t weight; /* expirations this sample stands for */
     const cpprof_labelset *labels; /* holds a reference */
+    int snapshot;                  /* index into session.snapshots, or -1 */
     uintptr_t pcs[STACK_MAX_FRAMES];
 };
 
@@ -137,6 +149,10 @@ struct session {
     atomic_size_t head; /* next position handlers claim */
     size_t tail;        /* next position the collector reads */
     atomic_llong lost;  /* weight of dropped samples */
+    /* Put-off walks (mmap'd: 128 KiB the program's allocator never sees);
+     * bit i of snapshots_busy is set while a slot holds snapshot i. */
+    struct unwind_snapshot *snapshots;
+    atomic_uint snapshots_busy;
 
     stacktab *samples;   /* the collector's, until stop */
     struct thread_timer *timers; /* every thread seen, sorted by tid */
@@ -212,6 +228,37 @@ static void nudge_collector(struct session *s)
     syscall(SYS_futex, &s->nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* SIGNAL-SAFE: a free snapshot buffer claimed, or -1. */
+static int snapshot_claim(struct session *s)
+{
+    unsigned busy = atomic_load(&s->snapshots_busy);
+    for (;;) {
+        if (busy == (1u << SNAPSHOTS) - 1)
+            return -1;
+        int i = __builtin_ctz(~busy);
+        if (atomic_compare_exchange_weak(&s->snapshots_busy, &busy,
+                                         busy | 1u << i))
+            return i;
+    }
+}
+
+/* SIGNAL-SAFE: the walk met code without a table: the collector builds it
+ * now, and walks this sample again from a copy of its stack when a buffer
+ * is free. */
+static void defer_walk(struct session *s, struct slot *slot,
+                       const void *ucontext)
+{
+    if (!atomic_exchange(&s->tables_wanted, true))
+        nudge_collector(s);
+    int i = snapshot_claim(s);
+    if (i < 0)
+        return;
+    if (unwind_snapshot_take(ucontext, &s->snapshots[i]))
+        slot->snapshot = i;
+    else
+        atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
+}
+
 static void record_sample(struct session *s, const void *ucontext,
                           int64_t weight)
 {
@@ -223,9 +270,9 @@ static void record_sample(struct session *s, const void *ucontext,
     }
     slot->depth = unwind_context(ucontext, slot->pcs, STACK_MAX_FRAMES,
                                  &slot->flags);
-    if ((slot->flags & STACK_NO_TABLE) &&
-        !atomic_exchange(&s->tables_wanted, true))
-        nudge_collector(s);
+    slot->snapshot = -1;
+    if (slot->flags & STACK_NO_TABLE)
+        defer_walk(s, slot, ucontext);
     const cpprof_labelset *labels = thread_current_labels();
     if (labels)
         labelset_ref_signal_safe(labels);
@@ -249,6 +296,19 @@ static void on_profiling_signal(int signo, siginfo_t *si, void *ucontext)
 
 /* ---- Collector side --------------------------------------------------- */
 
+/* Walks a put-off sample again, from its stack's copy, with the table
+ * its handler asked for (built here if the collector has not yet). */
+static void finish_walk(struct session *s, struct slot *slot)
+{
+    if (atomic_exchange(&s->tables_wanted, false))
+        unwind_refresh_if_loaded();
+    slot->depth = unwind_snapshot_walk(&s->snapshots[slot->snapshot],
+                                       slot->pcs, STACK_MAX_FRAMES,
+                                       &slot->flags);
+    atomic_fetch_and(&s->snapshots_busy, ~(1u << slot->snapshot));
+    slot->snapshot = -1;
+}
+
 /* Moves every published slot into s->samples. */
 static void ring_drain(struct session *s)
 {
@@ -257,6 +317,8 @@ static void ring_drain(struct session *s)
         size_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
         if (seq != s->tail + 1)
             return;
+        if (slot->snapshot >= 0)
+            finish_walk(s, slot);
         int64_t values[2] = {slot->weight, slot->weight * s->period};
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
                          slot->labels, values) != 0)
@@ -747,6 +809,8 @@ static void session_free(struct session *s)
     if (!s)
         return;
     stacktab_free(s->samples);
+    if (s->snapshots)
+        munmap(s->snapshots, SNAPSHOTS * sizeof *s->snapshots);
     free(s->ring);
     free(s->timers);
     free(s);
@@ -766,7 +830,12 @@ static struct session *session_new(long hz, int signo)
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
-    if (!s->ring || !s->samples) {
+    s->snapshots = mmap(NULL, SNAPSHOTS * sizeof *s->snapshots,
+                        PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    if (s->snapshots == MAP_FAILED)
+        s->snapshots = NULL;
+    if (!s->ring || !s->samples || !s->snapshots) {
         session_free(s);
         return NULL;
     }

@@ -496,6 +496,7 @@ struct reader {
      * unwind_blocked_thread), or none (copy_hi 0). */
     const uint8_t *copy;
     uintptr_t copy_lo, copy_hi;
+    bool copy_only; /* the copy is all there is: the stack has moved on */
 };
 
 /* SIGNAL-SAFE: read_word's fault-proof path, one cached chunk at a time. */
@@ -504,7 +505,7 @@ static __attribute__((noinline)) bool read_word_slow(struct reader *r,
                                                      uintptr_t *out)
 {
     uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
-    if (base == 0)
+    if (base == 0 || r->copy_only)
         return false;
     if (r->chunk_at != base) {
         struct iovec local = {r->chunk, CHUNK};
@@ -549,6 +550,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
     r->lo = r->hi = 0;
     r->chunk_at = 0;
     r->copy_hi = 0;
+    r->copy_only = false;
     r->pid = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
@@ -812,6 +814,58 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
         atomic_fetch_sub(&t->readers, 1);
     n = n > skip ? n - skip : 0;
     memcpy(pcs, all + skip, n * sizeof *pcs);
+    return n;
+}
+
+/* ---- A walk put off until its table is built ---------------------- */
+
+/* SIGNAL-SAFE */
+bool unwind_snapshot_take(const void *ucontext, struct unwind_snapshot *snap)
+{
+    struct regs regs;
+    snap->len = 0;
+    if (!context_regs(ucontext, &regs))
+        return false;
+    snap->pc = regs.pc;
+    snap->sp = regs.sp;
+    snap->fp = regs.fp;
+    snap->lr = regs.lr;
+    enum { PAGE = 4096, NPAGES = UNWIND_SNAPSHOT_BYTES / PAGE + 1 };
+    struct iovec remote[NPAGES];
+    uintptr_t at = regs.sp & ~(uintptr_t)7;
+    size_t want = UNWIND_SNAPSHOT_BYTES, n = 0;
+    /* One remote piece per page: a partial transfer stops at a piece
+     * boundary, so a copy running off the stack's top keeps what it got. */
+    while (want && n < NPAGES) {
+        size_t piece = PAGE - (at + (UNWIND_SNAPSHOT_BYTES - want)) % PAGE;
+        piece = piece < want ? piece : want;
+        remote[n].iov_base = (void *)(at + (UNWIND_SNAPSHOT_BYTES - want));
+        remote[n++].iov_len = piece;
+        want -= piece;
+    }
+    struct iovec local = {snap->stack, UNWIND_SNAPSHOT_BYTES};
+    ssize_t got = syscall(SYS_process_vm_readv, syscall(SYS_getpid), &local,
+                          1, remote, n, 0);
+    snap->len = got > 0 ? (size_t)got : 0;
+    return true;
+}
+
+size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
+                            uintptr_t *pcs, size_t max, unsigned *flags)
+{
+    struct regs regs = {.pc = snap->pc, .sp = snap->sp, .fp = snap->fp,
+                        .lr = snap->lr, .exact = true};
+    *flags = STACK_LEAF_EXACT;
+    pcs[0] = regs.pc;
+    uintptr_t lo = snap->sp & ~(uintptr_t)7;
+    struct reader r = {.copy = snap->stack,
+                       .copy_lo = lo,
+                       .copy_hi = snap->len ? lo + snap->len : 0,
+                       .copy_only = true};
+    struct maps_table *t = table_acquire();
+    size_t n = walk(t, &r, regs, pcs, 1, max, flags, false);
+    if (t)
+        atomic_fetch_sub(&t->readers, 1);
     return n;
 }
 

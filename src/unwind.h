@@ -46,6 +46,29 @@ int unwind_refresh_if_loaded(void);
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
                       unsigned *flags);
 
+/* A walk put off until its code has a table: the interrupted registers
+ * and a copy of the stack above them, taken by a handler whose walk met
+ * code mapped since the last refresh (a plugin just dlopened), and walked
+ * by the collector once the table is built.  16 KB holds the frames of
+ * nearly every chain; a walk reaching beyond the copy ends there. */
+#define UNWIND_SNAPSHOT_BYTES 16384
+struct unwind_snapshot {
+    uintptr_t pc, sp, fp, lr;
+    size_t len; /* bytes of stack copied from sp */
+    uint8_t stack[UNWIND_SNAPSHOT_BYTES];
+};
+
+/* SIGNAL-SAFE.  Fills *snap from `ucontext`, the stack copied through
+ * process_vm_readv a page at a time (so an unmapped page ends the copy,
+ * never faults).  Returns false when the registers cannot be read. */
+bool unwind_snapshot_take(const void *ucontext, struct unwind_snapshot *snap);
+
+/* Walks *snap as unwind_context would have, with the tables as they are
+ * now; reads outside the copy end the walk.  Not from a signal handler
+ * (it is not one in practice; it is as signal-safe as unwind_context). */
+size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
+                            uintptr_t *pcs, size_t max, unsigned *flags);
+
 /* Where a walk from an ordinary call starts: a return address and the
  * stack pointer and frame pointer its caller had when the call returns. */
 struct unwind_start {

@@ -2,7 +2,9 @@
  * check_unwind.c -- the unwinder's own cases that the profile-level tests
  * (test/chains.sh, test/fiber_stacks) do not reach: a walk through a signal
  * frame, a walk of a fiber's stack in a forked child (whose fault-proof
- * reads must ask the child's memory, not the parent's), and cfi_build on
+ * reads must ask the child's memory, not the parent's), a walk put off
+ * and done later from a copy of the stack (the sampler's answer to code
+ * with no table yet), and cfi_build on
  * bad images (a clear error or fewer rows, never a crash or a read outside
  * the image).
  */
@@ -68,6 +70,98 @@ START_TEST(signal_frames_are_walked_through)
     ck_assert_msg(returns_into(walked, nwalked, raise_usr1),
                   "raise_usr1, below the signal frame, not in %zu frames",
                   nwalked);
+}
+END_TEST
+
+/* ---- A walk put off, then done from the stack's copy ------------------ */
+
+static struct unwind_snapshot snap;
+static bool snap_taken;
+
+static void on_usr2(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    nwalked = unwind_context(uc, walked, STACK_MAX_FRAMES, &walked_flags);
+    snap_taken = unwind_snapshot_take(uc, &snap);
+}
+
+__attribute__((noinline)) static void raise_usr2(void)
+{
+    raise(SIGUSR2);
+    __asm__ volatile("");
+}
+
+/* Overwrites the stack the handler above ran on. */
+__attribute__((noinline)) static void scribble_stack(void)
+{
+    volatile uint8_t junk[32768];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 7 + 1);
+}
+
+START_TEST(snapshot_walks_like_the_handler_after_the_stack_moved_on)
+{
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_usr2;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    raise_usr2();
+    scribble_stack();
+    ck_assert(snap_taken);
+    ck_assert_uint_gt(snap.len, 0);
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned flags;
+    size_t n = unwind_snapshot_walk(&snap, pcs, STACK_MAX_FRAMES, &flags);
+    ck_assert_msg(nwalked >= 3, "the handler walked only %zu frames",
+                  nwalked);
+    ck_assert_uint_eq(n, nwalked);
+    ck_assert_uint_eq(flags, walked_flags);
+    ck_assert_mem_eq(pcs, walked, n * sizeof *pcs);
+    ck_assert(returns_into(pcs, n, raise_usr2));
+}
+END_TEST
+
+/* A copy that runs off the top of a stack (here a fiber's, with an
+ * unmapped page above it) stops there: no fault, and the walk ends at
+ * the copy's end instead of reading live memory. */
+static uint8_t *fiber_top;
+
+static void on_usr2_on_fiber(void)
+{
+    raise(SIGUSR2);
+}
+
+START_TEST(snapshot_copy_stops_at_an_unmapped_page)
+{
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_usr2;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *m = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    ck_assert_int_eq(munmap(m + 3 * page, page), 0); /* the page above */
+    fiber_top = m + 3 * page;
+    static ucontext_t back, on;
+    getcontext(&on);
+    on.uc_stack.ss_sp = m;
+    on.uc_stack.ss_size = 3 * page;
+    on.uc_link = &back;
+    makecontext(&on, on_usr2_on_fiber, 0);
+    snap_taken = false;
+    ck_assert_int_eq(swapcontext(&back, &on), 0);
+    ck_assert(snap_taken);
+    ck_assert_uint_gt(snap.len, 0);
+    ck_assert_uint_le(snap.sp + snap.len, (uintptr_t)fiber_top);
+    ck_assert_uint_lt(snap.len, UNWIND_SNAPSHOT_BYTES);
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned flags;
+    size_t n = unwind_snapshot_walk(&snap, pcs, STACK_MAX_FRAMES, &flags);
+    ck_assert_uint_ge(n, 1);
+    munmap(m, 3 * page);
 }
 END_TEST
 
@@ -177,6 +271,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, signal_frames_are_walked_through);
     tcase_add_test(tc, fiber_stack_is_read_in_a_forked_child);
+    tcase_add_test(tc, snapshot_walks_like_the_handler_after_the_stack_moved_on);
+    tcase_add_test(tc, snapshot_copy_stops_at_an_unmapped_page);
     tcase_add_test(tc, garbage_is_not_an_elf);
     tcase_add_test(tc, truncated_and_corrupted_images_are_survived);
     suite_add_tcase(s, tc);
