@@ -15,9 +15,11 @@
  *   refresh_ms T
  *       a refresh of this process's maps with every table already built.
  *   overhead walker=fp|cfi cpu_overhead_percent P
- *       jobs per process CPU second of 2 threads running 30-frame frameless
+ *       jobs per process CPU second of a thread running 30-frame frameless
  *       chains, without a profile and with a 100 Hz CPU profile using each
- *       walker (medians of 5 alternating 2-second windows; goal <= 1%).
+ *       walker: per round, one 1-second window of each in rotating order,
+ *       the overhead against that round's unprofiled window; the median
+ *       and quartiles of 21 rounds (goal <= 1%).
  */
 #define _GNU_SOURCE
 #include "unwind.h"
@@ -184,13 +186,21 @@ static void *worker(void *arg)
     return NULL;
 }
 
+#define OVERHEAD_WINDOW_S 1.0
+
+/* CLOCK_MONOTONIC ns when the last window opened and closed. */
+static double window_opened, window_closed;
+
 /* Jobs per process CPU second over a window of `seconds`. */
 static double window(double seconds)
 {
+    window_opened = clock_ns(CLOCK_MONOTONIC);
     long long j0 = atomic_load(&jobs_done);
     double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    struct timespec ts = {(time_t)seconds, 0};
+    struct timespec ts = {(time_t)seconds,
+                          (long)((seconds - (time_t)seconds) * 1e9)};
     nanosleep(&ts, NULL);
+    window_closed = clock_ns(CLOCK_MONOTONIC);
     return (atomic_load(&jobs_done) - j0) /
            ((clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / 1e9);
 }
@@ -217,42 +227,86 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+/* The q-quantile of v[0..n) (sorts v). */
+static double quantile(double *v, int n, double q)
 {
     qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return v[n / 2];
+    return v[(int)(q * (n - 1) + 0.5)];
 }
 
+/* One window of each kind, in an order that rotates with the round so
+ * that no kind always follows another; returns jobs per CPU second. */
+static void overhead_round(int r, double *off, double *fp, double *cfi)
+{
+    for (int k = 0; k < 3; k++)
+        switch ((r + k) % 3) {
+        case 0: *off = window(OVERHEAD_WINDOW_S); break;
+        case 1: *fp = profiled_window(OVERHEAD_WINDOW_S, true); break;
+        case 2: *cfi = profiled_window(OVERHEAD_WINDOW_S, false); break;
+        }
+}
+
+static void print_overhead(const char *walker, double *pct, int n)
+{
+    double lo = quantile(pct, n, 0.25), med = quantile(pct, n, 0.5),
+           hi = quantile(pct, n, 0.75);
+    printf("overhead walker=%s cpu_overhead_percent %.2f "
+           "(quartiles %.2f..%.2f of %d rounds)\n",
+           walker, med, lo, hi, n);
+}
+
+/* One worker, so that the collector and the rest of the machine have the
+ * other core; each round's overhead is against the unprofiled window of
+ * the same round, so drift in the machine's speed cancels. */
 static void bench_overhead(void)
 {
-    enum { THREADS = 2, ROUNDS = 5 };
+    enum { ROUNDS = 21 };
     cpprof_set("cpu_hz", "100");
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
-    double off[ROUNDS], fp[ROUNDS], cfi[ROUNDS];
+    pthread_t t;
+    pthread_create(&t, NULL, worker, (void *)(uintptr_t)1);
+    double pct_fp[ROUNDS], pct_cfi[ROUNDS];
     window(1); /* warm up */
     for (int r = 0; r < ROUNDS; r++) {
-        off[r] = window(2);
-        fp[r] = profiled_window(2, true);
-        cfi[r] = profiled_window(2, false);
+        double off, fp, cfi;
+        overhead_round(r, &off, &fp, &cfi);
+        pct_fp[r] = (off / fp - 1) * 100;
+        pct_cfi[r] = (off / cfi - 1) * 100;
     }
     atomic_store(&stopping, true);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
-    double m_off = median(off, ROUNDS), m_fp = median(fp, ROUNDS),
-           m_cfi = median(cfi, ROUNDS);
-    printf("jobs_per_cpu_second off=%.0f fp=%.0f cfi=%.0f\n", m_off, m_fp,
-           m_cfi);
-    printf("overhead walker=fp cpu_overhead_percent %.2f\n",
-           (m_off / m_fp - 1) * 100);
-    printf("overhead walker=cfi cpu_overhead_percent %.2f\n",
-           (m_off / m_cfi - 1) * 100);
+    pthread_join(t, NULL);
+    print_overhead("fp", pct_fp, ROUNDS);
+    print_overhead("cfi", pct_cfi, ROUNDS);
+}
+
+/* `unwind run off|fp|cfi SECONDS`: the overhead workload alone, one
+ * worker for SECONDS without a profile or with a 100 Hz profile using that
+ * walker, for bench/overhead_perf.sh to watch from outside with perf; it
+ * prints the window's CLOCK_MONOTONIC bounds in seconds, so that the
+ * profile's start (tables) and stop (encoding) stay out of the count. */
+static int run_workload(const char *mode, const char *seconds)
+{
+    double s = atof(seconds);
+    bool off = strcmp(mode, "off") == 0, fp = strcmp(mode, "fp") == 0;
+    if ((!off && !fp && strcmp(mode, "cfi") != 0) || !(s > 0)) {
+        fputs("usage: unwind run off|fp|cfi SECONDS\n", stderr);
+        return 2;
+    }
+    cpprof_set("cpu_hz", "100");
+    pthread_t t;
+    pthread_create(&t, NULL, worker, (void *)(uintptr_t)1);
+    double rate = off ? window(s) : profiled_window(s, fp);
+    atomic_store(&stopping, true);
+    pthread_join(t, NULL);
+    printf("run mode=%s jobs_per_cpu_second %.0f window %.6f,%.6f\n", mode,
+           rate, window_opened / 1e9, window_closed / 1e9);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 4 && strcmp(argv[1], "run") == 0)
+        return run_workload(argv[2], argv[3]);
     bench_walks();
     bench_tables(argc, argv);
     bench_overhead();
