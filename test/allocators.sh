@@ -44,23 +44,15 @@ run_mix() {
 # server on a free port, and waits until it holds keep_live's blocks; sets
 # $base and $demo_pid.
 serve_mix() {
-    for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        base=http://127.0.0.1:$port/debug/pprof
-        LD_PRELOAD=$1 CPPROF_HTTP=127.0.0.1:$port "$MIX" "$2" 8 \
-            >"$tmp/mix.out" 2>"$tmp/mix.err" &
-        demo_pid=$!
-        for tick in $(seq 100); do
-            grep -qx holding "$tmp/mix.out" &&
-                curl -s -o /dev/null --max-time 2 "$base/" && return 0
-            kill -0 "$demo_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$demo_pid" 2>/dev/null
-        wait "$demo_pid" 2>/dev/null
-        demo_pid=
-    done
-    fail "alloc_mix $2 never served: $(cat "$tmp/mix.err")"
+    mix_preload=$1 mix_allocator=$2
+    serve_on_free_port "alloc_mix $2" "$tmp/mix.err" launch_mix mix_holding
+}
+launch_mix() {
+    LD_PRELOAD=$mix_preload CPPROF_HTTP=127.0.0.1:$port \
+        "$MIX" "$mix_allocator" 8 >"$tmp/mix.out" 2>"$tmp/mix.err" &
+}
+mix_holding() {
+    grep -qx holding "$tmp/mix.out" && answers_index
 }
 
 # stop_mix ALLOCATOR: the run must end by itself, clean.

@@ -21,23 +21,13 @@ CHECK=$top_builddir/test/check_accounting
 
 # start_app: runs hostile_app on a free port; sets $port, $base, $demo_pid.
 start_app() {
-    for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        "$APP" "127.0.0.1:$port" >"$tmp/app.out" 2>"$tmp/app.err" &
-        demo_pid=$!
-        for tick in $(seq 100); do
-            if grep -qs '^serving' "$tmp/app.out"; then
-                base=http://127.0.0.1:$port/debug/pprof
-                return 0
-            fi
-            kill -0 "$demo_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$demo_pid" 2>/dev/null
-        wait "$demo_pid" 2>/dev/null
-        demo_pid=
-    done
-    fail "hostile_app never served: $(cat "$tmp/app.err")"
+    serve_on_free_port hostile_app "$tmp/app.err" launch_app app_serving
+}
+launch_app() {
+    "$APP" "127.0.0.1:$port" >"$tmp/app.out" 2>"$tmp/app.err" &
+}
+app_serving() {
+    grep -qs '^serving' "$tmp/app.out"
 }
 
 # cpu_ticks: the app's user + system CPU time in clock ticks.

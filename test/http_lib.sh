@@ -41,21 +41,22 @@ start_demo() {
     start_program "$JOBRUNNER" "$@"
 }
 
-# start_program PROGRAM ARGS...: start_demo for another program that takes
-# --addr first and prints "serving ..." as the demo does.
-start_program() {
-    program=$1
-    shift
+# serve_on_free_port NAME ERRFILE LAUNCH READY: picks a random port (20000
+# to 39999: a test may use port + 20000 too), sets $port and $base, runs the
+# shell function LAUNCH, which starts the program in the background, and
+# waits up to 10 s for the function READY to succeed; a program that dies
+# (its port taken, say) or never gets ready is killed and tried again on
+# another port, 8 times in all.  Sets $demo_pid (killed at exit); fails
+# with NAME and the contents of ERRFILE when no attempt served.
+serve_on_free_port() {
+    sofp_name=$1 sofp_err=$2 sofp_launch=$3 sofp_ready=$4
     for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        "$program" --addr "${DEMO_HOST:-127.0.0.1}:$port" "$@" >"$tmp/demo.out" \
-            2>"$tmp/demo.err" &
+        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+        base=http://127.0.0.1:$port/debug/pprof
+        $sofp_launch
         demo_pid=$!
         for tick in $(seq 100); do
-            if grep -qs '^serving ' "$tmp/demo.out"; then
-                base=http://127.0.0.1:$port/debug/pprof
-                return 0
-            fi
+            $sofp_ready && return 0
             kill -0 "$demo_pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -63,7 +64,30 @@ start_program() {
         wait "$demo_pid" 2>/dev/null
         demo_pid=
     done
-    fail "demo never served: $(cat "$tmp/demo.err")"
+    fail "$sofp_name never served: $(cat "$sofp_err")"
+}
+
+# answers_index: whether the server at $base answers its index page.
+answers_index() {
+    curl -s -o /dev/null --max-time 2 "$base/"
+}
+
+# start_program PROGRAM ARGS...: start_demo for another program that takes
+# --addr first and prints "serving ..." as the demo does.
+start_program() {
+    sp_program=$1
+    shift
+    sp_args=$*
+    serve_on_free_port "$sp_program" "$tmp/demo.err" launch_program \
+        program_serving
+}
+launch_program() {
+    # shellcheck disable=SC2086 # the arguments are words, as given
+    "$sp_program" --addr "${DEMO_HOST:-127.0.0.1}:$port" $sp_args \
+        >"$tmp/demo.out" 2>"$tmp/demo.err" &
+}
+program_serving() {
+    grep -qs '^serving ' "$tmp/demo.out"
 }
 
 # stop_demo: asks the demo to finish (it prints its true CPU shares on the

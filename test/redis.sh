@@ -19,25 +19,17 @@ ping() {
     redis-cli -p "$rport" PING 2>/dev/null
 }
 
-for attempt in 1 2 3 4 5 6 7 8; do
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+# Redis listens on port + 20000.
+launch_redis() {
     rport=$((port + 20000))
-    base=http://127.0.0.1:$port/debug/pprof
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port redis-server \
         --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$tmp" >"$tmp/redis.out" 2>"$tmp/redis.err" &
-    demo_pid=$!
-    for tick in $(seq 100); do
-        [ "$(ping)" = PONG ] && curl -s -o /dev/null --max-time 2 "$base/" &&
-            break 2
-        kill -0 "$demo_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill "$demo_pid" 2>/dev/null
-    wait "$demo_pid" 2>/dev/null
-    demo_pid=
-done
-[ -n "$demo_pid" ] || fail "redis-server never served: $(cat "$tmp/redis.err" "$tmp/redis.out")"
+}
+redis_serving() {
+    [ "$(ping)" = PONG ] && answers_index
+}
+serve_on_free_port redis-server "$tmp/redis.err" launch_redis redis_serving
 echo "ok: redis-server with cpprof preloaded answers PING"
 
 redis-benchmark -p "$rport" -q -n 50000 -c 20 -t set,get,lpush,lpop \

@@ -37,23 +37,15 @@ PROG=$top_builddir/test/zero_code_prog
 # $PROG_OUT or $tmp/prog.out), waits until the
 # index answers, and sets $port, $base, $demo_pid (killed at exit).
 serve_preloaded() {
-    for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-        base=http://127.0.0.1:$port/debug/pprof
-        LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$@" \
-            <"${PROG_IN:-/dev/null}" >"${PROG_OUT:-$tmp/prog.out}" \
-            2>"$tmp/prog.err" &
-        demo_pid=$!
-        for tick in $(seq 100); do
-            curl -s -o /dev/null --max-time 2 "$base/" && return 0
-            kill -0 "$demo_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$demo_pid" 2>/dev/null
-        wait "$demo_pid" 2>/dev/null
-        demo_pid=
-    done
-    fail "preloaded $* never served: $(cat "$tmp/prog.err")"
+    preloaded=$*
+    serve_on_free_port "preloaded $*" "$tmp/prog.err" launch_preloaded \
+        answers_index
+}
+launch_preloaded() {
+    # shellcheck disable=SC2086 # the command is words, as given
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port $preloaded \
+        <"${PROG_IN:-/dev/null}" >"${PROG_OUT:-$tmp/prog.out}" \
+        2>"$tmp/prog.err" &
 }
 
 # check_profile NAME [GOCHECK ARGS]: fetches NAME (a path with its query)
