@@ -154,9 +154,20 @@ run_fuzzers() {
   return $rc
 }
 
+# README's quick start and install commands as written (issue 16), after
+# make check in ./build: the quick start's demo uses that build itself.
+run_readme_commands() {
+  local log=build/test/readme_commands.log result=PASS
+  test/readme_commands.sh >"$log" 2>&1 || result=FAIL
+  echo ":test-result: $result" >"${log%.log}.trs"
+  echo "build: $result: test/readme_commands.sh"
+  [ $result = PASS ] || { cat "$log" >&2; return 1; }
+}
+
 run_tests() {
   local rc=0
   check_in build || rc=$?
+  run_readme_commands || rc=$?
   if [ "${SANITIZERS:-1}" != 0 ]; then
     build build-asan --enable-asan-ubsan
     check_in build-asan || rc=$?
