@@ -1281,8 +1281,8 @@ static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
      * libmicrohttpd ask clients for theirs, the notification makes the
      * handshake fail without one, and refuse_early checks it. */
     struct MHD_OptionItem tls[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, server_tls.cert},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, server_tls.key},
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, (intptr_t)http_tls_certificate,
+         (void *)http_tls_certificate},
         {MHD_OPTION_HTTPS_MEM_TRUST, 0, server_tls.ca},
         {MHD_OPTION_NOTIFY_CONNECTION,
          (intptr_t)http_tls_require_client_cert, NULL},
@@ -1291,7 +1291,7 @@ static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
     if (server_tls.cert == NULL)
         tls[0].option = MHD_OPTION_END;
     else if (server_tls.ca == NULL)
-        tls[2].option = MHD_OPTION_END;
+        tls[1].option = MHD_OPTION_END;
     /* The timeout counts idle time (a client trickling its request or not
      * reading the answer), never a handler's own wait for a profile. */
     return MHD_start_daemon(

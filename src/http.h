@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <gnutls/abstract.h> /* http_tls_certificate's types */
+
 typedef struct http_req http_req;
 
 /* A query parameter's value, or NULL when absent. */
@@ -103,6 +105,14 @@ void http_tls_require_client_cert(void *cls, struct MHD_Connection *conn,
                                   enum MHD_ConnectionNotificationCode toe);
 /* Whether the client showed a certificate the CA verifies. */
 bool http_tls_client_verified(struct MHD_Connection *conn);
+/* libmicrohttpd's certificate callback (MHD_OPTION_HTTPS_CERT_CALLBACK,
+ * GnuTLS's gnutls_certificate_retrieve_function2): the pair to serve, the
+ * files' renewal if they changed and it checks out. */
+int http_tls_certificate(gnutls_session_t session,
+                         const gnutls_datum_t *req_ca_dn, int nreqs,
+                         const gnutls_pk_algorithm_t *pk_algos,
+                         int pk_algos_length, gnutls_pcert_st **chain,
+                         unsigned *nchain, gnutls_privkey_t *key);
 
 /* Requests waiting out a window (a profile, a ?seconds= delta) now. */
 int http_windows_open(void);

@@ -228,6 +228,50 @@ curl -s -o /dev/null --cacert "$pki/otherca.pem" "$tls/cmdline" &&
     fail "a client trusting another CA accepted the server"
 code=$(fetch plain "$base/profile?seconds=1")
 [ "$code" = 200 ] && fail "plain HTTP on the TLS port got a profile"
+
+# A renewed certificate is served from a handshake on, without a restart
+# (the files are looked at once a second); a broken renewal is not used,
+# stderr says why, and the previous certificate goes on being served.
+served_serial() {
+    timeout 10 openssl s_client -connect "127.0.0.1:$port" -CAfile "$pki/ca.pem" \
+        -cert "$pki/client.pem" -key "$pki/client.key" </dev/null 2>/dev/null |
+        openssl x509 -noout -serial 2>/dev/null
+}
+# wait_for WHAT COMMAND...: COMMAND succeeds within 10 s, or the test fails.
+wait_for() {
+    what=$1
+    shift
+    for _ in $(seq 50); do
+        "$@" && return 0
+        sleep 0.2
+    done
+    fail "$what: not within 10 s"
+}
+serving() { [ "$(served_serial)" = "$1" ]; }
+said() { grep -qF "$1" "$tmp/demo.err"; }
+first=$(openssl x509 -noout -serial -in "$pki/server.pem")
+serving "$first" || fail "TLS: the server does not serve server.pem ($(served_serial))"
+make_cert renewed 127.0.0.1 ca "$pki/san.ext"
+renewed=$(openssl x509 -noout -serial -in "$pki/renewed.pem")
+[ "$renewed" != "$first" ] || fail "openssl made the same serial twice"
+cp "$pki/renewed.key" "$pki/server.key.new" && cp "$pki/renewed.pem" "$pki/server.pem.new" &&
+    mv "$pki/server.key.new" "$pki/server.key" && mv "$pki/server.pem.new" "$pki/server.pem" ||
+    fail "cannot renew the certificate files"
+wait_for "the renewed certificate served" serving "$renewed"
+said "now serves the renewed TLS certificate \"$pki/server.pem\"" ||
+    fail "renewal: stderr does not say it: $(cat "$tmp/demo.err")"
+code=$(fetch renewed "$tls/cmdline" $mine)
+expect_status "a request over the renewed certificate" 200 "$code"
+cp "$pki/server.pem" "$pki/renewed.pem" # for the bad-file cases below
+echo "not a certificate" >"$pki/server.pem.new" && mv "$pki/server.pem.new" "$pki/server.pem"
+# The files are looked at when a handshake asks for the certificate.
+handshake_then_said() { served_serial >/dev/null; said "$1"; }
+wait_for "the broken renewal reported" handshake_then_said "are not used"
+serving "$renewed" || fail "after a broken renewal: serves $(served_serial), want $renewed"
+[ "$(grep -c 'are not used' "$tmp/demo.err")" = 1 ] ||
+    fail "the broken renewal was not reported once: $(cat "$tmp/demo.err")"
+cp "$pki/renewed.pem" "$pki/server.pem"
+cp "$pki/renewed.key" "$pki/server.key"
 stop_demo
 
 # Bad TLS files: the start call returns CPPROF_ETLS (the demo prints its
