@@ -27,7 +27,11 @@ set -u
 
 # expect_status NAME WANT GOT
 expect_status() {
-    [ "$3" = "$2" ] || fail "$1: status $3, want $2: $(cat "$tmp/$1.body" 2>/dev/null)"
+    [ "$3" = "$2" ] && return 0
+    [ "$3" = 000 ] || fail "$1: status $3, want $2"
+    state=exited
+    kill -0 "$demo_pid" 2>/dev/null && state=running
+    fail "$1: no HTTP answer, want $2; the demo has $state; its stderr ends: $(tail -n 5 "$tmp/demo.err")"
 }
 
 # refused ENV...: the demo, given a non-loopback address under ENV, must
