@@ -8,9 +8,8 @@
 #   - every endpoint that shows labels (/metrics, /debug/pprof/labels,
 #     /debug/pprof/accounting, goroutine in all three forms and as JSON)
 #     answers valid UTF-8, invalid bytes shown as U+FFFD: the Prometheus
-#     text passes the
-#     strict parser (and `promtool check metrics` when installed), the JSON
-#     jansson, the profile google/pprof's parser;
+#     text passes the strict parser (and `promtool check metrics` when
+#     installed), the JSON jansson, the profile google/pprof's parser;
 #   - 10,000 symbol POSTs of 60 KB, each asking for 200 addresses no other
 #     asked for, leave RSS bounded: after the first 2,000 it grows by no
 #     more than SCRAPE_RSS_SLACK_KB (8 MiB; sanitizers' quarantine needs
