@@ -325,22 +325,70 @@ static void put_value_type(FILE *f, frames *t,
     fputc('}', f);
 }
 
-/* The sample's stack, leaf first: each location's frames in turn. */
-static void put_stack(FILE *f, frames *t, const Perftools__Profiles__Sample *s)
+/* Every sample's frames, leaf first (each location's in turn), in one
+ * array: sample i's are frames[first[i] .. first[i + 1]). */
+typedef struct {
+    uint32_t *frames;
+    size_t *first;
+} stacks;
+
+static int expand_stacks(frames *t, stacks *st)
 {
-    const char *sep = "";
-    fputc('[', f);
-    for (size_t i = 0; i < s->n_location_id; i++) {
-        uint64_t id = s->location_id[i];
-        if (id == 0 || id > t->p->n_location) {
-            t->bad = true;
-            continue;
+    const Profile *p = t->p;
+    size_t total = 0;
+    for (size_t i = 0; i < p->n_sample; i++)
+        for (size_t j = 0; j < p->sample[i]->n_location_id; j++) {
+            uint64_t id = p->sample[i]->location_id[j];
+            if (id == 0 || id > p->n_location)
+                t->bad = true;
+            else
+                total += t->loc_first[id] - t->loc_first[id - 1];
         }
-        for (size_t j = t->loc_first[id - 1]; j < t->loc_first[id]; j++) {
-            fprintf(f, "%s%zu", sep, t->flat[j]);
-            sep = ",";
+    st->frames = malloc((total ? total : 1) * sizeof *st->frames);
+    st->first = malloc((p->n_sample + 1) * sizeof *st->first);
+    if (st->frames == NULL || st->first == NULL)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        st->first[i] = n;
+        for (size_t j = 0; j < p->sample[i]->n_location_id; j++) {
+            uint64_t id = p->sample[i]->location_id[j];
+            for (size_t k = id && id <= p->n_location ? t->loc_first[id - 1] : 0;
+                 id && id <= p->n_location && k < t->loc_first[id]; k++)
+                st->frames[n++] = (uint32_t)t->flat[k];
         }
     }
+    st->first[p->n_sample] = n;
+    return 0;
+}
+
+/* Samples in the order of their stacks read from the root (frame indexes
+ * compared, a stack before those it is a prefix of), equal stacks in
+ * profile order: samples sharing callers are then adjacent, which lets a
+ * reader merge them into a tree without looking nodes up (flame.js). */
+static int compare_root_first(const void *a, const void *b, void *arg)
+{
+    const stacks *st = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const uint32_t *x = st->frames + st->first[i];
+    const uint32_t *y = st->frames + st->first[j];
+    size_t nx = st->first[i + 1] - st->first[i];
+    size_t ny = st->first[j + 1] - st->first[j];
+    for (size_t k = 0; k < nx && k < ny; k++) {
+        uint32_t fx = x[nx - 1 - k], fy = y[ny - 1 - k];
+        if (fx != fy)
+            return fx < fy ? -1 : 1;
+    }
+    if (nx != ny)
+        return nx < ny ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static void put_stack(FILE *f, const stacks *st, size_t i)
+{
+    fputc('[', f);
+    for (size_t k = st->first[i]; k < st->first[i + 1]; k++)
+        fprintf(f, k > st->first[i] ? ",%" PRIu32 : "%" PRIu32, st->frames[k]);
     fputc(']', f);
 }
 
@@ -367,25 +415,37 @@ static void put_labels(FILE *f, frames *t, const Perftools__Profiles__Sample *s)
     }
 }
 
-static void put_samples(FILE *f, frames *t)
+static int put_samples(FILE *f, frames *t)
 {
     const Profile *p = t->p;
-    fputs(",\"samples\":[", f);
-    for (size_t i = 0; i < p->n_sample; i++) {
-        const Perftools__Profiles__Sample *s = p->sample[i];
-        fputs(i ? ",\n{\"stack\":" : "\n{\"stack\":", f);
-        put_stack(f, t, s);
-        fputs(",\"values\":[", f);
-        for (size_t j = 0; j < s->n_value; j++)
-            fprintf(f, "%s%" PRId64, j ? "," : "", s->value[j]);
-        fputc(']', f);
-        put_labels(f, t, s);
-        fputc('}', f);
+    stacks st = {0};
+    size_t *order = malloc((p->n_sample ? p->n_sample : 1) * sizeof *order);
+    int rc = order ? expand_stacks(t, &st) : -ENOMEM;
+    if (rc == 0) {
+        for (size_t i = 0; i < p->n_sample; i++)
+            order[i] = i;
+        qsort_r(order, p->n_sample, sizeof *order, compare_root_first, &st);
+        fputs(",\"samples\":[", f);
+        for (size_t i = 0; i < p->n_sample; i++) {
+            const Perftools__Profiles__Sample *s = p->sample[order[i]];
+            fputs(i ? ",\n{\"stack\":" : "\n{\"stack\":", f);
+            put_stack(f, &st, order[i]);
+            fputs(",\"values\":[", f);
+            for (size_t j = 0; j < s->n_value; j++)
+                fprintf(f, "%s%" PRId64, j ? "," : "", s->value[j]);
+            fputc(']', f);
+            put_labels(f, t, s);
+            fputc('}', f);
+        }
+        fputs("]", f);
     }
-    fputs("]", f);
+    free(order);
+    free(st.frames);
+    free(st.first);
+    return rc;
 }
 
-static void put_profile(FILE *f, frames *t, bool labelled)
+static int put_profile(FILE *f, frames *t, bool labelled)
 {
     const Profile *p = t->p;
     fputs("{\"sample_types\":[", f);
@@ -408,7 +468,7 @@ static void put_profile(FILE *f, frames *t, bool labelled)
         put_string(f, t->names[i]);
     }
     fputc(']', f);
-    put_samples(f, t);
+    return put_samples(f, t);
 }
 
 /* The JSON text of gzip'd profile gz in a malloc'd *out; with `proto`, the
@@ -422,15 +482,15 @@ static int profile_json(const unsigned char *gz, size_t len, bool labelled,
     int rc = build_frames(&t);
     FILE *f = rc == 0 ? open_memstream(out, out_len) : NULL;
     if (f != NULL) {
-        put_profile(f, &t, labelled);
+        rc = put_profile(f, &t, labelled);
         if (proto) {
             fputs(",\"proto\":", f);
             put_base64(f, gz, len);
         }
         fputs("}\n", f);
-        if (fclose(f) != 0)
+        if (fclose(f) != 0 && rc == 0)
             rc = -ENOMEM;
-        else if (t.bad)
+        if (rc == 0 && t.bad)
             rc = -EINVAL;
         if (rc != 0)
             free(*out);

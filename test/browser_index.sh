@@ -10,11 +10,12 @@
 # saying it carries no labels, and a CPU window: drawn; its root under
 # tenant=initech equal to initech's samples in the very profile shown (its
 # download link's .pb.gz) read by google/pprof's parser (gocheck);
-# decode_block found by the search box; acme against initech drawn; the top
-# table filled; no console errors.  Screenshots (phone.png, wide.png, the
-# CPU flame graph on screen) are kept in test/browser-shots/ under the
-# build tree.  Then the same over TLS with a token in the page's
-# address (README, "Exposing the endpoints", way 2).
+# decode_block found by the search box, its share as pprof's parser counts
+# it; acme against initech drawn; the top table filled; no console errors.
+# Screenshots (phone.png, wide.png, the CPU flame graph on screen) are kept
+# in test/browser-shots/ under the build tree.  Then the same over TLS
+# with a token in the page's address (README, "Exposing the endpoints",
+# way 2).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 BROWSERCHECK=$top_builddir/test/browsercheck/browsercheck
@@ -65,10 +66,18 @@ check_flame() {
         fail "no CPU flame graph: $(grep '^flame cpu' "$tmp/page")"
     "$GOCHECK" "$tmp/shown.pb.gz" >"$tmp/shown.check" ||
         fail "the page's download is no profile pprof reads"
-    want=$(awk '$1 == "tag" && $2 == "tenant" && $3 == "initech" && $4 == 0 { print $5 }'         "$tmp/shown.check")
+    want=$(awk '$1 == "tag" && $2 == "tenant" && $3 == "initech" && $4 == 0 { print $5 }' \
+        "$tmp/shown.check")
     [ -n "$want" ] && [ "$(field 'flame initech' 3)" = "$want" ] ||
         fail "initech: page $(field 'flame initech' 3), pprof ${want:-none}"
-    awk '$1 == "flame" && $2 == "search" && $3 > 0 && /decode_block/ { ok = 1 } END { exit !ok }'         "$tmp/page" || fail "search: $(grep '^flame search' "$tmp/page")"
+    # The search box's share: initech's samples with decode_block on the
+    # stack over all of initech's, as pprof's parser counts them.
+    "$GOCHECK" -chain decode_block -where tenant=initech "$tmp/shown.pb.gz" \
+        >"$tmp/chain.check" || fail "gocheck -chain failed"
+    awk -v share="$(field 'flame search' 3)" '$1 == "chain" && $2 == "judged" {
+            d = share - $5 / $3; ok = $5 > 0 && d < 1e-9 && d > -1e-9 }
+        END { exit !ok }' "$tmp/chain.check" ||
+        fail "search: $(grep '^flame search' "$tmp/page"); pprof: $(grep '^chain judged' "$tmp/chain.check")"
     [ "$(field 'flame diff' 3)" -gt 1 ] ||
         fail "diff view: $(grep '^flame diff' "$tmp/page")"
     [ "$(field 'flame top' 3)" -gt 0 ] || fail "top: $(grep '^flame top' "$tmp/page")"

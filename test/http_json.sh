@@ -7,7 +7,8 @@
 #     the same sums per value and per label, and the same frames;
 #   - gzip only when the client accepts it (Content-Encoding, Vary), the
 #     body then the same JSON;
-#   - heap: labelled false, the object size as the numeric label bytes;
+#   - heap: labelled false, the object size as the numeric label bytes,
+#     samples in root-first order;
 #     goroutine: labelled true, the parked threads' labels;
 #   - bad format, proto and debug combinations are 400s naming them.
 set -u
@@ -78,9 +79,12 @@ gzip -dc <"$tmp/heapgz.body" >"$tmp/heap.json" || fail "not gzip"
 python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["labelled"] is False, p["labelled"]
-assert [t["type"] for t in p["sample_types"]] == ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], p["sample_types"]
+types = [t["type"] for t in p["sample_types"]]
+assert types == ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], types
 assert p["samples"] and all("labels" not in s for s in p["samples"])
-assert all(s["numeric_labels"]["bytes"] > 0 for s in p["samples"])' "$tmp/heap.json" ||
+assert all(s["numeric_labels"]["bytes"] > 0 for s in p["samples"])
+roots = [s["stack"][::-1] for s in p["samples"]]
+assert roots == sorted(roots), "samples not in root-first order"' "$tmp/heap.json" ||
     fail "heap JSON: $(head -c 1000 "$tmp/heap.json")"
 
 code=$(fetch goroutine "$base/goroutine?format=json")

@@ -23,17 +23,17 @@ window.cpprofFlame = flame; // for browser tests and benchmarks
 
 // ---- Reading a profile ----------------------------------------------------
 
-// The profile as the views use it: stacks root first, label pairs listed.
+const NO_LABELS = {};
+
+// The profile as the views use it: the JSON's samples as they are (stacks
+// leaf first, in root-first order: README "JSON profile"), label pairs
+// listed for the filters' suggestions.
 function prepare(json, name) {
-  const samples = json.samples.map(s => ({
-    stack: Int32Array.from(s.stack).reverse(),
-    values: s.values,
-    labels: s.labels || {},
-  }));
   const pairs = new Set();
-  for (const s of samples)
-    for (const [k, v] of Object.entries(s.labels)) pairs.add(k + '=' + v);
-  return {name, frames: json.frames, samples, types: json.sample_types,
+  for (const s of json.samples)
+    if (s.labels)
+      for (const k in s.labels) pairs.add(k + '=' + s.labels[k]);
+  return {name, frames: json.frames, samples: json.samples, types: json.sample_types,
           defaultType: json.default_sample_type, labelled: json.labelled,
           pairs: [...pairs].sort(), proto: json.proto};
 }
@@ -54,52 +54,127 @@ function parseFilter(text) {
 }
 
 function matches(sample, want) {
+  const labels = sample.labels || NO_LABELS;
   for (const [key, values] of want)
-    if (!values.has(sample.labels[key])) return false;
+    if (!values.has(labels[key])) return false;
   return true;
 }
 
 // ---- The tree -------------------------------------------------------------
+//
+// Nodes are indexes into typed arrays (frame, parent, first child, next
+// sibling, one value array per side), node 0 the root, a parent always
+// before its children: a few hundred thousand nodes cost a few megabytes
+// and no garbage.
 
-function newNode(frame, parent) {
-  return {frame, parent, v: [0, 0], kids: new Map(), sorted: null, w: 0};
+function newTree(sides) {
+  const cap = 4096;
+  const t = {n: 1, cap, frame: new Int32Array(cap), parent: new Int32Array(cap),
+             first: new Int32Array(cap).fill(-1), next: new Int32Array(cap),
+             v: Array.from({length: sides}, () => new Float64Array(cap)),
+             w: null, sorted: new Map()};
+  t.frame[0] = t.parent[0] = -1;
+  return t;
+}
+
+function grow(t) {
+  const wider = (a, fill) => {
+    const b = new a.constructor(t.cap * 2);
+    if (fill !== undefined) b.fill(fill, t.cap);
+    b.set(a);
+    return b;
+  };
+  t.frame = wider(t.frame);
+  t.parent = wider(t.parent);
+  t.first = wider(t.first, -1);
+  t.next = wider(t.next);
+  t.v = t.v.map(a => wider(a));
+  t.cap *= 2;
+}
+
+function addNode(t, parent, frame) {
+  if (t.n === t.cap) grow(t);
+  const k = t.n++;
+  t.frame[k] = frame;
+  t.parent[k] = parent;
+  t.next[k] = t.first[parent];
+  t.first[parent] = k;
+  return k;
 }
 
 // Merges the samples of each side (sides[i] a filter) into one tree; v[i]
-// is side i's value at that node.  Returns the root and each side's total.
+// is side i's value at each node.  Each sample's path is matched against
+// the previous one's from the root; the server sends samples in
+// root-first order, so below the point where two paths part every node is
+// new and needs no lookup.  Samples out of that order (checked as they
+// come) are merged again with a lookup table instead.
 function buildTree(prof, type, sides) {
-  const root = newNode(-1, null);
-  const totals = sides.map(() => 0);
-  for (const s of prof.samples) {
-    const value = s.values[type];
-    for (let side = 0; side < sides.length; side++) {
-      if (!value || !matches(s, sides[side])) continue;
-      totals[side] += value;
-      let node = root;
-      node.v[side] += value;
-      for (const frame of s.stack) {
-        let kid = node.kids.get(frame);
-        if (!kid) node.kids.set(frame, kid = newNode(frame, node));
-        kid.v[side] += value;
-        node = kid;
-      }
-    }
-  }
-  return {root, totals};
+  return merge(prof, type, sides, true) || merge(prof, type, sides, false);
 }
 
-// A node's callees, widest first (sorted once, when first drawn).
-function kidsOf(node) {
-  if (!node.sorted) node.sorted = [...node.kids.values()].sort((a, b) => b.w - a.w);
-  return node.sorted;
+function merge(prof, type, sides, ordered) {
+  const t = newTree(sides.length);
+  const lookup = ordered ? null : new Map();
+  const stride = prof.frames.length + 1;
+  const totals = sides.map(() => 0), hit = sides.map(() => false);
+  const pathNode = [], pathFrame = [];
+  let pathLen = 0;
+  for (const s of prof.samples) {
+    const value = s.values[type];
+    if (!value) continue;
+    let any = false;
+    for (let i = 0; i < sides.length; i++) any = (hit[i] = matches(s, sides[i])) || any;
+    if (!any) continue;
+    const stack = s.stack, len = stack.length;
+    let node = 0, d = 0;
+    while (d < len && d < pathLen && pathFrame[d] === stack[len - 1 - d]) node = pathNode[d++];
+    if (ordered && d < pathLen && (d === len || stack[len - 1 - d] < pathFrame[d]))
+      return null;
+    for (; d < len; d++) {
+      const frame = stack[len - 1 - d];
+      let kid = lookup ? lookup.get(node * stride + frame) : undefined;
+      if (kid === undefined) {
+        kid = addNode(t, node, frame);
+        if (lookup) lookup.set(node * stride + frame, kid);
+      }
+      pathNode[d] = kid;
+      pathFrame[d] = frame;
+      node = kid;
+    }
+    pathLen = len;
+    for (let i = 0; i < sides.length; i++) {
+      if (!hit[i]) continue;
+      const v = t.v[i];
+      totals[i] += value;
+      v[0] += value;
+      for (let k = 0; k < len; k++) v[pathNode[k]] += value;
+    }
+  }
+  return {tree: t, totals};
 }
 
 // Widths: the value itself, or for a diff the mean of the two sides'
 // shares, so that each side counts as much whatever its total.
-function weigh(node, totals) {
-  node.w = totals.length === 1 ? node.v[0]
-    : (node.v[0] / (totals[0] || 1) + node.v[1] / (totals[1] || 1)) / 2;
-  for (const kid of node.kids.values()) weigh(kid, totals);
+function weigh(t, totals) {
+  if (totals.length === 1) {
+    t.w = t.v[0].subarray(0, t.n);
+    return;
+  }
+  const [a, b] = t.v, ta = totals[0] || 1, tb = totals[1] || 1;
+  t.w = new Float64Array(t.n);
+  for (let k = 0; k < t.n; k++) t.w[k] = (a[k] / ta + b[k] / tb) / 2;
+}
+
+// A node's callees, widest first (sorted once, when first drawn).
+function kidsOf(t, node) {
+  let kids = t.sorted.get(node);
+  if (!kids) {
+    kids = [];
+    for (let k = t.first[node]; k >= 0; k = t.next[k]) kids.push(k);
+    kids.sort((x, y) => t.w[y] - t.w[x]);
+    t.sorted.set(node, kids);
+  }
+  return kids;
 }
 
 // ---- Drawing --------------------------------------------------------------
@@ -107,32 +182,32 @@ function weigh(node, totals) {
 function hue(name) {
   let h = 0;
   for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
-  return h;
+  return h >>> 0;
 }
 
 function colour(view, node, name) {
-  if (view.search && name.toLowerCase().includes(view.search)) return '#c026d3';
+  const t = view.tree;
+  if (view.found && node > 0 && view.found[t.frame[node]]) return '#c026d3';
   if (view.totals.length === 2) {
-    const a = node.v[0] / (view.totals[0] || 1), b = node.v[1] / (view.totals[1] || 1);
+    const a = t.v[0][node] / (view.totals[0] || 1), b = t.v[1][node] / (view.totals[1] || 1);
     const d = Math.max(-1, Math.min(1, (a - b) / Math.max(a, b, 1e-12)));
     const light = 92 - 42 * Math.abs(d);
     return d >= 0 ? `hsl(0, 80%, ${light}%)` : `hsl(215, 80%, ${light}%)`;
   }
-  const h = hue(name) >>> 0;
+  const h = hue(name);
   return `hsl(${10 + h % 40}, ${70 + h % 20}%, ${55 + (h >> 8) % 15}%)`;
 }
 
 // The rectangles to draw: the zoomed node's ancestors full width, then its
 // subtree scaled to the width, frames under MIN_PX left out.
 function layout(view, width) {
-  const rects = [];
-  const path = [];
-  for (let n = view.zoom; n; n = n.parent) path.unshift(n);
+  const t = view.tree, rects = [], path = [];
+  for (let n = view.zoom; n >= 0; n = t.parent[n]) path.unshift(n);
   path.forEach((node, depth) => rects.push({node, depth, x: 0, w: width}));
-  const scale = width / (view.zoom.w || 1);
+  const scale = width / (t.w[view.zoom] || 1);
   const walk = (node, depth, x) => {
-    for (const kid of kidsOf(node)) {
-      const w = kid.w * scale;
+    for (const kid of kidsOf(t, node)) {
+      const w = t.w[kid] * scale;
       if (w < MIN_PX) break;
       rects.push({node: kid, depth, x, w});
       walk(kid, depth + 1, x);
@@ -144,7 +219,7 @@ function layout(view, width) {
 }
 
 function frameName(node) {
-  return node.frame < 0 ? 'all' : flame.prof.frames[node.frame];
+  return node === 0 ? 'all' : flame.prof.frames[flame.view.tree.frame[node]];
 }
 
 function draw() {
@@ -177,7 +252,7 @@ function draw() {
     }
   }
   flame.rects = rects;
-  canvas.dataset.rootValue = String(view.root.v[0]);
+  canvas.dataset.rootValue = String(view.tree.v[0][0]);
   canvas.dataset.drawn = String(rects.length);
 }
 
@@ -246,7 +321,7 @@ function render() {
     top.hidden = true;
     return;
   }
-  const {root, totals} = buildTree(prof, sel.type, sel.sides);
+  const {tree, totals} = buildTree(prof, sel.type, sel.sides);
   const empty = totals.findIndex(t => t === 0);
   if (empty >= 0) {
     message(sel.texts[empty].trim()
@@ -256,10 +331,11 @@ function render() {
     top.hidden = true;
     return;
   }
-  weigh(root, totals);
+  weigh(tree, totals);
   const unit = prof.types[sel.type].unit;
-  flame.view = {root, totals, zoom: root, unit, icicle: $('flame-icicle').checked,
-                search: $('flame-search').value.trim().toLowerCase()};
+  flame.view = {tree, totals, zoom: 0, unit, icicle: $('flame-icicle').checked,
+                search: '', found: null};
+  setSearch($('flame-search').value);
   message(sel.mode === 'diff'
     ? `${sel.texts[0]}: ${formatValue(totals[0], unit)} against ` +
       `${sel.texts[1]}: ${formatValue(totals[1], unit)}, each as a share of ` +
@@ -268,43 +344,64 @@ function render() {
   setGraphShown(sel.mode !== 'top');
   top.hidden = sel.mode !== 'top';
   if (sel.mode === 'top') renderTop(prof, sel, totals[0], unit);
-  else { draw(); showSearch(); }
+  else draw();
   $('flame-detail').textContent = '';
 }
 
-// The search box: frames whose name holds the text are drawn highlighted;
-// their share counts each sample once (a match inside a match is not added).
-function showSearch() {
-  const view = flame.view, out = $('flame-found');
+// The search box: frames whose name holds the text (any case) are drawn
+// highlighted; their share counts each sample once (a match below a match
+// is not added again).
+function setSearch(text) {
+  const view = flame.view, t = view.tree, out = $('flame-found');
+  view.search = text.trim().toLowerCase();
+  view.found = null;
+  delete out.dataset.share;
   if (!view.search) { out.textContent = ''; return; }
-  let found = 0, frames = 0;
-  const walk = node => {
-    if (node.frame >= 0 && flame.prof.frames[node.frame].toLowerCase().includes(view.search)) {
-      found += node.w;
-      frames++;
-      return;
-    }
-    for (const kid of node.kids.values()) walk(kid);
-  };
-  walk(view.root);
-  out.textContent = frames
-    ? `${percent(found, view.root.w)} of the graph matches "${view.search}"`
-    : `no frame matches "${view.search}"`;
-  out.dataset.share = String(found / (view.root.w || 1));
+  const names = flame.prof.frames;
+  const found = new Uint8Array(names.length);
+  for (let f = 0; f < names.length; f++) found[f] = names[f].toLowerCase().includes(view.search);
+  const covered = new Uint8Array(t.n);
+  let share = 0, frames = 0;
+  for (let k = 1; k < t.n; k++) {
+    if (covered[t.parent[k]]) covered[k] = 1;
+    else if (found[t.frame[k]]) { covered[k] = 1; share += t.w[k]; frames++; }
+  }
+  view.found = found;
+  share /= t.w[0] || 1;
+  out.textContent = frames ? `${percent(share, 1)} of the graph matches "${view.search}"`
+                           : `no frame matches "${view.search}"`;
+  out.dataset.share = String(share);
 }
 
-// pprof's -top: flat (the frame is the leaf) and cum (the frame is on the
-// stack, once per sample however often), for the selection.
+// Each frame's function: its text without " (file:line)".
+function functionsOf(prof) {
+  if (!prof.functions) {
+    const index = new Map(), names = [];
+    const of = Int32Array.from(prof.frames, frame => {
+      const name = frame.replace(/ \([^()]*\)$/, '');
+      if (!index.has(name)) { index.set(name, names.length); names.push(name); }
+      return index.get(name);
+    });
+    prof.functions = {names, of};
+  }
+  return prof.functions;
+}
+
+// pprof's -top, by function: flat (the function is the leaf) and cum (it
+// is on the stack, once per sample however often), for the selection.
 function renderTop(prof, sel, total, unit) {
-  const flat = new Float64Array(prof.frames.length);
-  const cum = new Float64Array(prof.frames.length);
-  const seen = new Int32Array(prof.frames.length).fill(-1);
+  const {names, of} = functionsOf(prof);
+  const flat = new Float64Array(names.length);
+  const cum = new Float64Array(names.length);
+  const seen = new Int32Array(names.length).fill(-1);
   prof.samples.forEach((s, i) => {
     const value = s.values[sel.type];
     if (!value || !matches(s, sel.sides[0])) return;
-    flat[s.stack[s.stack.length - 1]] += value;
-    for (const f of s.stack)
+    flat[of[s.stack[0]]] += value;
+    for (const frame of s.stack) {
+      const f = of[frame];
       if (seen[f] !== i) { seen[f] = i; cum[f] += value; }
+    }
   });
   const by = flame.topBy || 'flat';
   const order = [...cum.keys()].filter(f => cum[f])
@@ -316,7 +413,7 @@ function renderTop(prof, sel, total, unit) {
     const tr = document.createElement('tr');
     for (const text of [formatValue(flat[f], unit), percent(flat[f], total),
                         percent(running, total), formatValue(cum[f], unit),
-                        percent(cum[f], total), prof.frames[f]]) {
+                        percent(cum[f], total), names[f]]) {
       const td = document.createElement('td');
       td.textContent = text;
       tr.append(td);
@@ -341,15 +438,15 @@ function rectAt(event) {
 }
 
 function describe(node) {
-  const view = flame.view, name = frameName(node);
+  const view = flame.view, v = view.tree.v, name = frameName(node);
   if (view.totals.length === 2) {
     const a = $('flame-a').value.trim(), b = $('flame-b').value.trim();
-    return `${name}: ${percent(node.v[0], view.totals[0])} of ${a}, ` +
-           `${percent(node.v[1], view.totals[1])} of ${b}`;
+    return `${name}: ${percent(v[0][node], view.totals[0])} of ${a}, ` +
+           `${percent(v[1][node], view.totals[1])} of ${b}`;
   }
-  return `${name}: ${formatValue(node.v[0], view.unit)}, ` +
-         `${percent(node.v[0], view.root.v[0])} of all` +
-         (view.zoom !== view.root ? `, ${percent(node.v[0], view.zoom.v[0])} of the zoomed frame` : '');
+  return `${name}: ${formatValue(v[0][node], view.unit)}, ` +
+         `${percent(v[0][node], v[0][0])} of all` +
+         (view.zoom ? `, ${percent(v[0][node], v[0][view.zoom])} of the zoomed frame` : '');
 }
 
 function onHover(event) {
@@ -411,7 +508,8 @@ function fillTypes(prof) {
 }
 
 // Shows a profile read from its JSON text; returns the milliseconds from
-// the text to the drawn graph (what bench/flame.sh measures).
+// the text to the drawn graph (load() adds the body's transfer and
+// gunzip: the response-to-graph time bench/flame.sh prints).
 function show(text, name) {
   const start = performance.now();
   flame.prof = prepare(JSON.parse(text), name);
@@ -437,11 +535,14 @@ async function load(event) {
     const resp = await fetch(endpoint(profileQuery(name) +
                                       (name === 'profile' ? '&' : '?') + 'format=json&proto=1'),
                              {cache: 'no-store'});
+    const start = performance.now();
     const text = await resp.text();
     if (!resp.ok) throw new Error(text.trim() || resp.statusText);
-    const ms = show(text, name);
+    show(text, name);
+    const ms = performance.now() - start;
+    $('flame-canvas').dataset.responseMs = ms.toFixed(1);
     status.textContent = `${name} as of ${new Date().toLocaleTimeString()}, ` +
-                         `drawn in ${Math.round(ms)} ms`;
+                         `drawn ${Math.round(ms)} ms after the response`;
   } catch (err) {
     status.textContent = String(err.message);
     status.classList.add('error');
@@ -466,9 +567,8 @@ function init() {
     $(id).addEventListener('change', render);
   $('flame-search').addEventListener('input', () => {
     if (!flame.view || $('flame-mode').value === 'top') return;
-    flame.view.search = $('flame-search').value.trim().toLowerCase();
+    setSearch($('flame-search').value);
     draw();
-    showSearch();
   });
   for (const th of document.querySelectorAll('#flame-top th[data-sort]'))
     th.addEventListener('click', () => { flame.topBy = th.dataset.sort; render(); });

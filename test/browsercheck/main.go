@@ -4,6 +4,7 @@
 // Usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure]
 //
 //	[-flame -proto FILE -note TEXT]
+//	browsercheck -url URL -bench PROFILE [-runs N]
 //
 // -insecure starts chromium with --ignore-certificate-errors, for an
 // https URL whose server certificate a throwaway CA signed: headless
@@ -44,7 +45,15 @@
 //	flame diff DRAWN TEXT           frames drawn, and the view's message
 //	flame top ROWS FIRST            the top table's rows and first function
 //
-// and exits 1 with the reason on stderr when the browser or the page fails.
+// With -bench (bench/flame.sh) it only loads the page and shows PROFILE's
+// flame graph N times (default 3), printing per run
+//
+//	bench PROFILE RESPONSE_MS RENDER_MS DRAWN SAMPLES
+//
+// the milliseconds from the response's headers to the drawn graph, from
+// the JSON text to the drawn graph, the frames drawn and the samples read.
+//
+// It exits 1 with the reason on stderr when the browser or the page fails.
 package main
 
 import (
@@ -375,7 +384,25 @@ func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
 })()`, &ok)
 }
 
-func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note string) error {
+// bench shows PROFILE's flame graph `runs` times and prints the timings.
+func (c *cdp) bench(profile string, runs int) error {
+	var ok bool
+	if err := c.eval(flameHelpers, &ok); err != nil {
+		return err
+	}
+	for i := 0; i < runs; i++ {
+		var out []any
+		if err := c.eval(fmt.Sprintf(`bcShow(%q, 1).then(() => [
+  bcData('flame-canvas', 'responseMs'), bcData('flame-canvas', 'renderMs'),
+  bcData('flame-canvas', 'drawn'), cpprofFlame.prof.samples.length])`, profile), &out); err != nil {
+			return err
+		}
+		fmt.Printf("bench %s %v %v %v %v\n", profile, out[0], out[1], out[2], out[3])
+	}
+	return nil
+}
+
+func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benchProfile string, runs int) error {
 	profileDir, err := os.MkdirTemp("", "browsercheck")
 	if err != nil {
 		return err
@@ -444,6 +471,9 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note strin
 	for _, p := range profiles {
 		fmt.Printf("profile %s %s\n", p[0], p[1])
 	}
+	if benchProfile != "" {
+		return c.bench(benchProfile, runs)
+	}
 	var threads [][]string
 	if err := c.eval(waitFor(labelRows("census", 1), 10000), &threads); err != nil {
 		return err
@@ -494,16 +524,18 @@ func main() {
 	flame := flag.Bool("flame", false, "work the flame-graph views too")
 	protoFile := flag.String("proto", "", "with -flame: where to save the CPU profile shown")
 	note := flag.String("note", "", "with -flame: the demo's note label value")
+	benchProfile := flag.String("bench", "", "only time PROFILE's flame graph")
+	runs := flag.Int("runs", 3, "with -bench: how many times")
 	flag.Parse()
 	if *url == "" || (*flame && *protoFile == "") {
-		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT]")
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N]")
 		os.Exit(2)
 	}
 	done := make(chan error, 1)
 	if !*flame {
 		*protoFile = ""
 	}
-	go func() { done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note) }()
+	go func() { done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note, *benchProfile, *runs) }()
 	select {
 	case err := <-done:
 		if err != nil {
