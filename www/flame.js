@@ -18,7 +18,7 @@ const MIN_PX = 0.5;     // narrower frames (and their callees) are not drawn
 const TOP_ROWS = 200;   // rows of the top table shown
 
 const $ = id => document.getElementById(id);
-const flame = {prof: null, view: null, zoom: null, rects: [], downloadUrl: null};
+const flame = {prof: null, view: null, rects: []};
 window.cpprofFlame = flame; // for browser tests and benchmarks
 
 // ---- Reading a profile ----------------------------------------------------
@@ -475,17 +475,17 @@ function profileQuery(name) {
   return name === 'profile' ? `profile?seconds=${encodeURIComponent(seconds)}` : name;
 }
 
+// The download link gives the very profile shown, as a data: URL of the
+// base64 the JSON carries (proto=1): nothing to decode until it is used.
 function setDownload(prof) {
   const link = $('flame-download');
-  if (flame.downloadUrl) URL.revokeObjectURL(flame.downloadUrl);
-  flame.downloadUrl = null;
   link.hidden = !prof.proto;
   if (!prof.proto) return;
-  const bytes = Uint8Array.from(atob(prof.proto), c => c.charCodeAt(0));
-  flame.downloadUrl = URL.createObjectURL(new Blob([bytes], {type: 'application/octet-stream'}));
-  link.href = flame.downloadUrl;
+  const pad = prof.proto.endsWith('==') ? 2 : prof.proto.endsWith('=') ? 1 : 0;
+  const bytes = prof.proto.length / 4 * 3 - pad;
+  link.href = 'data:application/octet-stream;base64,' + prof.proto;
   link.download = `${prof.name}.pb.gz`;
-  link.textContent = `Download this profile (${prof.name}.pb.gz, ${bytes.length} bytes) for go tool pprof`;
+  link.textContent = `Download this profile (${prof.name}.pb.gz, ${bytes} bytes) for go tool pprof`;
 }
 
 function fillTypes(prof) {
