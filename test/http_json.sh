@@ -9,7 +9,8 @@
 #     body then the same JSON;
 #   - heap: labelled false, the object size as the numeric label bytes,
 #     samples in root-first order;
-#     goroutine: labelled true, the parked threads' labels;
+#     goroutine: labelled true, the parked threads' labels, a value holding
+#     <, >, &, " and \ escaped (the markup characters as \u escapes);
 #   - bad format, proto and debug combinations are 400s naming them.
 set -u
 . "$(dirname "$0")/http_lib.sh"
@@ -49,7 +50,8 @@ print('\n'.join(out))
 EOF
 }
 
-start_demo --workers 2 --park 3 --for 120
+NOTE='<b>&"\'
+start_demo --workers 2 --park 3 --park-note "$NOTE" --for 120
 
 # --- The CPU profile, proto and JSON of one window --------------------------
 code=$(fetch cpu "$base/profile?seconds=2&format=json&proto=1")
@@ -92,9 +94,12 @@ code=$(fetch goroutine "$base/goroutine?format=json")
 python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["labelled"] is True
-waits = sum(s["values"][0] for s in p["samples"] if s.get("labels", {}).get("kind") == "wait")
-assert waits == 3, waits' "$tmp/goroutine.body" ||
+notes = [s for s in p["samples"] if s.get("labels", {}).get("note") == sys.argv[2]]
+assert sum(s["values"][0] for s in notes) == 3, notes' "$tmp/goroutine.body" "$NOTE" ||
     fail "goroutine JSON: $(head -c 1000 "$tmp/goroutine.body")"
+# Markup characters travel as \u escapes, never as themselves.
+grep -qF '"note":"\u003cb\u003e\u0026\"\\"' "$tmp/goroutine.body" ||
+    fail "goroutine JSON: the note is not escaped: $(grep -o '"note":[^}]*' "$tmp/goroutine.body" | head -1)"
 
 # --- Bad requests ---------------------------------------------------------------
 bad() {
