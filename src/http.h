@@ -141,6 +141,12 @@ int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
 const char *http_profile_format_error(http_req *r);
 int http_reply_profile(http_req *r, const char *attachment, bool labelled,
                        const unsigned char *gz, size_t len);
+/* The JSON form of gzip'd profile gz, in a malloc'd *out (*out_len bytes);
+ * with `proto` the gzip'd bytes themselves too, base64.  -EINVAL when gz
+ * is not a profile the builder wrote (unreadable, an id out of range),
+ * -ENOMEM. */
+int http_profile_json(const unsigned char *gz, size_t len, bool labelled,
+                      bool proto, char **out, size_t *out_len);
 struct Perftools__Profiles__Profile;
 /* Unpacks a gzip'd profile.proto (free with
  * perftools__profiles__profile__free_unpacked); NULL when it does not. */

@@ -471,10 +471,8 @@ static int put_profile(FILE *f, frames *t, bool labelled)
     return put_samples(f, t);
 }
 
-/* The JSON text of gzip'd profile gz in a malloc'd *out; with `proto`, the
- * gzip'd bytes themselves too, base64. */
-static int profile_json(const unsigned char *gz, size_t len, bool labelled,
-                        bool proto, char **out, size_t *out_len)
+int http_profile_json(const unsigned char *gz, size_t len, bool labelled,
+                      bool proto, char **out, size_t *out_len)
 {
     frames t = {.p = http_profile_unpack(gz, len)};
     if (t.p == NULL)
@@ -537,7 +535,8 @@ int http_reply_profile(http_req *r, const char *attachment, bool labelled,
     http_query_long(r, "proto", 0, 1, &proto); /* checked before */
     char *text;
     size_t text_len;
-    int rc = profile_json(gz, len, labelled, proto == 1, &text, &text_len);
+    int rc = http_profile_json(gz, len, labelled, proto == 1, &text,
+                               &text_len);
     if (rc != 0)
         return http_error(r, 500, "Could not write the profile as JSON: %s",
                           cpprof_strerror(rc));
