@@ -11,7 +11,8 @@
 # tenant=initech equal to initech's samples in the very profile shown (its
 # download link's .pb.gz) read by google/pprof's parser (gocheck);
 # decode_block found by the search box, its share as pprof's parser counts
-# it; acme against initech drawn; the top table filled; no console errors.
+# it; hovering a frame tells its value and share, a click zooms into it;
+# acme against initech drawn; the top table filled; no console errors.
 # Screenshots (phone.png, wide.png, the CPU flame graph on screen) are kept
 # in test/browser-shots/ under the build tree.  Then the same over TLS
 # with a token in the page's address (README, "Exposing the endpoints",
@@ -78,6 +79,9 @@ check_flame() {
             d = share - $5 / $3; ok = $5 > 0 && d < 1e-9 && d > -1e-9 }
         END { exit !ok }' "$tmp/chain.check" ||
         fail "search: $(grep '^flame search' "$tmp/page"); pprof: $(grep '^chain judged' "$tmp/chain.check")"
+    # Hovering the frame above the root: all of initech's samples, 100%.
+    grep -q "^flame zoom true .*: $(field 'flame initech' 3), 100.00% of all\$" "$tmp/page" ||
+        fail "hover and zoom: $(grep '^flame zoom' "$tmp/page")"
     [ "$(field 'flame diff' 3)" -gt 1 ] ||
         fail "diff view: $(grep '^flame diff' "$tmp/page")"
     [ "$(field 'flame top' 3)" -gt 0 ] || fail "top: $(grep '^flame top' "$tmp/page")"

@@ -42,6 +42,9 @@
 //	                                frames drawn, ms from text to graph
 //	flame initech ROOT              the root's samples under tenant=initech
 //	flame search SHARE TEXT         the search box's share and its words
+//	flame zoom ZOOMED TEXT          whether a click on the frame above the
+//	                                root zoomed into it, and what hovering
+//	                                it said
 //	flame diff DRAWN TEXT           frames drawn, and the view's message
 //	flame top ROWS FIRST            the top table's rows and first function
 //
@@ -357,6 +360,20 @@ func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
 		return err
 	}
 	fmt.Printf("flame initech %s\nflame search %s %s\n", out[0], out[1], out[2])
+	// Hover over the frame above the root, then click it: it is zoomed.
+	if err := c.eval(`(() => {
+  const canvas = document.getElementById('flame-canvas');
+  const r = cpprofFlame.rects.find(r => r.depth === 1);
+  const box = canvas.getBoundingClientRect();
+  const at = {clientX: box.left + r.x + r.w / 2, clientY: box.top + r.y + 5, bubbles: true};
+  canvas.dispatchEvent(new MouseEvent('mousemove', at));
+  const hover = bcText('flame-detail');
+  canvas.dispatchEvent(new MouseEvent('click', at));
+  return [String(cpprofFlame.view.zoom === r.node && r.node > 0), hover];
+})()`, &out); err != nil {
+		return err
+	}
+	fmt.Printf("flame zoom %s %s\n", out[0], out[1])
 	if err := c.eval(`(() => {
   bcSet('flame-search', '', 'input');
   bcSet('flame-a', 'tenant=acme');
