@@ -33,6 +33,8 @@
  * census (/debug/pprof/goroutine) shows and the CPU profile does not.
  * With --park-after S they sleep unlabelled for S seconds first, so a
  * goroutine delta (?seconds=N) across that moment has something to show.
+ * With --park-note TEXT they also carry the label note=TEXT: a value such
+ * as "<script>...", which every view must show as text.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -221,7 +223,8 @@ static void wait_for_release(void *arg, const cpprof_labelset *labels)
     pthread_mutex_unlock(&park.mu);
 }
 
-static long park_after; /* seconds */
+static long park_after;       /* seconds */
+static const char *park_note; /* --park-note, or NULL */
 
 static void *parked(void *arg)
 {
@@ -251,8 +254,9 @@ static int build_labels(void)
                 return rc;
         }
     for (int t = 0; t < NTENANTS; t++) {
-        const char *kv[] = {"tenant", tenants[t], "kind", "wait"};
-        int rc = cpprof_labels(&wait_labels[t], 4, kv);
+        const char *kv[] = {"tenant", tenants[t], "kind", "wait", "note",
+                            park_note};
+        int rc = cpprof_labels(&wait_labels[t], park_note ? 6 : 4, kv);
         if (rc)
             return rc;
     }
@@ -288,7 +292,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
                     "[--addr HOST:PORT] [--park N] [--park-after S] "
-                    "[--hold]\n");
+                    "[--park-note TEXT] [--hold]\n");
     exit(2);
 }
 
@@ -320,6 +324,8 @@ int main(int argc, char **argv)
             nparked = parse_count("--park", v, MAX_WORKERS), i++;
         else if (!strcmp(argv[i], "--park-after"))
             park_after = parse_count("--park-after", v, 86400), i++;
+        else if (!strcmp(argv[i], "--park-note") && v)
+            park_note = v, i++;
         else if (!strcmp(argv[i], "--hold"))
             hold = 1;
         else if (!strcmp(argv[i], "--addr") && v)

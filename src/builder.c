@@ -814,9 +814,9 @@ static void fill_profile(builder *b, struct message_arrays *a, Profile *p)
     p->default_sample_type = b->default_sample_type;
 }
 
-/* gzip at best speed, as Go writes profiles. */
-static int gzip_buffer(const unsigned char *in, size_t len,
-                       unsigned char **out, size_t *outlen)
+/* gzip at best speed, as Go writes profiles (and the JSON form of them). */
+int builder_gzip(const unsigned char *in, size_t len,
+                 unsigned char **out, size_t *outlen)
 {
     z_stream z = {0};
     if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
@@ -857,7 +857,7 @@ int builder_encode(builder *b, unsigned char **out, size_t *len)
         unsigned char *packed = alloc_array(size, 1);
         if (packed) {
             perftools__profiles__profile__pack(&p, packed);
-            rc = gzip_buffer(packed, size, out, len);
+            rc = builder_gzip(packed, size, out, len);
             free(packed);
         } else {
             rc = -ENOMEM;

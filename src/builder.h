@@ -59,4 +59,9 @@ int builder_add_stacktab(builder *b, const stacktab *t);
  * in a malloc'd buffer the caller frees. */
 int builder_encode(builder *b, unsigned char **out, size_t *len);
 
+/* gzip (best speed) of any buffer into a malloc'd one: the encoding's last
+ * step, shared with the profiles' JSON form (http_json.c). */
+int builder_gzip(const unsigned char *in, size_t len, unsigned char **out,
+                 size_t *outlen);
+
 #endif

@@ -436,7 +436,7 @@ static int reply_proto(http_req *r, const named_profile *p, const sampleset *s,
     if (rc != 0)
         return http_error(r, 500, "failed to build profile: %s",
                           cpprof_strerror(rc));
-    rc = http_reply(r, "application/octet-stream", attachment, buf, len);
+    rc = http_reply_profile(r, attachment, p->labelled, buf, len);
     free(buf);
     return rc;
 }
@@ -503,6 +503,9 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
 
 int http_serve_named(http_req *r, const named_profile *p)
 {
+    const char *format_error = http_profile_format_error(r);
+    if (format_error != NULL)
+        return http_error(r, 400, "%s", format_error);
     const char *sec = http_query(r, "seconds");
     if (sec && *sec)
         return serve_delta(r, p, sec);

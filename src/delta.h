@@ -107,11 +107,13 @@ typedef struct {
     int (*build)(builder *b, const sampleset *s);
     /* Writes the debug=N text form of s. */
     int (*text)(FILE *f, const sampleset *s, int debug);
+    bool labelled;     /* its samples carry the threads' labels */
 } named_profile;
 
 /* Serves `p` for request r: debug=0 the proto (attachment NAME), debug=N
  * the text form, seconds=N the delta (attachment NAME-delta) with Go's
- * errors in Go's order.  Sends exactly one response. */
+ * errors in Go's order; format=json either proto in its JSON form
+ * (http_json.c).  Sends exactly one response. */
 int http_serve_named(http_req *r, const named_profile *p);
 
 /* Waits `seconds`, waking every 100 ms to see whether the client has gone;

@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -373,6 +374,46 @@ int http_reply(http_req *r, const char *content_type, const char *attachment,
              (int)sizeof disposition)
         return -EINVAL;
     return send_response(r, MHD_HTTP_OK, headers, body, len);
+}
+
+int http_reply_gzip(http_req *r, const char *content_type, const void *body,
+                    size_t len)
+{
+    const char *headers[] = {"Content-Type", content_type,
+                             "Content-Encoding", "gzip",
+                             "Vary", "Accept-Encoding", NULL};
+    return send_response(r, MHD_HTTP_OK, headers, body, len);
+}
+
+/* Whether an Accept-Encoding list names gzip (or *) without q=0: RFC 9110
+ * 12.5.3, parameters other than q ignored. */
+static bool accepts_coding(const char *list, const char *coding)
+{
+    size_t clen = strlen(coding);
+    for (const char *p = list; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, " \t,;");
+        bool match = (n == clen && strncasecmp(p, coding, n) == 0) ||
+                     (n == 1 && *p == '*');
+        p += n;
+        bool refused = false;
+        while (*p && *p != ',') {
+            p += strspn(p, " \t;");
+            if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=')
+                refused = strtod(p + 2, NULL) <= 0;
+            p += strcspn(p, ";,");
+        }
+        if (match && !refused)
+            return true;
+    }
+    return false;
+}
+
+bool http_accepts_gzip(http_req *r)
+{
+    const char *v = MHD_lookup_connection_value(
+        r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+    return v != NULL && accepts_coding(v, "gzip");
 }
 
 /* Go's error form for an already formatted message; `allow` (may be NULL)

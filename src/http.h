@@ -31,6 +31,15 @@ int http_query_long(http_req *r, const char *name, long min, long max,
 int http_reply(http_req *r, const char *content_type, const char *attachment,
                const void *body, size_t len);
 
+/* Sends a 200 response whose body is gzip-compressed `content_type`
+ * (Content-Encoding: gzip, Vary: Accept-Encoding).  Only for a client that
+ * http_accepts_gzip(). */
+int http_reply_gzip(http_req *r, const char *content_type, const void *body,
+                    size_t len);
+
+/* Whether the request's Accept-Encoding admits gzip. */
+bool http_accepts_gzip(http_req *r);
+
 /* Sends Go's error form: text/plain; charset=utf-8, X-Go-Pprof: 1, the
  * message and a newline. */
 int http_error(http_req *r, int status, const char *fmt, ...)
@@ -129,6 +138,30 @@ int http_www(http_req *r);         /* http_index.c: .../www/ (page files) */
 int http_symbol(http_req *r);      /* http_symbol.c: .../symbol */
 int http_cmdline(http_req *r);     /* http_cmdline.c: .../cmdline */
 int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
+
+/* The JSON form of the proto profiles (http_json.c; README, "JSON
+ * profile").  http_profile_format_error checks `format` (absent or
+ * "proto": the proto; "json"), `proto` and `debug` before any window
+ * starts: NULL, or the message of the 400 to answer.  http_reply_profile
+ * then sends the
+ * gzip'd profile.proto `gz` as the request asked: the proto as attachment
+ * NAME, or its JSON form, gzip'd when the client accepts it; `labelled`
+ * says whether this profile type carries labels at all (CPU and goroutine
+ * do; Go's heap, allocs, block, mutex and threadcreate never do). */
+const char *http_profile_format_error(http_req *r);
+int http_reply_profile(http_req *r, const char *attachment, bool labelled,
+                       const unsigned char *gz, size_t len);
+/* The JSON form of gzip'd profile gz, in a malloc'd *out (*out_len bytes);
+ * with `proto` the gzip'd bytes themselves too, base64.  -EINVAL when gz
+ * is not a profile the builder wrote (unreadable, an id out of range),
+ * -ENOMEM. */
+int http_profile_json(const unsigned char *gz, size_t len, bool labelled,
+                      bool proto, char **out, size_t *out_len);
+struct Perftools__Profiles__Profile;
+/* Unpacks a gzip'd profile.proto (free with
+ * perftools__profiles__profile__free_unpacked); NULL when it does not. */
+struct Perftools__Profiles__Profile *http_profile_unpack(
+    const unsigned char *gz, size_t len);
 int http_accounting(http_req *r);  /* http_metrics.c: .../accounting */
 int http_metrics(http_req *r);     /* http_metrics.c: /metrics */
 

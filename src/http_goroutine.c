@@ -369,6 +369,7 @@ static int delta_build(builder *b, const sampleset *s)
 static const named_profile goroutine_delta = {
     .name = "goroutine",
     .delta = true,
+    .labelled = true,
     .snapshot = delta_snapshot,
     .build = delta_build,
 };
@@ -400,8 +401,7 @@ static int reply_census(http_req *r, const census *c, long debug)
         size_t len = 0;
         rc = render_proto(c, &proto, &len);
         if (rc == 0)
-            rc = http_reply(r, "application/octet-stream", "goroutine",
-                            proto, len);
+            rc = http_reply_profile(r, "goroutine", true, proto, len);
         free(proto);
     } else {
         char *text = NULL;
@@ -416,6 +416,9 @@ static int reply_census(http_req *r, const census *c, long debug)
 
 int http_goroutine(http_req *r)
 {
+    const char *format_error = http_profile_format_error(r);
+    if (format_error != NULL)
+        return http_error(r, 400, "%s", format_error);
     const char *seconds = http_query(r, "seconds");
     if (seconds && *seconds)
         return http_serve_named(r, &goroutine_delta);

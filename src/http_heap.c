@@ -114,9 +114,9 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
 }
 
 static const named_profile heap_profile = {
-    "heap", true, heap_snapshot, heap_build_inuse, heap_text};
+    "heap", true, heap_snapshot, heap_build_inuse, heap_text, false};
 static const named_profile allocs_profile = {
-    "allocs", true, heap_snapshot, heap_build_alloc, heap_text};
+    "allocs", true, heap_snapshot, heap_build_alloc, heap_text, false};
 
 /* With the allocation profiler declined (heap_declined), the reason, not
  * an empty profile a reader would take for a program that allocates
@@ -196,9 +196,9 @@ static int mutex_text(FILE *f, const sampleset *s, int debug)
 }
 
 static const named_profile block_profile = {
-    "block", true, block_snapshot, contention_build, block_text};
+    "block", true, block_snapshot, contention_build, block_text, false};
 static const named_profile mutex_profile = {
-    "mutex", true, mutex_snapshot, contention_build, mutex_text};
+    "mutex", true, mutex_snapshot, contention_build, mutex_text, false};
 
 int http_block(http_req *r) { return http_serve_named(r, &block_profile); }
 int http_mutex(http_req *r) { return http_serve_named(r, &mutex_profile); }
@@ -246,7 +246,7 @@ static int threadcreate_text(FILE *f, const sampleset *s, int debug)
 
 static const named_profile threadcreate_profile = {
     "threadcreate", true, threadcreate_snapshot, threadcreate_build,
-    threadcreate_text};
+    threadcreate_text, false};
 
 int http_threadcreate(http_req *r)
 {

@@ -16,8 +16,8 @@
  * where share is count / total: threads or samples without the key make
  * the shares of a key sum to less than 1.
  *
- * The CPU side reads the profile the public API returns (gunzip, then
- * protobuf-c's generated parser) rather than the sampler's internals, so it
+ * The CPU side reads the profile the public API returns (http_profile_unpack:
+ * gunzip, then protobuf-c's generated parser) rather than the sampler's internals, so it
  * sees exactly what a client of /profile would see.
  */
 #include "census.h"
@@ -30,7 +30,6 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* Adds `count` (and `ns` when ns >= 0) to labels[key][value]; false when
  * it could not (no memory).  jansson frees what it fails to insert, so a
@@ -116,35 +115,6 @@ static int reply_census(http_req *r)
 
 /* ---- CPU ------------------------------------------------------------------ */
 
-/* Inflates gzip data into a malloc'd buffer. */
-static int gunzip(const unsigned char *in, size_t len, unsigned char **out,
-                  size_t *out_len)
-{
-    z_stream z = {.next_in = (unsigned char *)in, .avail_in = (uInt)len};
-    size_t cap = len * 4 + 4096, n = 0;
-    unsigned char *buf = NULL;
-    int zrc = inflateInit2(&z, 16 + MAX_WBITS);
-    while (zrc == Z_OK) {
-        unsigned char *grown = realloc(buf, cap);
-        if (grown == NULL)
-            break;
-        buf = grown;
-        z.next_out = buf + n;
-        z.avail_out = (uInt)(cap - n);
-        zrc = inflate(&z, Z_NO_FLUSH);
-        n = cap - z.avail_out;
-        cap *= 2;
-    }
-    inflateEnd(&z);
-    if (zrc != Z_STREAM_END) {
-        free(buf);
-        return zrc == Z_MEM_ERROR || buf == NULL ? -ENOMEM : -EIO;
-    }
-    *out = buf;
-    *out_len = n;
-    return 0;
-}
-
 /* Tallies a CPU profile's samples (values: samples/count, cpu/nanoseconds)
  * by their string labels. */
 static json_t *tally_profile(const Perftools__Profiles__Profile *p,
@@ -174,13 +144,7 @@ static json_t *tally_profile(const Perftools__Profiles__Profile *p,
 static json_t *summarize_profile(const unsigned char *gz, size_t len,
                                  long seconds)
 {
-    unsigned char *raw;
-    size_t raw_len;
-    if (gunzip(gz, len, &raw, &raw_len) < 0)
-        return NULL;
-    Perftools__Profiles__Profile *p =
-        perftools__profiles__profile__unpack(NULL, raw_len, raw);
-    free(raw);
+    Perftools__Profiles__Profile *p = http_profile_unpack(gz, len);
     if (p == NULL)
         return NULL;
     json_int_t total, total_ns;

@@ -9,6 +9,9 @@
  * next request is not refused as "already in use" for the rest of the
  * window.
  *
+ * With format=json the same profile is answered in its JSON form
+ * (http_json.c), for the index page's flame graph.
+ *
  * Unlike Go, a bad `seconds` is a 400 naming the parameter, not a silent
  * 30 s profile: a typo should not cost the user half a minute.
  */
@@ -53,6 +56,9 @@ int http_profile(http_req *r)
                           "invalid value for \"seconds\" - must be an integer "
                           "from 1 to %ld",
                           max);
+    const char *format_error = http_profile_format_error(r);
+    if (format_error != NULL)
+        return http_error(r, 400, "%s", format_error);
     rc = cpprof_cpu_profile_start();
     if (rc < 0)
         return http_error(r, 500, "Could not enable CPU profiling: %s",
@@ -66,7 +72,7 @@ int http_profile(http_req *r)
         free(buf);
         return http_error(r, 500, "client went away before the profile ended");
     }
-    rc = http_reply(r, "application/octet-stream", "profile", buf, len);
+    rc = http_reply_profile(r, "profile", true, buf, len);
     free(buf);
     return rc;
 }

@@ -5,12 +5,24 @@
 # tenant), waits for its scripts, presses "Profile CPU", and reports the
 # profile table and both labels views.  The table must list every profile,
 # both views the three tenants, and the page must fit a phone's width.
-# Screenshots (phone.png, wide.png) are kept in test/browser-shots/ under
-# the build tree.  Then the same over TLS with a token in the page's
-# address (README, "Exposing the endpoints", way 2).
+# Then the flame graphs (issue 14): the threads view filtered by a label
+# value holding <script> (shown as text, no script added), the heap view
+# saying it carries no labels, and a CPU window: drawn; its root under
+# tenant=initech equal to initech's samples in the very profile shown (its
+# download link's .pb.gz) read by google/pprof's parser (gocheck);
+# decode_block found by the search box, its share as pprof's parser counts
+# it; hovering a frame tells its value and share, a click zooms into it;
+# acme against initech drawn; the top table filled; no console errors.
+# Screenshots (phone.png, wide.png, the CPU flame graph on screen) are kept
+# in test/browser-shots/ under the build tree.  Then the same over TLS
+# with a token in the page's address (README, "Exposing the endpoints",
+# way 2).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 BROWSERCHECK=$top_builddir/test/browsercheck/browsercheck
+GOCHECK=$top_builddir/test/gocheck/gocheck
+NOTE='<script>alert(1)</script>'
+
 SHOTS=$top_builddir/test/browser-shots
 command -v chromium >/dev/null || fail "chromium is missing: apt-get install chromium"
 
@@ -30,15 +42,61 @@ check_page() {
     # The demo's tenants cost 1:2:5: the CPU view puts initech first.
     [ "$(awk '$1 == "cpu" && $2 == "tenant" { print $3; exit }' "$tmp/page")" = initech ] ||
         fail "cpu view: $(grep '^cpu tenant' "$tmp/page")"
+    # Every CPU sample of the demo's workers carries a tenant: the shares
+    # (the labels view's own arithmetic, which flame.js must not disturb)
+    # add up to nearly all of it.
+    awk '$1 == "cpu" && $2 == "tenant" { s += $4 } END { exit !(s > 90 && s <= 100.5) }' \
+        "$tmp/page" || fail "cpu view shares: $(grep '^cpu tenant' "$tmp/page")"
     ! grep '^overflow' "$tmp/page" || fail "the page is wider than the screen"
 }
 
-start_demo --workers 2 --park 3 --for 120
+# field N of the page's line starting with WORDS (the first one).
+field() {
+    awk -v w="$1" -v n="$2" 'index($0, w " ") == 1 { print $n; exit }' "$tmp/page"
+}
+
+# check_flame: what the flame-graph views showed (browsercheck -flame).
+check_flame() {
+    [ "$(grep -F "threads note $NOTE " "$tmp/page" | awk '{ print $4 }')" = 3 ] ||
+        fail "threads view: note label not shown as text: $(grep '^threads note' "$tmp/page")"
+    [ "$(grep '^flame note' "$tmp/page")" = 'flame note 3 true 2' ] ||
+        fail "threads flame graph under note=$NOTE: $(grep '^flame note' "$tmp/page")"
+    grep -q '^flame heap .*carries no labels' "$tmp/page" ||
+        fail "heap view with a tenant filter: $(grep '^flame heap' "$tmp/page")"
+    [ "$(field 'flame cpu' 3)" -gt 0 ] && [ "$(field 'flame cpu' 4)" -gt 1 ] ||
+        fail "no CPU flame graph: $(grep '^flame cpu' "$tmp/page")"
+    "$GOCHECK" "$tmp/shown.pb.gz" >"$tmp/shown.check" ||
+        fail "the page's download is no profile pprof reads"
+    want=$(awk '$1 == "tag" && $2 == "tenant" && $3 == "initech" && $4 == 0 { print $5 }' \
+        "$tmp/shown.check")
+    [ -n "$want" ] && [ "$(field 'flame initech' 3)" = "$want" ] ||
+        fail "initech: page $(field 'flame initech' 3), pprof ${want:-none}"
+    # The search box's share: initech's samples with decode_block on the
+    # stack over all of initech's, as pprof's parser counts them.
+    "$GOCHECK" -chain decode_block -where tenant=initech "$tmp/shown.pb.gz" \
+        >"$tmp/chain.check" || fail "gocheck -chain failed"
+    awk -v share="$(field 'flame search' 3)" '$1 == "chain" && $2 == "judged" {
+            d = share - $5 / $3; ok = $5 > 0 && d < 1e-9 && d > -1e-9 }
+        END { exit !ok }' "$tmp/chain.check" ||
+        fail "search: $(grep '^flame search' "$tmp/page"); pprof: $(grep '^chain judged' "$tmp/chain.check")"
+    # Hovering the frame above the root: all of initech's samples, 100%.
+    grep -q "^flame zoom true .*: $(field 'flame initech' 3), 100.00% of all\$" "$tmp/page" ||
+        fail "hover and zoom: $(grep '^flame zoom' "$tmp/page")"
+    [ "$(field 'flame diff' 3)" -gt 1 ] ||
+        fail "diff view: $(grep '^flame diff' "$tmp/page")"
+    [ "$(field 'flame top' 3)" -gt 0 ] || fail "top: $(grep '^flame top' "$tmp/page")"
+    ! grep "^console" "$tmp/page" || fail "the page logged errors: $(grep "^flame" "$tmp/page")"
+}
+
+start_demo --workers 2 --park 3 --park-note "$NOTE" --for 120
 mkdir -p "$SHOTS"
 rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
-"$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 >"$tmp/page" ||
+"$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 -flame \
+    -proto "$tmp/shown.pb.gz" -note "$NOTE" >"$tmp/page" ||
     fail "the browser could not show the page"
 check_page
+check_flame
+grep '^flame' "$tmp/page"
 for shot in phone wide; do
     [ "$(od -An -N4 -tx1 "$SHOTS/$shot.png" | tr -d ' ')" = 89504e47 ] ||
         fail "no $shot.png screenshot"

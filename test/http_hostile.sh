@@ -6,10 +6,10 @@
 #     of a set) and the server stops working when a client leaves;
 #   - keys that sanitise to one Prometheus name get _2, _3;
 #   - every endpoint that shows labels (/metrics, /debug/pprof/labels,
-#     /debug/pprof/accounting, goroutine in all three forms) answers valid
-#     UTF-8, invalid bytes shown as U+FFFD: the Prometheus text passes the
-#     strict parser (and `promtool check metrics` when installed), the JSON
-#     jansson, the profile google/pprof's parser;
+#     /debug/pprof/accounting, goroutine in all three forms and as JSON)
+#     answers valid UTF-8, invalid bytes shown as U+FFFD: the Prometheus
+#     text passes the strict parser (and `promtool check metrics` when
+#     installed), the JSON jansson, the profile google/pprof's parser;
 #   - 10,000 symbol POSTs of 60 KB, each asking for 200 addresses no other
 #     asked for, leave RSS bounded: after the first 2,000 it grows by no
 #     more than SCRAPE_RSS_SLACK_KB (8 MiB; sanitizers' quarantine needs
@@ -110,6 +110,12 @@ code=$(curl -s -o "$tmp/goroutine.pb" -w '%{http_code}' --max-time 30 "$base/gor
     fail "google/pprof rejects the goroutine profile"
 grep -qF "$(printf 'v\357\277\27512')" "$tmp/goroutine.check" ||
     fail "goroutine profile: no label value: $(cat "$tmp/goroutine.check")"
+code=$(fetch goroutinejson "$base/goroutine?format=json")
+[ "$code" = 200 ] || fail "goroutine?format=json: status $code"
+utf8 goroutinejson
+"$APP" --json "$tmp/goroutinejson.body" || fail "goroutine?format=json: jansson rejects it"
+grep -qF "$(printf 'v\357\277\27512')" "$tmp/goroutinejson.body" ||
+    fail "goroutine?format=json: no label value"
 
 # --- Symbol POSTs by the thousand ------------------------------------------------
 rss_kb() {

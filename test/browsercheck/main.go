@@ -3,6 +3,9 @@
 //
 // Usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure]
 //
+//	[-flame -proto FILE -note TEXT]
+//	browsercheck -url URL -bench PROFILE [-runs N]
+//
 // -insecure starts chromium with --ignore-certificate-errors, for an
 // https URL whose server certificate a throwaway CA signed: headless
 // chromium can be told to trust a CA only through an NSS database (Debian's
@@ -21,8 +24,39 @@
 //	threads KEY VALUE COUNT   per row of the threads-by-label view
 //	cpu KEY VALUE SHARE       per row of the CPU-by-label view
 //	overflow WIDTH PX         when the page is wider than the viewport
+//	console LEVEL TEXT        per error the page logged or threw
 //
-// and exits 1 with the reason on stderr when the browser or the page fails.
+// With -flame it then works the flame-graph views, as a user would: the
+// threads (goroutine) view filtered by note=TEXT (a label value the demo
+// gives its parked threads, -note), the heap view filtered by a tenant,
+// then a CPU window of SECONDS: all samples, tenant=initech (the profile
+// shown is saved as FILE, -proto, from the page's own download link), the
+// search box, the diff of acme against initech, the top table; the
+// screenshots are taken last, the CPU graph on screen.  It prints:
+//
+//	flame note ROOT OPTION SCRIPTS  threads carrying note=TEXT in the graph's
+//	                                root, whether the filter's list offers
+//	                                note=TEXT, the page's <script> elements
+//	flame heap MESSAGE              what the heap view says to the filter
+//	flame cpu ROOT DRAWN MS         all samples: the root's sample count,
+//	                                frames drawn, ms from text to graph
+//	flame initech ROOT              the root's samples under tenant=initech
+//	flame search SHARE TEXT         the search box's share and its words
+//	flame zoom ZOOMED TEXT          whether a click on the frame above the
+//	                                root zoomed into it, and what hovering
+//	                                it said
+//	flame diff DRAWN TEXT           frames drawn, and the view's message
+//	flame top ROWS FIRST            the top table's rows and first function
+//
+// With -bench (bench/flame.sh) it only loads the page and shows PROFILE's
+// flame graph N times (default 3), printing per run
+//
+//	bench PROFILE RESPONSE_MS RENDER_MS DRAWN SAMPLES
+//
+// the milliseconds from the response's headers to the drawn graph, from
+// the JSON text to the drawn graph, the frames drawn and the samples read.
+//
+// It exits 1 with the reason on stderr when the browser or the page fails.
 package main
 
 import (
@@ -50,6 +84,8 @@ type cdp struct {
 
 type reply struct {
 	ID     int             `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Message string `json:"message"`
@@ -77,12 +113,60 @@ func (c *cdp) call(method string, params map[string]any) (json.RawMessage, error
 			return nil, err
 		}
 		if r.ID != c.nextID {
+			noteEvent(r.Method, r.Params)
 			continue
 		}
 		if r.Error != nil {
 			return nil, fmt.Errorf("%s: %s", method, r.Error.Message)
 		}
 		return r.Result, nil
+	}
+}
+
+// The page's errors, as "LEVEL TEXT": console.error calls, uncaught
+// exceptions, and the browser's own log (a failed load).
+var consoleErrors []string
+
+func noteEvent(method string, params json.RawMessage) {
+	switch method {
+	case "Runtime.consoleAPICalled":
+		var p struct {
+			Type string `json:"type"`
+			Args []struct {
+				Value       any    `json:"value"`
+				Description string `json:"description"`
+			} `json:"args"`
+		}
+		if json.Unmarshal(params, &p) == nil && (p.Type == "error" || p.Type == "assert") {
+			text := ""
+			for _, a := range p.Args {
+				text += fmt.Sprint(a.Value, a.Description) + " "
+			}
+			consoleErrors = append(consoleErrors, "error "+text)
+		}
+	case "Runtime.exceptionThrown":
+		var p struct {
+			Details struct {
+				Text      string `json:"text"`
+				Exception struct {
+					Description string `json:"description"`
+				} `json:"exception"`
+			} `json:"exceptionDetails"`
+		}
+		json.Unmarshal(params, &p)
+		consoleErrors = append(consoleErrors, "exception "+p.Details.Text+" "+
+			p.Details.Exception.Description)
+	case "Log.entryAdded":
+		var p struct {
+			Entry struct {
+				Level string `json:"level"`
+				Text  string `json:"text"`
+				URL   string `json:"url"`
+			} `json:"entry"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.Entry.Level == "error" {
+			consoleErrors = append(consoleErrors, "log "+p.Entry.Text+" "+p.Entry.URL)
+		}
 	}
 }
 
@@ -182,7 +266,160 @@ func (c *cdp) screenshot(path string, width int, mobile bool) error {
 	return os.WriteFile(path, png, 0o644)
 }
 
-func run(url, shots string, cpuSeconds int, insecure bool) error {
+// Page-side helpers for the flame checks: set a control as a user would
+// (value, then the event the page listens to), and load a profile with the
+// Show button, resolving once it is drawn (or the status says why not).
+const flameHelpers = `
+window.bcSet = (id, value, event) => {
+  const e = document.getElementById(id);
+  if (e.type === 'checkbox') e.checked = value; else e.value = value;
+  e.dispatchEvent(new Event(event || 'change'));
+};
+window.bcShow = (name, seconds) => new Promise((resolve, reject) => {
+  const canvas = document.getElementById('flame-canvas');
+  delete canvas.dataset.renderMs;
+  bcSet('flame-profile', name);
+  document.getElementById('flame-seconds').value = String(seconds);
+  document.getElementById('flame-load').click();
+  const poll = () => {
+    const status = document.getElementById('flame-status');
+    if (canvas.dataset.renderMs) resolve(canvas.dataset.renderMs);
+    else if (status.classList.contains('error')) reject(new Error(status.textContent));
+    else setTimeout(poll, 50);
+  };
+  poll();
+});
+window.bcText = id => document.getElementById(id).textContent;
+window.bcData = (id, key) => document.getElementById(id).dataset[key];
+true`
+
+// flameChecks works the flame-graph views and prints what they show.
+func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
+	var ok bool
+	if err := c.eval(flameHelpers, &ok); err != nil {
+		return err
+	}
+	quoted, _ := json.Marshal(note)
+	// The threads view, filtered by the odd label value.
+	var noteOut []any
+	if err := c.eval(fmt.Sprintf(`bcShow('goroutine', 1).then(() => {
+  bcSet('flame-filter', 'note=' + %s);
+  const offered = [...document.querySelectorAll('#flame-labels option')]
+    .some(o => o.value === 'note=' + %s);
+  return [bcData('flame-canvas', 'rootValue'), offered,
+          document.querySelectorAll('script').length];
+})`, quoted, quoted), &noteOut); err != nil {
+		return err
+	}
+	fmt.Printf("flame note %v %v %v\n", noteOut[0], noteOut[1], noteOut[2])
+	// The heap view, which carries no labels, asked for a tenant.
+	var heapMsg string
+	if err := c.eval(`bcShow('heap', 1).then(() => {
+  bcSet('flame-filter', 'tenant=acme');
+  return document.getElementById('flame-graph').hidden ? bcText('flame-message') : 'graph shown';
+})`, &heapMsg); err != nil {
+		return err
+	}
+	fmt.Printf("flame heap %s\n", heapMsg)
+	// A CPU window: all samples, counted in samples.
+	var cpu []string
+	if err := c.eval(fmt.Sprintf(`bcShow('profile', %d).then(ms => {
+  bcSet('flame-filter', '');
+  const t = [...document.querySelectorAll('#flame-type option')]
+    .find(o => o.textContent.startsWith('samples '));
+  bcSet('flame-type', t.value);
+  return [bcData('flame-canvas', 'rootValue'), bcData('flame-canvas', 'drawn'), ms];
+})`, cpuSeconds), &cpu); err != nil {
+		return err
+	}
+	fmt.Printf("flame cpu %s %s %s\n", cpu[0], cpu[1], cpu[2])
+	// The profile shown, as its download link gives it.
+	var proto string
+	if err := c.eval(`fetch(document.getElementById('flame-download').href)
+  .then(r => r.arrayBuffer()).then(b => {
+    let s = '';
+    for (const x of new Uint8Array(b)) s += String.fromCharCode(x);
+    return btoa(s);
+  })`, &proto); err != nil {
+		return err
+	}
+	raw, err := base64.StdEncoding.DecodeString(proto)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(protoFile, raw, 0o644); err != nil {
+		return err
+	}
+	var out []string
+	if err := c.eval(`(() => {
+  bcSet('flame-filter', 'tenant=initech');
+  const root = bcData('flame-canvas', 'rootValue');
+  bcSet('flame-search', 'decode_block', 'input');
+  return [root, bcData('flame-found', 'share') || '0', bcText('flame-found')];
+})()`, &out); err != nil {
+		return err
+	}
+	fmt.Printf("flame initech %s\nflame search %s %s\n", out[0], out[1], out[2])
+	// Hover over the frame above the root, then click it: it is zoomed.
+	if err := c.eval(`(() => {
+  const canvas = document.getElementById('flame-canvas');
+  const r = cpprofFlame.rects.find(r => r.depth === 1);
+  const box = canvas.getBoundingClientRect();
+  const at = {clientX: box.left + r.x + r.w / 2, clientY: box.top + r.y + 5, bubbles: true};
+  canvas.dispatchEvent(new MouseEvent('mousemove', at));
+  const hover = bcText('flame-detail');
+  canvas.dispatchEvent(new MouseEvent('click', at));
+  return [String(cpprofFlame.view.zoom === r.node && r.node > 0), hover];
+})()`, &out); err != nil {
+		return err
+	}
+	fmt.Printf("flame zoom %s %s\n", out[0], out[1])
+	if err := c.eval(`(() => {
+  bcSet('flame-search', '', 'input');
+  bcSet('flame-a', 'tenant=acme');
+  bcSet('flame-b', 'tenant=initech');
+  bcSet('flame-mode', 'diff');
+  const drawn = document.getElementById('flame-graph').hidden ? '0' : bcData('flame-canvas', 'drawn');
+  return [drawn, bcText('flame-message')];
+})()`, &out); err != nil {
+		return err
+	}
+	fmt.Printf("flame diff %s %s\n", out[0], out[1])
+	if err := c.eval(`(() => {
+  bcSet('flame-mode', 'top');
+  const rows = document.querySelectorAll('#flame-top-body tr');
+  return [String(rows.length), rows.length ? rows[0].cells[5].textContent : '-'];
+})()`, &out); err != nil {
+		return err
+	}
+	fmt.Printf("flame top %s %s\n", out[0], out[1])
+	// On screen for the screenshots: initech's graph, decode_block found.
+	return c.eval(`(() => {
+  bcSet('flame-mode', 'graph');
+  bcSet('flame-search', 'decode_block', 'input');
+  return true;
+})()`, &ok)
+}
+
+// bench shows PROFILE's flame graph `runs` times and prints the timings.
+func (c *cdp) bench(profile string, runs int) error {
+	var ok bool
+	if err := c.eval(flameHelpers, &ok); err != nil {
+		return err
+	}
+	for i := 0; i < runs; i++ {
+		var out []any
+		if err := c.eval(fmt.Sprintf(`bcShow(%q, 1).then(() => [
+  bcData('flame-canvas', 'responseMs'), bcData('flame-canvas', 'renderMs'),
+  bcData('flame-canvas', 'drawn'), cpprofFlame.prof.samples.length])`, profile), &out); err != nil {
+			return err
+		}
+		fmt.Printf("bench %s %v %v %v %v\n", profile, out[0], out[1], out[2], out[3])
+	}
+	return nil
+}
+
+func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benchProfile string, runs int) error {
 	profileDir, err := os.MkdirTemp("", "browsercheck")
 	if err != nil {
 		return err
@@ -229,6 +466,11 @@ func run(url, shots string, cpuSeconds int, insecure bool) error {
 	}
 	json.Unmarshal(res, &attached)
 	c.session = attached.SessionID
+	for _, domain := range []string{"Runtime.enable", "Log.enable"} {
+		if _, err := c.call(domain, nil); err != nil {
+			return err
+		}
+	}
 
 	if err := c.viewport(1400, 1000, false); err != nil {
 		return err
@@ -245,6 +487,9 @@ func run(url, shots string, cpuSeconds int, insecure bool) error {
 	}
 	for _, p := range profiles {
 		fmt.Printf("profile %s %s\n", p[0], p[1])
+	}
+	if benchProfile != "" {
+		return c.bench(benchProfile, runs)
 	}
 	var threads [][]string
 	if err := c.eval(waitFor(labelRows("census", 1), 10000), &threads); err != nil {
@@ -269,11 +514,19 @@ func run(url, shots string, cpuSeconds int, insecure bool) error {
 	for _, r := range cpu {
 		fmt.Printf("cpu %s %s %s\n", r[0], r[1], strings.TrimSuffix(r[2], "%"))
 	}
+	if protoFile != "" {
+		if err := c.flameChecks(cpuSeconds, protoFile, note); err != nil {
+			return err
+		}
+	}
 	if err := c.screenshot(filepath.Join(shots, "phone.png"), 390, true); err != nil {
 		return err
 	}
 	if err := c.screenshot(filepath.Join(shots, "wide.png"), 1400, false); err != nil {
 		return err
+	}
+	for _, e := range consoleErrors {
+		fmt.Printf("console %s\n", strings.ReplaceAll(e, "\n", " "))
 	}
 	c.session = ""
 	c.call("Browser.close", nil)
@@ -285,20 +538,28 @@ func main() {
 	shots := flag.String("shots", ".", "directory for phone.png and wide.png")
 	cpu := flag.Int("cpu", 2, "seconds of the CPU view")
 	insecure := flag.Bool("insecure", false, "accept any server certificate")
+	flame := flag.Bool("flame", false, "work the flame-graph views too")
+	protoFile := flag.String("proto", "", "with -flame: where to save the CPU profile shown")
+	note := flag.String("note", "", "with -flame: the demo's note label value")
+	benchProfile := flag.String("bench", "", "only time PROFILE's flame graph")
+	runs := flag.Int("runs", 3, "with -bench: how many times")
 	flag.Parse()
-	if *url == "" {
-		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure]")
+	if *url == "" || (*flame && *protoFile == "") {
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N]")
 		os.Exit(2)
 	}
 	done := make(chan error, 1)
-	go func() { done <- run(*url, *shots, *cpu, *insecure) }()
+	if !*flame {
+		*protoFile = ""
+	}
+	go func() { done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note, *benchProfile, *runs) }()
 	select {
 	case err := <-done:
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "browsercheck:", err)
 			os.Exit(1)
 		}
-	case <-time.After(time.Duration(*cpu+60) * time.Second):
+	case <-time.After(time.Duration(2**cpu+90) * time.Second):
 		fmt.Fprintln(os.Stderr, "browsercheck: no answer from the browser in time")
 		if browser != nil && browser.Process != nil {
 			browser.Process.Kill()
