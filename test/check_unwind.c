@@ -41,6 +41,15 @@ static uintptr_t walked[STACK_MAX_FRAMES];
 static size_t nwalked;
 static unsigned walked_flags;
 
+/* Installs `fn` as the SA_SIGINFO handler of `signo`. */
+static void handle_signal(int signo, void (*fn)(int, siginfo_t *, void *))
+{
+    struct sigaction sa = {0};
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(signo, &sa, NULL), 0);
+}
+
 /* ---- Signal frames ---------------------------------------------------- */
 
 static void on_usr1(int sig, siginfo_t *si, void *uc)
@@ -61,10 +70,7 @@ __attribute__((noinline)) static void raise_usr1(void)
 
 START_TEST(signal_frames_are_walked_through)
 {
-    struct sigaction sa = {0};
-    sa.sa_sigaction = on_usr1;
-    sa.sa_flags = SA_SIGINFO;
-    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    handle_signal(SIGUSR1, on_usr1);
     ck_assert_int_eq(unwind_refresh_maps(), 0);
     raise_usr1();
     ck_assert_msg(returns_into(walked, nwalked, raise_usr1),
@@ -102,10 +108,7 @@ __attribute__((noinline)) static void scribble_stack(void)
 
 START_TEST(snapshot_walks_like_the_handler_after_the_stack_moved_on)
 {
-    struct sigaction sa = {0};
-    sa.sa_sigaction = on_usr2;
-    sa.sa_flags = SA_SIGINFO;
-    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    handle_signal(SIGUSR2, on_usr2);
     ck_assert_int_eq(unwind_refresh_maps(), 0);
     raise_usr2();
     scribble_stack();
@@ -135,10 +138,7 @@ static void on_usr2_on_fiber(void)
 
 START_TEST(snapshot_copy_stops_at_an_unmapped_page)
 {
-    struct sigaction sa = {0};
-    sa.sa_sigaction = on_usr2;
-    sa.sa_flags = SA_SIGINFO;
-    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    handle_signal(SIGUSR2, on_usr2);
     long page = sysconf(_SC_PAGESIZE);
     uint8_t *m = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
