@@ -8,10 +8,13 @@
  * either, so it is walked from outside too: /proc/self/task/TID/syscall
  * gives its user SP and PC ("NR args SP PC", or "-1 SP PC" when it is
  * blocked outside a call), unwind_blocked_thread walks from there through
- * the fault-proof path (the stack is another thread's), and the file is
- * read again (pread, same open) afterwards: only the same call with the
- * same arguments, SP and PC proves the stack held still; otherwise the
- * walk is discarded and tried again (WALK_TRIES).  Signalling such a
+ * the fault-proof path (the stack is another thread's), and the thread's
+ * CPU-time clock, read before the file and again after the walk, proves
+ * the stack held still: the clock advances whenever the thread runs, and
+ * only then.  A thread whose clock moved is walked again (WALK_TRIES).
+ * (The clock is one cheap system call and tells more than reading the
+ * file again would: a loop re-entering the same call with the same
+ * registers from other callers changes the file not at all.)  Signalling such a
  * thread instead, as this file once did, cut nanosleep, poll, epoll_wait,
  * select and sigtimedwait short with EINTR: the kernel never restarts
  * them.  A thread in vfork is the exception: its child runs on its stack,
@@ -36,7 +39,24 @@
  * of status's size; status only for the running threads, for SigBlk), the
  * kernel wait channel from .../wchan, and the label set from the thread
  * registry.  Every file is opened relative to /proc/self/task, kept open
- * for the census.  A running thread that blocks the signal, a stopped
+ * for the census.
+ *
+ * Opening those files is most of a census's cost (about 7 us an open on
+ * a small VM; three per blocked thread), and most threads of a large
+ * process sit in the same call from one census to the next.  A thread
+ * whose state, wait channel and stack were all read while its CPU clock
+ * stood still, and whose clock still reads the same at the next census,
+ * has not run since: its state, wait channel and stack are what they
+ * were, so that census takes them from the last one (the "still" threads,
+ * kept under census_mu) for one clock_gettime instead of three opens and
+ * a walk.  The name is the exception, as another thread may rename it:
+ * pthread_setname_np is interposed to count renames of other threads
+ * (census_renames), and after one the next census reads everything
+ * afresh.  What this cannot see: a comm file written directly (by another
+ * process, or by the program without pthread_setname_np) shows once the
+ * thread runs again; and a tid reused by a new thread whose CPU clock
+ * reads the same nanosecond as its predecessor's.  A census after fork()
+ * starts afresh.  A running thread that blocks the signal, a stopped
  * thread and a zombie leader are not signalled; a signalled thread that
  * does not answer within "census_timeout_ms" is given up on.  Either way
  * it stays in the census with a reason instead of a stack.  A thread that
@@ -71,6 +91,7 @@
 #include "unwind.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -309,16 +330,130 @@ static void read_wchan(const struct task_dir *td, census_thread *t)
     copy_field(t->wchan, sizeof t->wchan, buf, strcspn(buf, "\n"));
 }
 
-/* Orders census_thread and struct tid_labels, whose first member is tid. */
+/* Orders census_thread, struct tid_labels and struct still_thread, whose
+ * first member is tid. */
 static int by_tid(const void *a, const void *b)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return (x > y) - (x < y);
 }
 
+/* ---- Still threads: unchanged since the last census --------------------- */
+
+/* A thread the last census read while its CPU clock stood still. */
+struct still_thread {
+    pid_t tid;
+    char state;
+    unsigned depth, flags;
+    int64_t cpu_ns;
+    const uintptr_t *pcs; /* into still.pcs */
+    char name[16];
+    char wchan[64];
+};
+
+/* Under census_mu. */
+static struct {
+    struct still_thread *v; /* sorted by tid */
+    size_t n;
+    uintptr_t *pcs;
+    unsigned long renames; /* census_renames when they were kept */
+} still;
+
+/* Renames of one thread by another, which its CPU clock does not see. */
+static atomic_ulong census_renames;
+
+typedef int (*setname_fn)(pthread_t, const char *);
+
+/* Interposed on glibc's, found on first use, to count renames. */
+__attribute__((visibility("default"))) int
+pthread_setname_np(pthread_t thread, const char *name)
+{
+    static setname_fn glibc_setname;
+    setname_fn real = __atomic_load_n(&glibc_setname, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (setname_fn)dlsym(RTLD_NEXT, "pthread_setname_np");
+        if (!real)
+            return ENOSYS;
+        __atomic_store_n(&glibc_setname, real, __ATOMIC_RELEASE);
+    }
+    int rc = real(thread, name);
+    /* After the write: a census that missed the count read no new name. */
+    if (!pthread_equal(thread, pthread_self()))
+        atomic_fetch_add(&census_renames, 1);
+    return rc;
+}
+
+static void forget_still(void)
+{
+    free(still.v);
+    free(still.pcs);
+    still.v = NULL;
+    still.pcs = NULL;
+    still.n = 0;
+}
+
+/* Fills t from the last census when the thread has not run since.  t->tid
+ * and t->cpu_ns are set. */
+static bool reuse_still(census_thread *t)
+{
+    if (still.n == 0)
+        return false;
+    const struct still_thread *e =
+        bsearch(&t->tid, still.v, still.n, sizeof *still.v, by_tid);
+    if (!e || e->cpu_ns != t->cpu_ns)
+        return false;
+    memcpy(t->name, e->name, sizeof t->name);
+    memcpy(t->wchan, e->wchan, sizeof t->wchan);
+    set_state(t, e->state);
+    t->depth = e->depth;
+    t->flags = e->flags;
+    memcpy(t->pcs, e->pcs, e->depth * sizeof *e->pcs);
+    t->still = true;
+    return true;
+}
+
+/* Keeps this census's still threads (c is sorted by tid) for the next one.
+ * Out of memory, it keeps none: the next census reads everything. */
+static void keep_still(const census *c, unsigned long renames)
+{
+    forget_still();
+    size_t n = 0, frames = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->threads[i].still) {
+            n++;
+            frames += c->threads[i].depth;
+        }
+    if (n == 0)
+        return;
+    still.v = malloc(n * sizeof *still.v);
+    still.pcs = malloc((frames ? frames : 1) * sizeof *still.pcs);
+    if (!still.v || !still.pcs) {
+        forget_still();
+        return;
+    }
+    uintptr_t *pcs = still.pcs;
+    for (size_t i = 0; i < c->n; i++) {
+        const census_thread *t = &c->threads[i];
+        if (!t->still)
+            continue;
+        struct still_thread *e = &still.v[still.n++];
+        *e = (struct still_thread){.tid = t->tid, .state = t->state,
+                                   .depth = t->depth, .flags = t->flags,
+                                   .cpu_ns = t->cpu_ns, .pcs = pcs};
+        memcpy(e->name, t->name, sizeof e->name);
+        memcpy(e->wchan, t->wchan, sizeof e->wchan);
+        memcpy(pcs, t->pcs, t->depth * sizeof *pcs);
+        pcs += t->depth;
+    }
+    still.renames = renames;
+}
+
 /* Fills out->threads from /proc/self/task: one entry per thread that was
- * still there when its stat file was read. */
-static int list_threads(const struct task_dir *td, census *out)
+ * still there when its CPU clock was read; a thread that has not run since
+ * the last census comes whole from it (may_reuse), the others with what
+ * their stat and wchan files say. */
+static int list_threads(const struct task_dir *td, census *out,
+                        bool may_reuse)
 {
     size_t cap = 64;
     out->n = 0;
@@ -342,9 +477,15 @@ static int list_threads(const struct task_dir *td, census *out)
         census_thread *t = &out->threads[out->n];
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tid;
-        if (read_stat(td, t) != 0)
+        /* Before the files: the walk proves they held still since. */
+        t->cpu_ns = tid_cpu_ns(tid);
+        if (t->cpu_ns < 0)
             continue; /* exited since readdir */
-        read_wchan(td, t);
+        if (!(may_reuse && reuse_still(t))) {
+            if (read_stat(td, t) != 0)
+                continue;
+            read_wchan(td, t);
+        }
         out->n++;
     }
     qsort(out->threads, out->n, sizeof *out->threads, by_tid);
@@ -414,7 +555,7 @@ static int attach_labels(census *c)
 
 /* A blocked thread's place, from /proc/self/task/TID/syscall: "NR arg1 ..
  * arg6 SP PC" in a system call, "-1 SP PC" blocked outside one (a page
- * fault), "running" otherwise.  The whole text is kept to compare. */
+ * fault), "running" otherwise. */
 struct blocked_at {
     char text[160];
     long nr;
@@ -424,8 +565,7 @@ struct blocked_at {
 enum { BLOCKED = 1, NOT_BLOCKED = 0 };
 
 /* Reads the thread's syscall file, open on `fd`: pread from 0 makes the
- * kernel write it afresh, so one open serves the read before the walk and
- * the re-check after it.  Returns BLOCKED (with *at filled), NOT_BLOCKED
+ * kernel write it afresh, so one open serves every try.  Returns BLOCKED (with *at filled), NOT_BLOCKED
  * when the thread runs, or -errno (-ESRCH: gone). */
 static int read_blocked_at(int fd, struct blocked_at *at)
 {
@@ -462,15 +602,13 @@ static int read_blocked_at(int fd, struct blocked_at *at)
 
 /* Walks a thread that is blocked in the kernel without stopping it: the
  * thread does not run, so the stack above its SP holds still while the
- * walker reads it (through the fault-proof path).  It is only known to
- * have held still if the thread is in the same call with the same
- * arguments at the same SP and PC afterwards; otherwise the walk is
- * discarded and tried again.  A thread that left the call for another
- * with identical registers and a different stack above them (a loop
- * re-entering the same call from the same frame, with other callers)
- * is the one case the re-check cannot see.  Returns BLOCKED (stack in
- * t), NOT_BLOCKED (it runs now: signal it), -EAGAIN (it kept changing),
- * -ENOENT/-ESRCH (gone). */
+ * walker reads it (through the fault-proof path).  Its CPU clock, read
+ * before the syscall file and after the walk, proves that it did not run
+ * meanwhile; otherwise the walk is discarded and tried again.  When the
+ * clock also reads what it did before the thread's stat and wchan files
+ * were read (t->cpu_ns), all of it is one still moment: t->still.
+ * Returns BLOCKED (stack in t), NOT_BLOCKED (it runs now: signal it),
+ * -EAGAIN (it kept running), -ENOENT/-ESRCH (gone). */
 static int walk_blocked(const struct task_dir *td, census_thread *t)
 {
     char path[24];
@@ -480,23 +618,26 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
         return -errno;
     int rc = -EAGAIN;
     for (int try = 0; try < WALK_TRIES && rc == -EAGAIN; try++) {
-        struct blocked_at before, after;
-        rc = read_blocked_at(fd, &before);
+        int64_t cpu_before = tid_cpu_ns(t->tid);
+        struct blocked_at at;
+        rc = cpu_before < 0 ? -ESRCH : read_blocked_at(fd, &at);
         if (rc != BLOCKED)
             break;
         /* In vfork the child runs on this thread's stack: it cannot be
          * read, and a signal waits for the child's exec or exit. */
-        if (before.nr == SYS_vfork) {
+        if (at.nr == SYS_vfork) {
             strcpy(t->missing, "in vfork: the child has its stack");
             break;
         }
-        t->depth = unwind_blocked_thread(before.pc, before.sp, t->pcs,
+        t->depth = unwind_blocked_thread(at.pc, at.sp, t->pcs,
                                          STACK_MAX_FRAMES, &t->flags);
-        rc = read_blocked_at(fd, &after);
-        if (rc == BLOCKED && strcmp(before.text, after.text) != 0)
+        int64_t cpu_after = tid_cpu_ns(t->tid);
+        if (cpu_after < 0)
+            rc = -ESRCH;
+        else if (cpu_after != cpu_before)
             rc = -EAGAIN;
-        else if (rc == -EPROTO || rc == NOT_BLOCKED)
-            rc = -EAGAIN;
+        else
+            t->still = cpu_before == t->cpu_ns;
     }
     close(fd);
     if (rc != BLOCKED)
@@ -724,7 +865,7 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
     atomic_store(&published, r);
     unsigned held = 0;
     for (uint32_t i = 0; i < r->n; i++)
-        if (!c->threads[i].missing[0])
+        if (!c->threads[i].missing[0] && !c->threads[i].still)
             take_stack(td, c, r, i, signo, &held, deadline);
     wait_answers(r, deadline);
     abandon_pending(r);
@@ -754,7 +895,8 @@ static int take_locked(census *out)
     td.fd = dirfd(td.dir);
     /* Without a fresh table the walk stops at each thread's leaf. */
     unwind_refresh_maps();
-    rc = list_threads(&td, out);
+    unsigned long renames = atomic_load(&census_renames);
+    rc = list_threads(&td, out, renames == still.renames);
     if (rc == 0)
         rc = attach_labels(out);
     if (rc == 0)
@@ -762,13 +904,21 @@ static int take_locked(census *out)
     closedir(td.dir);
     if (rc)
         census_release(out);
+    else
+        keep_still(out, renames);
     return rc;
 }
 
 /* fork(): census_mu is held across it, so no round is in flight and the
- * child can take censuses. */
+ * child can take censuses, afresh: its threads are not the parent's
+ * (keep_still frees the parent's later). */
 static void census_lock(void) { pthread_mutex_lock(&census_mu); }
 static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
+static void census_child(void)
+{
+    still.n = 0;
+    pthread_mutex_unlock(&census_mu);
+}
 
 int census_take(census *out)
 {
@@ -776,7 +926,7 @@ int census_take(census *out)
         return -EINVAL;
     *out = (census){0};
     static const atfork_handlers on_fork = {census_lock, census_unlock,
-                                            census_unlock};
+                                            census_child};
     atfork_add(ATFORK_CENSUS, &on_fork);
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);

@@ -10,6 +10,7 @@
 #include "cpprof.h"
 #include "stacktab.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -34,6 +35,11 @@ typedef struct {
      * "signal blocked", "thread stopped", "no answer within 100 ms". */
     char missing[CENSUS_MISSING_MAX];
     unsigned depth, flags; /* flags: STACK_* of stacktab.h */
+    /* census.c's bookkeeping: the thread's CPU clock when its state was
+     * read, and whether state, wait channel and stack were all read while
+     * that clock stood still (then the next census may reuse them). */
+    int64_t cpu_ns;
+    bool still;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
 

@@ -105,13 +105,6 @@
 #define SNAPSHOTS 8          /* put-off walks in flight; 128 KiB mapped */
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
 
-/* Linux names the CPU-time clock of thread `tid` (include/linux/posix-timers.h:
- * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
-static clockid_t thread_cpu_clock(pid_t tid)
-{
-    return (clockid_t)((~(unsigned)tid << 3) | 6);
-}
-
 struct slot {
     atomic_size_t seq; /* == position: free; position + 1: filled */
     unsigned depth, flags;
@@ -444,20 +437,11 @@ static bool blocks_signal(pid_t tid, int signo)
     return line && (strtoull(line + 8, NULL, 16) >> (signo - 1)) & 1;
 }
 
-/* A thread's CPU time, or -1 once it has exited. */
-static int64_t thread_cpu_ns(pid_t tid)
-{
-    struct timespec t;
-    if (clock_gettime(thread_cpu_clock(tid), &t) != 0)
-        return -1;
-    return t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
-}
-
 /* Moves the CPU an untimed thread used since its mark into its reason's
  * total. */
 static void charge_unsampled(struct session *s, struct thread_timer *t)
 {
-    int64_t now = t->why >= 0 ? thread_cpu_ns(t->tid) : -1;
+    int64_t now = t->why >= 0 ? tid_cpu_ns(t->tid) : -1;
     if (now < 0)
         return;
     s->unsampled[t->why].cpu_ns += now - t->cpu_mark;
@@ -470,7 +454,7 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
     if (t->why == TIMED)
         thread_timer_delete(t);
     if (t->why == TIMED || t->why == NEW)
-        t->cpu_mark = thread_cpu_ns(t->tid);
+        t->cpu_mark = tid_cpu_ns(t->tid);
     charge_unsampled(s, t);
     t->why = why;
     if (!(t->counted & (1u << why))) {
@@ -505,7 +489,7 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         t->timer = timer;
         t->suspect = blocked;
         if (blocked)
-            t->cpu_mark = thread_cpu_ns(t->tid);
+            t->cpu_mark = tid_cpu_ns(t->tid);
     } else if (rc == -EAGAIN) {
         make_untimed(s, t, SAMPLER_OVER_BUDGET);
     } else {
