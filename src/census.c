@@ -24,7 +24,8 @@
  * cannot be read from outside (its stack moves), so it walks its own: the
  * collector sends it a real-time signal (the "census_signal" setting)
  * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  Its status file is read just before the signal
+ * interrupted context.  (The thread taking the census walks its own stack
+ * in place, without a signal.)  Its status file is read just before the signal
  * (state and blocked-signal mask), so a thread that has blocked since is
  * walked from outside after all.  What the signal can still interrupt: a
  * call the thread enters between that read and the signal's arrival
@@ -84,6 +85,7 @@
 #define _GNU_SOURCE
 #include "census.h"
 #include "atfork.h"
+#include "collect.h"
 #include "config.h"
 #include "sigbudget.h"
 #include "labels.h"
@@ -292,6 +294,14 @@ static int read_stat(const struct task_dir *td, census_thread *t)
     copy_field(t->name, sizeof t->name, open_paren + 1,
                (size_t)(close_paren - open_paren - 1));
     set_state(t, close_paren[2]);
+    /* starttime is the 22nd field, the state the 3rd. */
+    const char *field = close_paren + 2;
+    for (int k = 3; k < 22 && field; k++) {
+        field = strchr(field, ' ');
+        if (field)
+            field++;
+    }
+    t->start_ticks = field ? strtoull(field, NULL, 10) : 0;
     return 0;
 }
 
@@ -344,6 +354,7 @@ static int by_tid(const void *a, const void *b)
 struct still_thread {
     pid_t tid;
     char state;
+    unsigned long long start_ticks;
     unsigned depth, flags;
     int64_t cpu_ns;
     const uintptr_t *pcs; /* into still.pcs */
@@ -405,6 +416,7 @@ static bool reuse_still(census_thread *t)
     memcpy(t->name, e->name, sizeof t->name);
     memcpy(t->wchan, e->wchan, sizeof t->wchan);
     set_state(t, e->state);
+    t->start_ticks = e->start_ticks;
     t->depth = e->depth;
     t->flags = e->flags;
     memcpy(t->pcs, e->pcs, e->depth * sizeof *e->pcs);
@@ -438,6 +450,7 @@ static void keep_still(const census *c, unsigned long renames)
             continue;
         struct still_thread *e = &still.v[still.n++];
         *e = (struct still_thread){.tid = t->tid, .state = t->state,
+                                   .start_ticks = t->start_ticks,
                                    .depth = t->depth, .flags = t->flags,
                                    .cpu_ns = t->cpu_ns, .pcs = pcs};
         memcpy(e->name, t->name, sizeof e->name);
@@ -448,12 +461,20 @@ static void keep_still(const census *c, unsigned long renames)
     still.renames = renames;
 }
 
-/* Fills out->threads from /proc/self/task: one entry per thread that was
- * still there when its CPU clock was read; a thread that has not run since
- * the last census comes whole from it (may_reuse), the others with what
- * their stat and wchan files say. */
+/* What list_threads reads of each thread. */
+enum listing {
+    LIST_TIDS,        /* nothing: the tid alone */
+    LIST_DETAILS,     /* name, state, wait channel */
+    LIST_REUSE_STILL, /* those, or everything from the last census */
+};
+
+/* Fills out->threads from /proc/self/task: with LIST_DETAILS, one entry
+ * per thread that was still there when its CPU clock was read; a thread
+ * that has not run since the last census comes whole from it
+ * (LIST_REUSE_STILL), the others with what their stat and wchan files
+ * say. */
 static int list_threads(const struct task_dir *td, census *out,
-                        bool may_reuse)
+                        enum listing what)
 {
     size_t cap = 64;
     out->n = 0;
@@ -477,11 +498,15 @@ static int list_threads(const struct task_dir *td, census *out,
         census_thread *t = &out->threads[out->n];
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tid;
+        if (what == LIST_TIDS) {
+            out->n++;
+            continue;
+        }
         /* Before the files: the walk proves they held still since. */
         t->cpu_ns = tid_cpu_ns(tid);
         if (t->cpu_ns < 0)
             continue; /* exited since readdir */
-        if (!(may_reuse && reuse_still(t))) {
+        if (!(what == LIST_REUSE_STILL && reuse_still(t))) {
             if (read_stat(td, t) != 0)
                 continue;
             read_wchan(td, t);
@@ -645,7 +670,83 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     return rc;
 }
 
+/* ---- The unwinder's table: refreshed for the threads signalled ---------- */
+
+/* A signalled thread's handler reads its stack directly only inside the
+ * stack block the unwinder's table gives it (unwind.c, "Reads that cannot
+ * fault"), so a thread is signalled only after a refresh that saw its
+ * block.  Reading /proc/self/maps for that was a third of a census of the
+ * demo, and a census meets the same running threads each time: the
+ * threads listed before the census's last refresh (tid and start time, so
+ * that a reused tid is not taken for one of them) are kept, and a census
+ * refreshes only before signalling another thread, or when that refresh
+ * is TABLE_MAX_AGE_NS old.  A census that signals nobody has tables built
+ * for objects the loader added (unwind_refresh_if_loaded), all a walk from
+ * outside needs. */
+#define TABLE_MAX_AGE_NS 10000000000LL
+
+struct known_thread {
+    pid_t tid;
+    unsigned long long start_ticks;
+};
+
+/* Under census_mu. */
+static struct {
+    struct known_thread *v; /* sorted by tid */
+    size_t n;
+    int64_t refreshed_ns; /* the last census refresh, 0: none yet */
+} mapped;
+
+static int64_t now_ns(void);
+
+/* Whether the table has t's stack block: t was listed before the last
+ * census refresh. */
+static bool table_knows(const census_thread *t)
+{
+    if (mapped.n == 0 || now_ns() - mapped.refreshed_ns > TABLE_MAX_AGE_NS)
+        return false;
+    const struct known_thread *k =
+        bsearch(&t->tid, mapped.v, mapped.n, sizeof *mapped.v, by_tid);
+    return k && k->start_ticks == t->start_ticks;
+}
+
+/* Refreshes the table before t is signalled, unless it knows t's block or
+ * this census refreshed it already (*refreshed). */
+static void refresh_for(const census_thread *t, bool *refreshed)
+{
+    if (*refreshed || table_knows(t))
+        return;
+    unwind_refresh_maps();
+    mapped.refreshed_ns = now_ns();
+    *refreshed = true;
+}
+
+/* After a census that refreshed: every thread it listed was listed before
+ * that refresh (c is sorted by tid).  Out of memory, none is kept. */
+static void remember_mapped(const census *c)
+{
+    free(mapped.v);
+    mapped.n = 0;
+    mapped.v = malloc((c->n ? c->n : 1) * sizeof *mapped.v);
+    if (!mapped.v)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        mapped.v[mapped.n++] = (struct known_thread){
+            c->threads[i].tid, c->threads[i].start_ticks};
+}
+
 /* ---- Running threads: signalled, and walk their own stacks -------------- */
+
+/* The thread taking the census runs too, in the census: it walks its own
+ * stack from here (return addresses only), without a signal. */
+static __attribute__((noinline)) void walk_self(census_thread *t)
+{
+    int busy = collect_busy;
+    collect_busy = 1;
+    t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags);
+    collect_busy = busy;
+    COLLECT_NO_TAIL_CALL();
+}
 
 static int send_census_signal(pid_t tid, int signo, uint32_t gen,
                               uint32_t index)
@@ -703,9 +804,13 @@ static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
  * (bench/census "mixed" measures the rate). */
 static void take_stack(const struct task_dir *td, census *c, struct round *r,
                        uint32_t i, int signo, unsigned *held,
-                       int64_t deadline)
+                       int64_t deadline, bool *refreshed)
 {
     census_thread *t = &c->threads[i];
+    if (t->tid == gettid()) {
+        walk_self(t);
+        return;
+    }
     for (int try = 0; try < WALK_TRIES && !t->missing[0]; try++) {
         if (t->state != 'R') {
             int rc = walk_blocked(td, t);
@@ -720,6 +825,7 @@ static void take_stack(const struct task_dir *td, census *c, struct round *r,
                 return;
             }
         }
+        refresh_for(t, refreshed);
         if (recheck_before_signal(td, t, signo) != 0) {
             t->tid = 0;
             return;
@@ -864,9 +970,10 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
     int64_t deadline = now_ns() + timeout_ms * 1000000;
     atomic_store(&published, r);
     unsigned held = 0;
+    bool refreshed = false;
     for (uint32_t i = 0; i < r->n; i++)
         if (!c->threads[i].missing[0] && !c->threads[i].still)
-            take_stack(td, c, r, i, signo, &held, deadline);
+            take_stack(td, c, r, i, signo, &held, deadline, &refreshed);
     wait_answers(r, deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
@@ -879,6 +986,8 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
         free(r);
     /* else a handler is still inside r: leak it rather than free it. */
     drop_gone(c);
+    if (refreshed)
+        remember_mapped(c);
     return 0;
 }
 
@@ -893,10 +1002,12 @@ static int take_locked(census *out)
     if (!td.dir)
         return -errno;
     td.fd = dirfd(td.dir);
-    /* Without a fresh table the walk stops at each thread's leaf. */
-    unwind_refresh_maps();
+    /* Without a table for an object the walk stops there. */
+    unwind_refresh_if_loaded();
     unsigned long renames = atomic_load(&census_renames);
-    rc = list_threads(&td, out, renames == still.renames);
+    rc = list_threads(&td, out,
+                      renames == still.renames ? LIST_REUSE_STILL
+                                               : LIST_DETAILS);
     if (rc == 0)
         rc = attach_labels(out);
     if (rc == 0)
@@ -917,6 +1028,7 @@ static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
 static void census_child(void)
 {
     still.n = 0;
+    mapped.n = 0;
     pthread_mutex_unlock(&census_mu);
 }
 
@@ -931,6 +1043,24 @@ int census_take(census *out)
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);
     pthread_mutex_unlock(&census_mu);
+    return rc;
+}
+
+int census_take_labels(census *out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = (census){0};
+    struct task_dir td = {.dir = opendir("/proc/self/task")};
+    if (!td.dir)
+        return -errno;
+    td.fd = dirfd(td.dir);
+    int rc = list_threads(&td, out, LIST_TIDS);
+    closedir(td.dir);
+    if (rc == 0)
+        rc = attach_labels(out);
+    if (rc)
+        census_release(out);
     return rc;
 }
 
