@@ -161,6 +161,7 @@ struct session {
     sampler_unsampled unsampled[SAMPLER_NREASONS];
 
     pthread_t collector;
+    atomic_int collector_tid; /* 0 until the collector runs */
     /* The collector sleeps on `nudge` (a futex word) between ticks; stop
      * and a handler that met code without a table (a dlopen since the
      * last refresh) bump it and wake it.  `tables_wanted` keeps that to
@@ -184,6 +185,9 @@ static atomic_int announced[ANNOUNCE_SLOTS];
 static atomic_bool announce_overflow;
 static atomic_uint sessions;
 static atomic_size_t ring_slots_fixed;
+/* CPU time of the collectors of finished sessions; under sampler_mu (a
+ * collector adds its own as it ends, which is inside sampler_stop). */
+static int64_t retired_collector_ns;
 
 int64_t sampler_period_ns(long hz)
 {
@@ -788,6 +792,7 @@ static void sleep_until_nudged(struct session *s, int64_t deadline)
 static void *collector_main(void *arg)
 {
     struct session *s = arg;
+    atomic_store(&s->collector_tid, gettid());
     pthread_setname_np(pthread_self(), "cpprof-sampler");
     thread_label_internal("sampler"); /* unlabelled if out of memory */
     int64_t next_tick = monotonic_ns() + TICK_NS;
@@ -812,7 +817,22 @@ static void *collector_main(void *arg)
         tend_threads(s);
         next_tick = monotonic_ns() + TICK_NS;
     }
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    retired_collector_ns += cpu.tv_sec * NSEC_PER_SEC + cpu.tv_nsec;
     return NULL;
+}
+
+int64_t sampler_collector_cpu_ns(void)
+{
+    pthread_mutex_lock(&sampler_mu);
+    int64_t ns = retired_collector_ns;
+    pid_t tid = running ? atomic_load(&running->collector_tid) : 0;
+    int64_t now = tid ? tid_cpu_ns(tid) : -1;
+    if (now > 0)
+        ns += now;
+    pthread_mutex_unlock(&sampler_mu);
+    return ns;
 }
 
 void sampler_set_ring_slots(size_t slots)
@@ -959,6 +979,7 @@ static void sampler_atfork_child(void)
     if (s && handler_is_ours(s->signo))
         sigaction(s->signo, &s->previous, NULL);
     running = NULL;
+    retired_collector_ns = 0; /* the parent's */
     atomic_store(&active, NULL);
     atomic_store(&in_handler, 0);
     pthread_mutex_unlock(&sampler_mu);

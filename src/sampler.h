@@ -37,6 +37,10 @@ void sampler_thread_started(void);
  * is woken to check the handler now.  A no-op otherwise. */
 void sampler_signal_claimed(int signo);
 
+/* CPU time the collector threads of every profile so far have used,
+ * including the running one's (the index page). */
+int64_t sampler_collector_cpu_ns(void);
+
 /* Fixes the number of buffer slots of later sessions (rounded up to a
  * power of two);
  * 0, the default, sizes the buffer for a quarter second of every CPU at
