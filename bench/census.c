@@ -7,10 +7,10 @@
  * the wall time of the first census of those threads, then the fastest
  * and median wall time of ROUNDS censuses, the median CPU time of the
  * whole process per census (the collector's /proc reads and walks, plus
- * the handlers of signalled threads), and how many threads had a stack in
- * the last one:
+ * the handlers of signalled threads) and the first census's, and how many
+ * threads had a stack in the last one:
  *
- *   parked 1000 census_ms first 30.2 min 2.9 median 3.5 cpu_ms 3.5 stacks 1001/1001
+ *   parked 1000 census_ms first 30.2 min 2.9 median 3.5 cpu_ms 3.5 first_cpu_ms 29.8 stacks 1001/1001
  *
  * The first census reads every thread's files; the next ones take a
  * thread that has not run since (its CPU clock unchanged) from the last
@@ -119,7 +119,7 @@ static int by_value(const void *a, const void *b)
 static int measure(const char *what, size_t nthreads, bool show_cpu,
                    int rounds)
 {
-    double ms[ROUNDS], cpu[ROUNDS], first = 0;
+    double ms[ROUNDS], cpu[ROUNDS], first = 0, first_cpu = 0;
     size_t stacks = 0, total = 0;
     for (int r = 0; r < rounds; r++) {
         census c;
@@ -127,9 +127,11 @@ static int measure(const char *what, size_t nthreads, bool show_cpu,
         double cpu_start = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         int rc = census_take(&c);
         ms[r] = clock_ms(CLOCK_MONOTONIC) - start;
-        if (r == 0)
-            first = ms[0];
         cpu[r] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+        if (r == 0) {
+            first = ms[0];
+            first_cpu = cpu[0];
+        }
         if (rc) {
             fprintf(stderr, "census: %s\n", cpprof_strerror(rc));
             return 1;
@@ -147,7 +149,7 @@ static int measure(const char *what, size_t nthreads, bool show_cpu,
     /* Busy threads burn the CPU the process figure counts: there it would
      * say nothing about the census. */
     if (show_cpu)
-        printf(" cpu_ms %.1f", cpu[rounds / 2]);
+        printf(" cpu_ms %.1f first_cpu_ms %.1f", cpu[rounds / 2], first_cpu);
     printf(" stacks %zu/%zu\n", stacks, total);
     return 0;
 }
