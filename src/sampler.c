@@ -96,6 +96,7 @@
 #define NSEC_PER_SEC 1000000000LL
 #define TICK_NS 100000000LL /* collector: drain and tend, 10 a second */
 #define SCAN_NS 1000000000LL /* /proc/self/task listed this often */
+#define MAPS_MAX_AGE_NS 10000000000LL /* mappings re-read at least this often */
 #define SCAN_AFTER 64       /* ...or after this many threads announced */
 #define ANNOUNCE_SLOTS 256  /* announced tids not yet taken by the collector */
 #define CHARGE_NS 100000000LL /* untimed threads' CPU read this often */
@@ -155,6 +156,7 @@ struct session {
     int64_t charged_ns;
     int64_t masks_checked_ns;
     int64_t scanned_ns;
+    int64_t maps_read_ns;
     unsigned announced_since_scan;
     bool taken;   /* the program installed its own handler meanwhile */
     int refused;  /* timer_create's error other than a gone thread */
@@ -527,9 +529,10 @@ static void recheck_suspect(struct session *s, struct thread_timer *t)
 
 /* Refreshes the unwinder's table of mappings (its failure only costs
  * stacks: the walker keeps the older table or records bare PCs). */
-static void refresh_maps(void)
+static void refresh_maps(struct session *s)
 {
     unwind_refresh_maps();
+    s->maps_read_ns = monotonic_ns();
 }
 
 /* Whether the thread ran since its signal mask was last read: only the
@@ -601,7 +604,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
                 thread_timer_delete(old);
         }
         if (!refreshed) {
-            refresh_maps();
+            refresh_maps(s);
             refreshed = true;
         }
         next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
@@ -615,18 +618,23 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
 }
 
 /* Lists /proc/self/task: new threads get timers, exited ones lose theirs.
- * The mappings are re-read with it: besides new threads' stacks and
+ * The mappings are re-read after the listing when it found a new thread
+ * (merge_threads, before its timer: its stack block is mapped by then),
+ * and at least every MAPS_MAX_AGE_NS: besides new threads' stacks and
  * objects the loader added (both re-read as they come), only mappings
  * made otherwise (a fiber's stack, code outside any object) change them,
- * and the walker reads those with process_vm_readv meanwhile. */
+ * and the walker reads those with process_vm_readv meanwhile.  Reading
+ * them every second was half of the collector's CPU on the demo (perf). */
 static int scan_threads(struct session *s)
 {
     pid_t *tids = NULL;
     size_t n = 0;
-    refresh_maps();
     int rc = list_threads(&tids, &n);
+    bool stale = monotonic_ns() - s->maps_read_ns >= MAPS_MAX_AGE_NS;
+    if (rc == 0 && stale)
+        refresh_maps(s);
     if (rc == 0)
-        rc = merge_threads(s, tids, n, true, true);
+        rc = merge_threads(s, tids, n, true, stale);
     free(tids);
     s->scanned_ns = monotonic_ns();
     s->announced_since_scan = 0;
