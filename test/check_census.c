@@ -9,7 +9,8 @@
  * cannot be signalled for want of queued-signal room is named with its
  * whole reason, and a blocked one still read; a thread that has not run
  * since the last census is taken from it, but one that moved to another
- * call, or that another thread renamed, shows its new place and name.
+ * call, or that another thread renamed, shows its new place and name; the
+ * labels-only census counts the same threads and sets.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -293,6 +294,14 @@ START_TEST(parked_threads_with_labels_and_stacks)
         }
     }
     ck_assert(saw_self);
+    census_release(&c);
+    /* The labels-only census: the same threads and sets, nothing else. */
+    ck_assert_int_eq(census_take_labels(&c), 0);
+    ck_assert_uint_eq(c.n, 6);
+    ck_assert_uint_eq(count_with(&c, acme, ""), 3);
+    ck_assert_uint_eq(count_with(&c, globex, ""), 2);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_uint_eq(c.threads[i].depth, 0);
     census_release(&c);
     release_threads(&pa, ta, 3);
     release_threads(&pg, tg, 2);
