@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,11 +141,14 @@ struct mover {
     pid_t tid;
 };
 
+/* Each waits in read(2) through syscall(), which no sanitizer intercepts
+ * (ASan's read interceptor is a frame a walk from outside cannot cross
+ * without the frame pointer: chains.sh). */
 static __attribute__((noinline)) void wait_first(struct mover *m)
 {
     char c;
     atomic_store(&m->stage, 1);
-    ck_assert_int_eq(read(m->first[0], &c, 1), 1);
+    ck_assert_int_eq(syscall(SYS_read, m->first[0], &c, 1), 1);
     __asm__ volatile("" ::: "memory"); /* a return address inside */
 }
 
@@ -152,7 +156,7 @@ static __attribute__((noinline)) void wait_second(struct mover *m)
 {
     char c;
     atomic_store(&m->stage, 2);
-    ck_assert_int_eq(read(m->second[0], &c, 1), 0);
+    ck_assert_int_eq(syscall(SYS_read, m->second[0], &c, 1), 0);
     __asm__ volatile("" ::: "memory");
 }
 
