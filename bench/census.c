@@ -4,12 +4,19 @@
  * (walked from outside: the goal is at most 10 ms at 1,000) and with 1,000
  * busy threads at nice 19 (signalled: each walks its own stack, when it
  * gets the CPU; an answer later than census_timeout_ms is no stack).  Prints, per case,
- * the fastest and median wall time of ROUNDS censuses, the median CPU time
- * of the whole process per census (the collector's /proc reads and walks,
- * plus the handlers of signalled threads), and how many threads had a
- * stack in the last one:
+ * the wall time of the first census of those threads, then the fastest
+ * and median wall time of ROUNDS censuses, the median CPU time of the
+ * whole process per census (the collector's /proc reads and walks, plus
+ * the handlers of signalled threads) and the first census's, and how many
+ * threads had a stack in the last one:
  *
- *   parked 1000 census_ms min 8.1 median 9.0 cpu_ms 8.6 stacks 1001/1001
+ *   parked 1000 census_ms first 30.2 min 2.9 median 3.5 cpu_ms 3.5 first_cpu_ms 29.8 stacks 1001/1001
+ *
+ * The first census reads every thread's files; the next ones take a
+ * thread that has not run since (its CPU clock unchanged) from the last
+ * (census.c, "still" threads), which is what parked threads are.  The
+ * 100 threads' first census is 100 new threads among the process's others;
+ * the 1,000's is 900 new ones.
  *
  * On a machine shared with other work the wall times vary with the load;
  * the CPU figure much less.  `bench/census parked busy mixed timers` picks cases
@@ -112,7 +119,7 @@ static int by_value(const void *a, const void *b)
 static int measure(const char *what, size_t nthreads, bool show_cpu,
                    int rounds)
 {
-    double ms[ROUNDS], cpu[ROUNDS];
+    double ms[ROUNDS], cpu[ROUNDS], first = 0, first_cpu = 0;
     size_t stacks = 0, total = 0;
     for (int r = 0; r < rounds; r++) {
         census c;
@@ -121,6 +128,10 @@ static int measure(const char *what, size_t nthreads, bool show_cpu,
         int rc = census_take(&c);
         ms[r] = clock_ms(CLOCK_MONOTONIC) - start;
         cpu[r] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+        if (r == 0) {
+            first = ms[0];
+            first_cpu = cpu[0];
+        }
         if (rc) {
             fprintf(stderr, "census: %s\n", cpprof_strerror(rc));
             return 1;
@@ -133,12 +144,12 @@ static int measure(const char *what, size_t nthreads, bool show_cpu,
     }
     qsort(ms, rounds, sizeof *ms, by_value);
     qsort(cpu, rounds, sizeof *cpu, by_value);
-    printf("%s %zu census_ms min %.1f median %.1f", what, nthreads, ms[0],
-           ms[rounds / 2]);
+    printf("%s %zu census_ms first %.1f min %.1f median %.1f", what, nthreads,
+           first, ms[0], ms[rounds / 2]);
     /* Busy threads burn the CPU the process figure counts: there it would
      * say nothing about the census. */
     if (show_cpu)
-        printf(" cpu_ms %.1f", cpu[rounds / 2]);
+        printf(" cpu_ms %.1f first_cpu_ms %.1f", cpu[rounds / 2], first_cpu);
     printf(" stacks %zu/%zu\n", stacks, total);
     return 0;
 }

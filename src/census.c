@@ -8,10 +8,13 @@
  * either, so it is walked from outside too: /proc/self/task/TID/syscall
  * gives its user SP and PC ("NR args SP PC", or "-1 SP PC" when it is
  * blocked outside a call), unwind_blocked_thread walks from there through
- * the fault-proof path (the stack is another thread's), and the file is
- * read again (pread, same open) afterwards: only the same call with the
- * same arguments, SP and PC proves the stack held still; otherwise the
- * walk is discarded and tried again (WALK_TRIES).  Signalling such a
+ * the fault-proof path (the stack is another thread's), and the thread's
+ * CPU-time clock, read before the file and again after the walk, proves
+ * the stack held still: the clock advances whenever the thread runs, and
+ * only then.  A thread whose clock moved is walked again (WALK_TRIES).
+ * (The clock is one cheap system call and tells more than reading the
+ * file again would: a loop re-entering the same call with the same
+ * registers from other callers changes the file not at all.)  Signalling such a
  * thread instead, as this file once did, cut nanosleep, poll, epoll_wait,
  * select and sigtimedwait short with EINTR: the kernel never restarts
  * them.  A thread in vfork is the exception: its child runs on its stack,
@@ -21,7 +24,8 @@
  * cannot be read from outside (its stack moves), so it walks its own: the
  * collector sends it a real-time signal (the "census_signal" setting)
  * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  Its status file is read just before the signal
+ * interrupted context.  (The thread taking the census walks its own stack
+ * in place, without a signal.)  Its status file is read just before the signal
  * (state and blocked-signal mask), so a thread that has blocked since is
  * walked from outside after all.  What the signal can still interrupt: a
  * call the thread enters between that read and the signal's arrival
@@ -36,7 +40,24 @@
  * of status's size; status only for the running threads, for SigBlk), the
  * kernel wait channel from .../wchan, and the label set from the thread
  * registry.  Every file is opened relative to /proc/self/task, kept open
- * for the census.  A running thread that blocks the signal, a stopped
+ * for the census.
+ *
+ * Opening those files is most of a census's cost (about 7 us an open on
+ * a small VM; three per blocked thread), and most threads of a large
+ * process sit in the same call from one census to the next.  A thread
+ * whose state, wait channel and stack were all read while its CPU clock
+ * stood still, and whose clock still reads the same at the next census,
+ * has not run since: its state, wait channel and stack are what they
+ * were, so that census takes them from the last one (the "still" threads,
+ * kept under census_mu) for one clock_gettime instead of three opens and
+ * a walk.  The name is the exception, as another thread may rename it:
+ * pthread_setname_np is interposed to count renames of other threads
+ * (census_renames), and after one the next census reads everything
+ * afresh.  What this cannot see: a comm file written directly (by another
+ * process, or by the program without pthread_setname_np) shows once the
+ * thread runs again; and a tid reused by a new thread whose CPU clock
+ * reads the same nanosecond as its predecessor's.  A census after fork()
+ * starts afresh.  A running thread that blocks the signal, a stopped
  * thread and a zombie leader are not signalled; a signalled thread that
  * does not answer within "census_timeout_ms" is given up on.  Either way
  * it stays in the census with a reason instead of a stack.  A thread that
@@ -64,6 +85,7 @@
 #define _GNU_SOURCE
 #include "census.h"
 #include "atfork.h"
+#include "collect.h"
 #include "config.h"
 #include "sigbudget.h"
 #include "labels.h"
@@ -71,6 +93,7 @@
 #include "unwind.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -271,6 +294,14 @@ static int read_stat(const struct task_dir *td, census_thread *t)
     copy_field(t->name, sizeof t->name, open_paren + 1,
                (size_t)(close_paren - open_paren - 1));
     set_state(t, close_paren[2]);
+    /* starttime is the 22nd field, the state the 3rd. */
+    const char *field = close_paren + 2;
+    for (int k = 3; k < 22 && field; k++) {
+        field = strchr(field, ' ');
+        if (field)
+            field++;
+    }
+    t->start_ticks = field ? strtoull(field, NULL, 10) : 0;
     return 0;
 }
 
@@ -309,16 +340,141 @@ static void read_wchan(const struct task_dir *td, census_thread *t)
     copy_field(t->wchan, sizeof t->wchan, buf, strcspn(buf, "\n"));
 }
 
-/* Orders census_thread and struct tid_labels, whose first member is tid. */
+/* Orders census_thread, struct tid_labels and struct still_thread, whose
+ * first member is tid. */
 static int by_tid(const void *a, const void *b)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return (x > y) - (x < y);
 }
 
-/* Fills out->threads from /proc/self/task: one entry per thread that was
- * still there when its stat file was read. */
-static int list_threads(const struct task_dir *td, census *out)
+/* ---- Still threads: unchanged since the last census --------------------- */
+
+/* A thread the last census read while its CPU clock stood still. */
+struct still_thread {
+    pid_t tid;
+    char state;
+    unsigned long long start_ticks;
+    unsigned depth, flags;
+    int64_t cpu_ns;
+    const uintptr_t *pcs; /* into still.pcs */
+    char name[16];
+    char wchan[64];
+};
+
+/* Under census_mu. */
+static struct {
+    struct still_thread *v; /* sorted by tid */
+    size_t n;
+    uintptr_t *pcs;
+    unsigned long renames; /* census_renames when they were kept */
+} still;
+
+/* Renames of one thread by another, which its CPU clock does not see. */
+static atomic_ulong census_renames;
+
+typedef int (*setname_fn)(pthread_t, const char *);
+
+/* Interposed on glibc's, found on first use, to count renames. */
+__attribute__((visibility("default"))) int
+pthread_setname_np(pthread_t thread, const char *name)
+{
+    static setname_fn glibc_setname;
+    setname_fn real = __atomic_load_n(&glibc_setname, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (setname_fn)dlsym(RTLD_NEXT, "pthread_setname_np");
+        if (!real)
+            return ENOSYS;
+        __atomic_store_n(&glibc_setname, real, __ATOMIC_RELEASE);
+    }
+    int rc = real(thread, name);
+    /* After the write: a census that missed the count read no new name. */
+    if (!pthread_equal(thread, pthread_self()))
+        atomic_fetch_add(&census_renames, 1);
+    return rc;
+}
+
+static void forget_still(void)
+{
+    free(still.v);
+    free(still.pcs);
+    still.v = NULL;
+    still.pcs = NULL;
+    still.n = 0;
+}
+
+/* Fills t from the last census when the thread has not run since.  t->tid
+ * and t->cpu_ns are set. */
+static bool reuse_still(census_thread *t)
+{
+    if (still.n == 0)
+        return false;
+    const struct still_thread *e =
+        bsearch(&t->tid, still.v, still.n, sizeof *still.v, by_tid);
+    if (!e || e->cpu_ns != t->cpu_ns)
+        return false;
+    memcpy(t->name, e->name, sizeof t->name);
+    memcpy(t->wchan, e->wchan, sizeof t->wchan);
+    set_state(t, e->state);
+    t->start_ticks = e->start_ticks;
+    t->depth = e->depth;
+    t->flags = e->flags;
+    memcpy(t->pcs, e->pcs, e->depth * sizeof *e->pcs);
+    t->still = true;
+    return true;
+}
+
+/* Keeps this census's still threads (c is sorted by tid) for the next one.
+ * Out of memory, it keeps none: the next census reads everything. */
+static void keep_still(const census *c, unsigned long renames)
+{
+    forget_still();
+    size_t n = 0, frames = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->threads[i].still) {
+            n++;
+            frames += c->threads[i].depth;
+        }
+    if (n == 0)
+        return;
+    still.v = malloc(n * sizeof *still.v);
+    still.pcs = malloc((frames ? frames : 1) * sizeof *still.pcs);
+    if (!still.v || !still.pcs) {
+        forget_still();
+        return;
+    }
+    uintptr_t *pcs = still.pcs;
+    for (size_t i = 0; i < c->n; i++) {
+        const census_thread *t = &c->threads[i];
+        if (!t->still)
+            continue;
+        struct still_thread *e = &still.v[still.n++];
+        *e = (struct still_thread){.tid = t->tid, .state = t->state,
+                                   .start_ticks = t->start_ticks,
+                                   .depth = t->depth, .flags = t->flags,
+                                   .cpu_ns = t->cpu_ns, .pcs = pcs};
+        memcpy(e->name, t->name, sizeof e->name);
+        memcpy(e->wchan, t->wchan, sizeof e->wchan);
+        memcpy(pcs, t->pcs, t->depth * sizeof *pcs);
+        pcs += t->depth;
+    }
+    still.renames = renames;
+}
+
+/* What list_threads reads of each thread. */
+enum listing {
+    LIST_TIDS,        /* nothing: the tid alone */
+    LIST_DETAILS,     /* name, state, wait channel */
+    LIST_REUSE_STILL, /* those, or everything from the last census */
+};
+
+/* Fills out->threads from /proc/self/task: with LIST_DETAILS, one entry
+ * per thread that was still there when its CPU clock was read; a thread
+ * that has not run since the last census comes whole from it
+ * (LIST_REUSE_STILL), the others with what their stat and wchan files
+ * say. */
+static int list_threads(const struct task_dir *td, census *out,
+                        enum listing what)
 {
     size_t cap = 64;
     out->n = 0;
@@ -342,9 +498,19 @@ static int list_threads(const struct task_dir *td, census *out)
         census_thread *t = &out->threads[out->n];
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tid;
-        if (read_stat(td, t) != 0)
+        if (what == LIST_TIDS) {
+            out->n++;
+            continue;
+        }
+        /* Before the files: the walk proves they held still since. */
+        t->cpu_ns = tid_cpu_ns(tid);
+        if (t->cpu_ns < 0)
             continue; /* exited since readdir */
-        read_wchan(td, t);
+        if (!(what == LIST_REUSE_STILL && reuse_still(t))) {
+            if (read_stat(td, t) != 0)
+                continue;
+            read_wchan(td, t);
+        }
         out->n++;
     }
     qsort(out->threads, out->n, sizeof *out->threads, by_tid);
@@ -414,7 +580,7 @@ static int attach_labels(census *c)
 
 /* A blocked thread's place, from /proc/self/task/TID/syscall: "NR arg1 ..
  * arg6 SP PC" in a system call, "-1 SP PC" blocked outside one (a page
- * fault), "running" otherwise.  The whole text is kept to compare. */
+ * fault), "running" otherwise. */
 struct blocked_at {
     char text[160];
     long nr;
@@ -424,8 +590,7 @@ struct blocked_at {
 enum { BLOCKED = 1, NOT_BLOCKED = 0 };
 
 /* Reads the thread's syscall file, open on `fd`: pread from 0 makes the
- * kernel write it afresh, so one open serves the read before the walk and
- * the re-check after it.  Returns BLOCKED (with *at filled), NOT_BLOCKED
+ * kernel write it afresh, so one open serves every try.  Returns BLOCKED (with *at filled), NOT_BLOCKED
  * when the thread runs, or -errno (-ESRCH: gone). */
 static int read_blocked_at(int fd, struct blocked_at *at)
 {
@@ -462,15 +627,13 @@ static int read_blocked_at(int fd, struct blocked_at *at)
 
 /* Walks a thread that is blocked in the kernel without stopping it: the
  * thread does not run, so the stack above its SP holds still while the
- * walker reads it (through the fault-proof path).  It is only known to
- * have held still if the thread is in the same call with the same
- * arguments at the same SP and PC afterwards; otherwise the walk is
- * discarded and tried again.  A thread that left the call for another
- * with identical registers and a different stack above them (a loop
- * re-entering the same call from the same frame, with other callers)
- * is the one case the re-check cannot see.  Returns BLOCKED (stack in
- * t), NOT_BLOCKED (it runs now: signal it), -EAGAIN (it kept changing),
- * -ENOENT/-ESRCH (gone). */
+ * walker reads it (through the fault-proof path).  Its CPU clock, read
+ * before the syscall file and after the walk, proves that it did not run
+ * meanwhile; otherwise the walk is discarded and tried again.  When the
+ * clock also reads what it did before the thread's stat and wchan files
+ * were read (t->cpu_ns), all of it is one still moment: t->still.
+ * Returns BLOCKED (stack in t), NOT_BLOCKED (it runs now: signal it),
+ * -EAGAIN (it kept running), -ENOENT/-ESRCH (gone). */
 static int walk_blocked(const struct task_dir *td, census_thread *t)
 {
     char path[24];
@@ -480,23 +643,26 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
         return -errno;
     int rc = -EAGAIN;
     for (int try = 0; try < WALK_TRIES && rc == -EAGAIN; try++) {
-        struct blocked_at before, after;
-        rc = read_blocked_at(fd, &before);
+        int64_t cpu_before = tid_cpu_ns(t->tid);
+        struct blocked_at at;
+        rc = cpu_before < 0 ? -ESRCH : read_blocked_at(fd, &at);
         if (rc != BLOCKED)
             break;
         /* In vfork the child runs on this thread's stack: it cannot be
          * read, and a signal waits for the child's exec or exit. */
-        if (before.nr == SYS_vfork) {
+        if (at.nr == SYS_vfork) {
             strcpy(t->missing, "in vfork: the child has its stack");
             break;
         }
-        t->depth = unwind_blocked_thread(before.pc, before.sp, t->pcs,
+        t->depth = unwind_blocked_thread(at.pc, at.sp, t->pcs,
                                          STACK_MAX_FRAMES, &t->flags);
-        rc = read_blocked_at(fd, &after);
-        if (rc == BLOCKED && strcmp(before.text, after.text) != 0)
+        int64_t cpu_after = tid_cpu_ns(t->tid);
+        if (cpu_after < 0)
+            rc = -ESRCH;
+        else if (cpu_after != cpu_before)
             rc = -EAGAIN;
-        else if (rc == -EPROTO || rc == NOT_BLOCKED)
-            rc = -EAGAIN;
+        else
+            t->still = cpu_before == t->cpu_ns;
     }
     close(fd);
     if (rc != BLOCKED)
@@ -504,7 +670,83 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     return rc;
 }
 
+/* ---- The unwinder's table: refreshed for the threads signalled ---------- */
+
+/* A signalled thread's handler reads its stack directly only inside the
+ * stack block the unwinder's table gives it (unwind.c, "Reads that cannot
+ * fault"), so a thread is signalled only after a refresh that saw its
+ * block.  Reading /proc/self/maps for that was a third of a census of the
+ * demo, and a census meets the same running threads each time: the
+ * threads listed before the census's last refresh (tid and start time, so
+ * that a reused tid is not taken for one of them) are kept, and a census
+ * refreshes only before signalling another thread, or when that refresh
+ * is TABLE_MAX_AGE_NS old.  A census that signals nobody has tables built
+ * for objects the loader added (unwind_refresh_if_loaded), all a walk from
+ * outside needs. */
+#define TABLE_MAX_AGE_NS 10000000000LL
+
+struct known_thread {
+    pid_t tid;
+    unsigned long long start_ticks;
+};
+
+/* Under census_mu. */
+static struct {
+    struct known_thread *v; /* sorted by tid */
+    size_t n;
+    int64_t refreshed_ns; /* the last census refresh, 0: none yet */
+} mapped;
+
+static int64_t now_ns(void);
+
+/* Whether the table has t's stack block: t was listed before the last
+ * census refresh. */
+static bool table_knows(const census_thread *t)
+{
+    if (mapped.n == 0 || now_ns() - mapped.refreshed_ns > TABLE_MAX_AGE_NS)
+        return false;
+    const struct known_thread *k =
+        bsearch(&t->tid, mapped.v, mapped.n, sizeof *mapped.v, by_tid);
+    return k && k->start_ticks == t->start_ticks;
+}
+
+/* Refreshes the table before t is signalled, unless it knows t's block or
+ * this census refreshed it already (*refreshed). */
+static void refresh_for(const census_thread *t, bool *refreshed)
+{
+    if (*refreshed || table_knows(t))
+        return;
+    unwind_refresh_maps();
+    mapped.refreshed_ns = now_ns();
+    *refreshed = true;
+}
+
+/* After a census that refreshed: every thread it listed was listed before
+ * that refresh (c is sorted by tid).  Out of memory, none is kept. */
+static void remember_mapped(const census *c)
+{
+    free(mapped.v);
+    mapped.n = 0;
+    mapped.v = malloc((c->n ? c->n : 1) * sizeof *mapped.v);
+    if (!mapped.v)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        mapped.v[mapped.n++] = (struct known_thread){
+            c->threads[i].tid, c->threads[i].start_ticks};
+}
+
 /* ---- Running threads: signalled, and walk their own stacks -------------- */
+
+/* The thread taking the census runs too, in the census: it walks its own
+ * stack from here (return addresses only), without a signal. */
+static __attribute__((noinline)) void walk_self(census_thread *t)
+{
+    int busy = collect_busy;
+    collect_busy = 1;
+    t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags);
+    collect_busy = busy;
+    COLLECT_NO_TAIL_CALL();
+}
 
 static int send_census_signal(pid_t tid, int signo, uint32_t gen,
                               uint32_t index)
@@ -562,9 +804,13 @@ static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
  * (bench/census "mixed" measures the rate). */
 static void take_stack(const struct task_dir *td, census *c, struct round *r,
                        uint32_t i, int signo, unsigned *held,
-                       int64_t deadline)
+                       int64_t deadline, bool *refreshed)
 {
     census_thread *t = &c->threads[i];
+    if (t->tid == gettid()) {
+        walk_self(t);
+        return;
+    }
     for (int try = 0; try < WALK_TRIES && !t->missing[0]; try++) {
         if (t->state != 'R') {
             int rc = walk_blocked(td, t);
@@ -579,6 +825,7 @@ static void take_stack(const struct task_dir *td, census *c, struct round *r,
                 return;
             }
         }
+        refresh_for(t, refreshed);
         if (recheck_before_signal(td, t, signo) != 0) {
             t->tid = 0;
             return;
@@ -723,9 +970,10 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
     int64_t deadline = now_ns() + timeout_ms * 1000000;
     atomic_store(&published, r);
     unsigned held = 0;
+    bool refreshed = false;
     for (uint32_t i = 0; i < r->n; i++)
-        if (!c->threads[i].missing[0])
-            take_stack(td, c, r, i, signo, &held, deadline);
+        if (!c->threads[i].missing[0] && !c->threads[i].still)
+            take_stack(td, c, r, i, signo, &held, deadline, &refreshed);
     wait_answers(r, deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
@@ -738,6 +986,8 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
         free(r);
     /* else a handler is still inside r: leak it rather than free it. */
     drop_gone(c);
+    if (refreshed)
+        remember_mapped(c);
     return 0;
 }
 
@@ -752,9 +1002,12 @@ static int take_locked(census *out)
     if (!td.dir)
         return -errno;
     td.fd = dirfd(td.dir);
-    /* Without a fresh table the walk stops at each thread's leaf. */
-    unwind_refresh_maps();
-    rc = list_threads(&td, out);
+    /* Without a table for an object the walk stops there. */
+    unwind_refresh_if_loaded();
+    unsigned long renames = atomic_load(&census_renames);
+    rc = list_threads(&td, out,
+                      renames == still.renames ? LIST_REUSE_STILL
+                                               : LIST_DETAILS);
     if (rc == 0)
         rc = attach_labels(out);
     if (rc == 0)
@@ -762,13 +1015,22 @@ static int take_locked(census *out)
     closedir(td.dir);
     if (rc)
         census_release(out);
+    else
+        keep_still(out, renames);
     return rc;
 }
 
 /* fork(): census_mu is held across it, so no round is in flight and the
- * child can take censuses. */
+ * child can take censuses, afresh: its threads are not the parent's
+ * (keep_still frees the parent's later). */
 static void census_lock(void) { pthread_mutex_lock(&census_mu); }
 static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
+static void census_child(void)
+{
+    still.n = 0;
+    mapped.n = 0;
+    pthread_mutex_unlock(&census_mu);
+}
 
 int census_take(census *out)
 {
@@ -776,11 +1038,29 @@ int census_take(census *out)
         return -EINVAL;
     *out = (census){0};
     static const atfork_handlers on_fork = {census_lock, census_unlock,
-                                            census_unlock};
+                                            census_child};
     atfork_add(ATFORK_CENSUS, &on_fork);
     pthread_mutex_lock(&census_mu);
     int rc = take_locked(out);
     pthread_mutex_unlock(&census_mu);
+    return rc;
+}
+
+int census_take_labels(census *out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = (census){0};
+    struct task_dir td = {.dir = opendir("/proc/self/task")};
+    if (!td.dir)
+        return -errno;
+    td.fd = dirfd(td.dir);
+    int rc = list_threads(&td, out, LIST_TIDS);
+    closedir(td.dir);
+    if (rc == 0)
+        rc = attach_labels(out);
+    if (rc)
+        census_release(out);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "cpprof.h"
 #include "stacktab.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -34,6 +35,14 @@ typedef struct {
      * "signal blocked", "thread stopped", "no answer within 100 ms". */
     char missing[CENSUS_MISSING_MAX];
     unsigned depth, flags; /* flags: STACK_* of stacktab.h */
+    /* census.c's bookkeeping: the thread's CPU clock when its state was
+     * read, and whether state, wait channel and stack were all read while
+     * that clock stood still (then the next census may reuse them); its
+     * start time (clock ticks after boot), which tells it from a later
+     * thread with the same tid. */
+    int64_t cpu_ns;
+    bool still;
+    unsigned long long start_ticks;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
 
@@ -48,6 +57,12 @@ typedef struct {
  * for the first.  Errors: CPPROF_ESIGTAKEN (the "census_signal" has a
  * handler that is not ours), -ENOMEM, -errno. */
 int census_take(census *out);
+
+/* The threads now in /proc/self/task with their label sets only: no
+ * name, state, wait channel or stack (each is missing ""), and nothing
+ * read per thread but the registry, so no thread is signalled either.
+ * What /debug/pprof/labels counts.  Errors: -ENOMEM, -errno. */
+int census_take_labels(census *out);
 
 /* Releases the label references and frees the threads. */
 void census_release(census *c);

@@ -840,8 +840,11 @@ EXPORT size_t malloc_usable_size(void *p)
 int heap_snapshot(sampleset **out)
 {
     /* Objects loaded since the last refresh get tables for the stacks of
-     * allocations from now on (collect.c never builds them itself). */
-    unwind_refresh_maps();
+     * allocations from now on (collect.c never builds them itself).  Only
+     * the loader's objects: an allocation's walk reads its own thread's
+     * stack, so no other mapping matters, and /proc/self/maps was the
+     * largest cost of a heap scrape. */
+    unwind_refresh_if_loaded();
     sampleset *s = sampleset_new(HEAP_NVALUES);
     if (!s)
         return -ENOMEM;

@@ -154,9 +154,10 @@ static void put_unsampled(FILE *f)
 /* {"profiles": [{"name", "count" (null when unknown), "description",
  * "path", and "unavailable" (why) for a profile that cannot be taken}],
  * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
- * "profiler": {"label", "threads", "cpu_seconds", "windows_open"}}: the
- * last, what the server's own threads cost the process and how many
- * requests wait out a window now. */
+ * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
+ * "sampler": {"label", "cpu_seconds"}}: what the server's own threads
+ * cost the process and how many requests wait out a window now, and what
+ * the CPU profiler's collector threads have cost it. */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
@@ -177,12 +178,14 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
     size_t threads;
     http_own_cpu(&cpu, &threads);
     json_t *root = json_pack(
-        "{s:o, s:{s:I, s:I}, s:o, s:{s:s, s:I, s:f, s:i}}", "profiles", list,
-        "cpprof_internal_heap", "inuse_bytes", (json_int_t)inuse,
-        "alloc_bytes", (json_int_t)allocated, "cpu_unsampled",
-        unsampled_json(), "profiler", "label", "pprof_internal=http",
-        "threads", (json_int_t)threads, "cpu_seconds", cpu, "windows_open",
-        http_windows_open());
+        "{s:o, s:{s:I, s:I}, s:o, s:{s:s, s:I, s:f, s:i}, s:{s:s, s:f}}",
+        "profiles", list, "cpprof_internal_heap", "inuse_bytes",
+        (json_int_t)inuse, "alloc_bytes", (json_int_t)allocated,
+        "cpu_unsampled", unsampled_json(), "profiler", "label",
+        "pprof_internal=http", "threads", (json_int_t)threads, "cpu_seconds",
+        cpu, "windows_open", http_windows_open(), "sampler", "label",
+        "pprof_internal=sampler", "cpu_seconds",
+        sampler_collector_cpu_ns() / 1e9);
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -265,7 +268,7 @@ static const www_file *find_file(const char *name)
 }
 
 /* Writes the template with each placeholder comment replaced. */
-/* What the server's own threads cost, and how to leave them out. */
+/* What cpprof's own threads cost, and how to leave them out. */
 static void put_profiler(FILE *f)
 {
     double cpu;
@@ -274,8 +277,10 @@ static void put_profiler(FILE *f)
     fprintf(f, "<p class=\"note\" id=\"profiler\">This server's %zu "
                "threads have used %.3f s of CPU; they carry the label "
                "<code>pprof_internal=http</code> (leave them out with "
-               "<code>-tagignore pprof_internal=http</code>).</p>",
-            threads, cpu);
+               "<code>-tagignore pprof_internal=http</code>).  The CPU "
+               "profiler's collector threads have used %.3f s; they carry "
+               "<code>pprof_internal=sampler</code>.</p>",
+            threads, cpu, sampler_collector_cpu_ns() / 1e9);
 }
 
 static void put_page(FILE *f, const www_file *page, const index_entry *e,

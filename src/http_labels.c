@@ -99,7 +99,7 @@ static bool tally_thread_label(const char *key, const char *value, void *arg)
 static int reply_census(http_req *r)
 {
     census c;
-    int rc = census_take(&c);
+    int rc = census_take_labels(&c); /* counts only: no stacks */
     if (rc < 0)
         return http_error(r, 500, "Could not take a thread census: %s",
                           cpprof_strerror(rc));

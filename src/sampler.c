@@ -94,8 +94,9 @@
 #include <unistd.h>
 
 #define NSEC_PER_SEC 1000000000LL
-#define TICK_NS 20000000LL  /* collector: drain, 50 a second */
+#define TICK_NS 100000000LL /* collector: drain and tend, 10 a second */
 #define SCAN_NS 1000000000LL /* /proc/self/task listed this often */
+#define MAPS_MAX_AGE_NS 10000000000LL /* mappings re-read at least this often */
 #define SCAN_AFTER 64       /* ...or after this many threads announced */
 #define ANNOUNCE_SLOTS 256  /* announced tids not yet taken by the collector */
 #define CHARGE_NS 100000000LL /* untimed threads' CPU read this often */
@@ -104,13 +105,6 @@
 #define RING_MAX 65536
 #define SNAPSHOTS 8          /* put-off walks in flight; 128 KiB mapped */
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
-
-/* Linux names the CPU-time clock of thread `tid` (include/linux/posix-timers.h:
- * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
-static clockid_t thread_cpu_clock(pid_t tid)
-{
-    return (clockid_t)((~(unsigned)tid << 3) | 6);
-}
 
 struct slot {
     atomic_size_t seq; /* == position: free; position + 1: filled */
@@ -128,6 +122,7 @@ struct thread_timer {
     unsigned counted; /* bit per reason the thread was counted under */
     timer_t timer;    /* when TIMED */
     int64_t cpu_mark; /* untimed or suspect: its CPU clock when last read */
+    int64_t mask_cpu; /* its CPU clock when its signal mask was last read */
     /* Timed, but first seen with the signal blocked: glibc's pthread_create
      * starts every thread with all signals blocked until start_thread sets
      * its mask, so only a second look, a tick later, tells a thread that
@@ -161,12 +156,14 @@ struct session {
     int64_t charged_ns;
     int64_t masks_checked_ns;
     int64_t scanned_ns;
+    int64_t maps_read_ns;
     unsigned announced_since_scan;
     bool taken;   /* the program installed its own handler meanwhile */
     int refused;  /* timer_create's error other than a gone thread */
     sampler_unsampled unsampled[SAMPLER_NREASONS];
 
     pthread_t collector;
+    atomic_int collector_tid; /* 0 until the collector runs */
     /* The collector sleeps on `nudge` (a futex word) between ticks; stop
      * and a handler that met code without a table (a dlopen since the
      * last refresh) bump it and wake it.  `tables_wanted` keeps that to
@@ -174,6 +171,8 @@ struct session {
     atomic_uint nudge;
     atomic_bool tables_wanted;
     atomic_bool threads_announced; /* likewise: one wake per batch */
+    atomic_bool drain_wanted;      /* the ring is a quarter fuller */
+    atomic_bool signal_claimed;    /* the program sets the signal's action */
     atomic_bool stopping;
 };
 
@@ -188,6 +187,9 @@ static atomic_int announced[ANNOUNCE_SLOTS];
 static atomic_bool announce_overflow;
 static atomic_uint sessions;
 static atomic_size_t ring_slots_fixed;
+/* CPU time of the collectors of finished sessions; under sampler_mu (a
+ * collector adds its own as it ends, which is inside sampler_stop). */
+static int64_t retired_collector_ns;
 
 int64_t sampler_period_ns(long hz)
 {
@@ -279,6 +281,12 @@ static void record_sample(struct session *s, const void *ucontext,
     slot->labels = labels;
     slot->weight = weight;
     atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
+    /* Every quarter of the ring: the collector drains before it fills,
+     * however long its tick. */
+    size_t quarter = s->mask >= 3 ? (s->mask + 1) / 4 : 1;
+    if (((pos + 1) & (quarter - 1)) == 0 &&
+        !atomic_exchange(&s->drain_wanted, true))
+        nudge_collector(s);
 }
 
 /* SIGNAL-SAFE: the profiling signal handler. */
@@ -444,20 +452,11 @@ static bool blocks_signal(pid_t tid, int signo)
     return line && (strtoull(line + 8, NULL, 16) >> (signo - 1)) & 1;
 }
 
-/* A thread's CPU time, or -1 once it has exited. */
-static int64_t thread_cpu_ns(pid_t tid)
-{
-    struct timespec t;
-    if (clock_gettime(thread_cpu_clock(tid), &t) != 0)
-        return -1;
-    return t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
-}
-
 /* Moves the CPU an untimed thread used since its mark into its reason's
  * total. */
 static void charge_unsampled(struct session *s, struct thread_timer *t)
 {
-    int64_t now = t->why >= 0 ? thread_cpu_ns(t->tid) : -1;
+    int64_t now = t->why >= 0 ? tid_cpu_ns(t->tid) : -1;
     if (now < 0)
         return;
     s->unsampled[t->why].cpu_ns += now - t->cpu_mark;
@@ -470,7 +469,7 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
     if (t->why == TIMED)
         thread_timer_delete(t);
     if (t->why == TIMED || t->why == NEW)
-        t->cpu_mark = thread_cpu_ns(t->tid);
+        t->cpu_mark = tid_cpu_ns(t->tid);
     charge_unsampled(s, t);
     t->why = why;
     if (!(t->counted & (1u << why))) {
@@ -505,7 +504,7 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         t->timer = timer;
         t->suspect = blocked;
         if (blocked)
-            t->cpu_mark = thread_cpu_ns(t->tid);
+            t->cpu_mark = tid_cpu_ns(t->tid);
     } else if (rc == -EAGAIN) {
         make_untimed(s, t, SAMPLER_OVER_BUDGET);
     } else {
@@ -530,9 +529,23 @@ static void recheck_suspect(struct session *s, struct thread_timer *t)
 
 /* Refreshes the unwinder's table of mappings (its failure only costs
  * stacks: the walker keeps the older table or records bare PCs). */
-static void refresh_maps(void)
+static void refresh_maps(struct session *s)
 {
     unwind_refresh_maps();
+    s->maps_read_ns = monotonic_ns();
+}
+
+/* Whether the thread ran since its signal mask was last read: only the
+ * thread itself changes its mask, so one that did not run kept it, and one
+ * clock read spares a status file read (most threads of a large process
+ * sleep from one check to the next). */
+static bool ran_since_mask_read(struct thread_timer *t)
+{
+    int64_t now = tid_cpu_ns(t->tid);
+    if (now >= 0 && now == t->mask_cpu)
+        return false;
+    t->mask_cpu = now;
+    return true;
 }
 
 /* Every RECHECK_NS: a timed thread that has blocked the signal since is
@@ -543,10 +556,11 @@ static void recheck_threads(struct session *s)
     for (size_t i = 0; i < s->ntimers; i++) {
         struct thread_timer *t = &s->timers[i];
         if (t->why == TIMED) {
-            if (!t->suspect && blocks_signal(t->tid, s->signo))
+            if (!t->suspect && ran_since_mask_read(t) &&
+                blocks_signal(t->tid, s->signo))
                 make_untimed(s, t, SAMPLER_BLOCKED);
-        } else if (t->why == SAMPLER_BLOCKED ||
-                   t->why == SAMPLER_OVER_BUDGET) {
+        } else if (t->why == SAMPLER_OVER_BUDGET ||
+                   (t->why == SAMPLER_BLOCKED && ran_since_mask_read(t))) {
             give_timer(s, t, true);
         }
     }
@@ -590,7 +604,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
                 thread_timer_delete(old);
         }
         if (!refreshed) {
-            refresh_maps();
+            refresh_maps(s);
             refreshed = true;
         }
         next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
@@ -604,18 +618,23 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
 }
 
 /* Lists /proc/self/task: new threads get timers, exited ones lose theirs.
- * The mappings are re-read with it: besides new threads' stacks and
+ * The mappings are re-read after the listing when it found a new thread
+ * (merge_threads, before its timer: its stack block is mapped by then),
+ * and at least every MAPS_MAX_AGE_NS: besides new threads' stacks and
  * objects the loader added (both re-read as they come), only mappings
  * made otherwise (a fiber's stack, code outside any object) change them,
- * and the walker reads those with process_vm_readv meanwhile. */
+ * and the walker reads those with process_vm_readv meanwhile.  Reading
+ * them every second was half of the collector's CPU on the demo (perf). */
 static int scan_threads(struct session *s)
 {
     pid_t *tids = NULL;
     size_t n = 0;
-    refresh_maps();
     int rc = list_threads(&tids, &n);
+    bool stale = monotonic_ns() - s->maps_read_ns >= MAPS_MAX_AGE_NS;
+    if (rc == 0 && stale)
+        refresh_maps(s);
     if (rc == 0)
-        rc = merge_threads(s, tids, n, true, true);
+        rc = merge_threads(s, tids, n, true, stale);
     free(tids);
     s->scanned_ns = monotonic_ns();
     s->announced_since_scan = 0;
@@ -670,6 +689,18 @@ void sampler_thread_started(void)
         if (!atomic_exchange(&s->threads_announced, true))
             nudge_collector(s);
     }
+    atomic_fetch_sub(&in_handler, 1);
+}
+
+/* SIGNAL-SAFE (sigaction may be called from a handler): a nudge, so that
+ * the collector sees the program's handler at once instead of at its next
+ * tick.  Counted in `in_handler` like sampler_thread_started. */
+void sampler_signal_claimed(int signo)
+{
+    atomic_fetch_add(&in_handler, 1);
+    struct session *s = atomic_load(&active);
+    if (s && s->signo == signo && !atomic_exchange(&s->signal_claimed, true))
+        nudge_collector(s);
     atomic_fetch_sub(&in_handler, 1);
 }
 
@@ -746,7 +777,8 @@ static void sleep_until_nudged(struct session *s, int64_t deadline)
     unsigned seen = atomic_load(&s->nudge);
     int64_t left = deadline - monotonic_ns();
     if (left <= 0 || atomic_load(&s->stopping) ||
-        atomic_load(&s->tables_wanted) || atomic_load(&s->threads_announced))
+        atomic_load(&s->tables_wanted) || atomic_load(&s->threads_announced) ||
+        atomic_load(&s->drain_wanted) || atomic_load(&s->signal_claimed))
         return;
     struct timespec ts = ns_to_timespec(left);
     syscall(SYS_futex, &s->nudge, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
@@ -755,13 +787,20 @@ static void sleep_until_nudged(struct session *s, int64_t deadline)
 /* Every TICK_NS: the handler check, the drain and tending the threads.
  * In between, a nudge from a handler that met code mapped since the last
  * refresh (a plugin just dlopened) builds its table at once, so that only
- * the samples of the first moments keep their leaf alone, and one from a
- * thread just started gives it its timer.  The thread is the profiler's:
+ * the samples of the first moments keep their leaf alone; one from a
+ * thread just started gives it its timer; one from a handler whose sample
+ * filled another quarter of the ring drains it; and one from the
+ * program's sigaction for the signal (sampler_signal_claimed) checks the
+ * handler at once.  The tick was 20 ms, and its 50 wake-ups a second
+ * were a third of the collector's CPU (perf, demo under scrapes): the
+ * nudges make the drain and the handler check independent of it.
+ * The thread is the profiler's:
  * named and labelled so (pprof_internal=sampler), so that
  * `-tagignore pprof_internal=sampler` leaves it out of a profile. */
 static void *collector_main(void *arg)
 {
     struct session *s = arg;
+    atomic_store(&s->collector_tid, gettid());
     pthread_setname_np(pthread_self(), "cpprof-sampler");
     thread_label_internal("sampler"); /* unlabelled if out of memory */
     int64_t next_tick = monotonic_ns() + TICK_NS;
@@ -769,10 +808,17 @@ static void *collector_main(void *arg)
         sleep_until_nudged(s, next_tick);
         if (atomic_load(&s->stopping))
             break;
-        if (atomic_exchange(&s->tables_wanted, false))
+        if (atomic_exchange(&s->tables_wanted, false)) {
             unwind_refresh_if_loaded();
+            ring_drain(s); /* the put-off walks, and their buffers back */
+        }
         if (atomic_exchange(&s->threads_announced, false))
             learn_announced(s);
+        bool claimed = atomic_exchange(&s->signal_claimed, false);
+        if (claimed && !s->taken && !handler_is_ours(s->signo))
+            yield_signal(s);
+        if (atomic_exchange(&s->drain_wanted, false))
+            ring_drain(s);
         if (monotonic_ns() < next_tick)
             continue;
         if (!s->taken && !handler_is_ours(s->signo))
@@ -781,7 +827,22 @@ static void *collector_main(void *arg)
         tend_threads(s);
         next_tick = monotonic_ns() + TICK_NS;
     }
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    retired_collector_ns += cpu.tv_sec * NSEC_PER_SEC + cpu.tv_nsec;
     return NULL;
+}
+
+int64_t sampler_collector_cpu_ns(void)
+{
+    pthread_mutex_lock(&sampler_mu);
+    int64_t ns = retired_collector_ns;
+    pid_t tid = running ? atomic_load(&running->collector_tid) : 0;
+    int64_t now = tid ? tid_cpu_ns(tid) : -1;
+    if (now > 0)
+        ns += now;
+    pthread_mutex_unlock(&sampler_mu);
+    return ns;
 }
 
 void sampler_set_ring_slots(size_t slots)
@@ -928,6 +989,7 @@ static void sampler_atfork_child(void)
     if (s && handler_is_ours(s->signo))
         sigaction(s->signo, &s->previous, NULL);
     running = NULL;
+    retired_collector_ns = 0; /* the parent's */
     atomic_store(&active, NULL);
     atomic_store(&in_handler, 0);
     pthread_mutex_unlock(&sampler_mu);

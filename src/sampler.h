@@ -32,6 +32,15 @@ bool sampler_running(void);
  * allocation; a no-op when no profile runs. */
 void sampler_thread_started(void);
 
+/* SIGNAL-SAFE.  The program is setting signal `signo`'s action
+ * (siginterpose.c): when it is the running profile's signal, the collector
+ * is woken to check the handler now.  A no-op otherwise. */
+void sampler_signal_claimed(int signo);
+
+/* CPU time the collector threads of every profile so far have used,
+ * including the running one's (the index page). */
+int64_t sampler_collector_cpu_ns(void);
+
 /* Fixes the number of buffer slots of later sessions (rounded up to a
  * power of two);
  * 0, the default, sizes the buffer for a quarter second of every CPU at

@@ -12,7 +12,10 @@
  * comes here first; cpprof deletes what would signal there
  * (accounting_yield_signal), then the next definition does the work.  Only a
  * call that sets an action is looked at; cpprof's own installs of its own
- * handlers pass straight through.  Calls that bypass the symbol (a raw
+ * handlers pass straight through.  The CPU sampler's timers belong to its
+ * collector thread, so the call only wakes it (sampler_signal_claimed),
+ * which sees the program's handler and deletes them within a wake-up
+ * rather than at its next tick.  Calls that bypass the symbol (a raw
  * rt_sigaction system call, sigset(), sysv_signal()) are not seen: the CPU
  * sampler therefore also checks its signal at every collector tick.
  *
@@ -21,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "accounting.h"
+#include "sampler.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -56,8 +60,10 @@ __attribute__((constructor)) static void find_next_definitions(void)
 EXPORT int sigaction(int signo, const struct sigaction *act,
                      struct sigaction *old)
 {
-    if (act)
+    if (act) {
         accounting_yield_signal(signo);
+        sampler_signal_claimed(signo);
+    }
     if (!next_sigaction)
         find_next_definitions();
     return next_sigaction(signo, act, old);
@@ -66,6 +72,7 @@ EXPORT int sigaction(int signo, const struct sigaction *act,
 EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
 {
     accounting_yield_signal(signo);
+    sampler_signal_claimed(signo);
     if (!next_signal)
         find_next_definitions();
     return next_signal(signo, handler);

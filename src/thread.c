@@ -371,3 +371,11 @@ size_t registry_count(void)
     registry_unlock();
     return n;
 }
+
+int64_t tid_cpu_ns(pid_t tid)
+{
+    struct timespec t;
+    if (clock_gettime(thread_cpu_clock(tid), &t) != 0)
+        return -1;
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}

@@ -11,7 +11,9 @@
 #define CPPROF_THREAD_H
 
 #include "cpprof.h"
+#include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* SIGNAL-SAFE: the calling thread's current set, without a reference (the
  * thread holds one while the set is current).  NULL when it has none. */
@@ -49,6 +51,17 @@ void thread_start_discard(struct thread_start *t);
 /* Labels the calling thread pprof_internal=`role` for life.  0 or a
  * negative error (out of memory: the thread stays unlabelled). */
 int thread_label_internal(const char *role);
+
+/* Linux names the CPU-time clock of thread `tid` of this process
+ * (include/linux/posix-timers.h: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
+ * It advances while the thread runs, and only then. */
+static inline clockid_t thread_cpu_clock(pid_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 6);
+}
+
+/* Thread `tid`'s CPU time in nanoseconds, or -1 once it has exited. */
+int64_t tid_cpu_ns(pid_t tid);
 
 /* The lock that reclaiming label sets needs (labels.c). */
 void registry_lock(void);

@@ -11,6 +11,11 @@
 #     index say why there is no heap profile;
 #   - linked -lcpprof before the allocator: it runs clean, on that
 #     allocator;
+#   - a program that calls only malloc and free, linked -lcpprof then the
+#     allocator with gcc's --as-needed: as cpprof.pc's Libs line writes it
+#     and in README's hand-written form, the allocator stays in the
+#     executable's NEEDED (without either it is dropped, checked too: cpprof
+#     defines malloc, so the allocator looks unneeded);
 #   - CPPROF_HEAP_INTERPOSE=0: nothing tracked, and the heap endpoint says
 #     so.
 set -u
@@ -82,6 +87,38 @@ expect_declined() {
         fail "$1: the index page does not say why"
 }
 
+# link_plain ALLOCATOR: the program that calls only malloc and free,
+# linked three ways after an explicit --as-needed (gcc's default on
+# Debian, explicit so that the control holds under any gcc).
+printf '#include <stdlib.h>\nint main(void) { free(malloc(64)); return 0; }\n' \
+    >"$tmp/plain.c"
+pc_libs=$(sed -n 's/^Libs: //p' "$top_builddir/cpprof.pc" |
+    sed "s|\${libdir}|$top_builddir/.libs|")
+[ -n "$pc_libs" ] || fail "no Libs line in $top_builddir/cpprof.pc"
+link_plain() {
+    soname=$(basename "$(lib_of "$1")")
+    name=$(echo "$soname" | sed 's/^lib//; s/\.so.*//')
+    for form in control pc hand; do
+        case $form in
+        control) flags="-L$top_builddir/.libs -lcpprof -l$name" ;;
+        pc) flags="$pc_libs -l$name" ;;
+        hand) flags="-L$top_builddir/.libs -lcpprof -Wl,--push-state,--no-as-needed -l$name -Wl,--pop-state" ;;
+        esac
+        # shellcheck disable=SC2086
+        ${CC:-gcc} -o "$tmp/plain_$form" "$tmp/plain.c" -Wl,--as-needed $flags ||
+            fail "$1: cannot link $flags"
+        needed=$(readelf -d "$tmp/plain_$form" | grep -c "NEEDED.*\[$soname\]")
+        case $form/$needed in
+        control/0 | pc/1 | hand/1) ;;
+        control/*) fail "$1: $soname kept without --no-as-needed: the check cannot see a drop" ;;
+        *) fail "$1: $soname dropped from a program linked $flags" ;;
+        esac
+        LD_LIBRARY_PATH=$top_builddir/.libs "$tmp/plain_$form" ||
+            fail "$1: the program linked $flags exits $?"
+    done
+    echo "ok: $1 stays linked after cpprof ($pc_libs -l$name; README's form)"
+}
+
 for a in glibc jemalloc tcmalloc mimalloc; do
     lib=$(lib_of $a)
     [ -z "$lib" ] || [ -f "$lib" ] || fail "no $lib"
@@ -111,6 +148,7 @@ for a in glibc jemalloc tcmalloc mimalloc; do
         fail "alloc_mix_$a (linked): status $?: $(cat "$tmp/mix.err")"
     grep -qx "ok $a" "$tmp/mix.out" || fail "alloc_mix_$a: no ok line"
     echo "ok: linked -lcpprof -l$a"
+    link_plain $a
 done
 
 # The setting turns the interposer off: nothing tracked, and the reason.

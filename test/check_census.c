@@ -7,7 +7,10 @@
  * exiting while censuses run never crash or hang one; 1,000 threads; a
  * signal with somebody else's handler is refused; a running thread that
  * cannot be signalled for want of queued-signal room is named with its
- * whole reason, and a blocked one still read.
+ * whole reason, and a blocked one still read; a thread that has not run
+ * since the last census is taken from it, but one that moved to another
+ * call, or that another thread renamed, shows its new place and name; the
+ * labels-only census counts the same threads and sets.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,7 +133,137 @@ static size_t count_with(const census *c, const cpprof_labelset *labels,
     return n;
 }
 
+/* ---- A thread that moves between censuses ------------------------------ */
+
+struct mover {
+    int first[2], second[2];
+    atomic_int stage; /* 1: about to wait in the first call; 2: the second */
+    pid_t tid;
+};
+
+/* Each waits in read(2) through syscall(), which no sanitizer intercepts
+ * (ASan's read interceptor is a frame a walk from outside cannot cross
+ * without the frame pointer: chains.sh). */
+static __attribute__((noinline)) void wait_first(struct mover *m)
+{
+    char c;
+    atomic_store(&m->stage, 1);
+    ck_assert_int_eq(syscall(SYS_read, m->first[0], &c, 1), 1);
+    __asm__ volatile("" ::: "memory"); /* a return address inside */
+}
+
+static __attribute__((noinline)) void wait_second(struct mover *m)
+{
+    char c;
+    atomic_store(&m->stage, 2);
+    ck_assert_int_eq(syscall(SYS_read, m->second[0], &c, 1), 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+static void *mover_thread(void *arg)
+{
+    struct mover *m = arg;
+    m->tid = gettid();
+    wait_first(m);
+    wait_second(m);
+    return NULL;
+}
+
+static const census_thread *find_tid(const census *c, pid_t tid)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->threads[i].tid == tid)
+            return &c->threads[i];
+    ck_abort_msg("thread %d is not in the census", (int)tid);
+    return NULL;
+}
+
+/* Whether one of t's frames returns into fn: between its address and the
+ * next of the mover's functions (or 256 bytes on; each is a few
+ * instructions). */
+static bool returns_into(const census_thread *t, void (*fn)(struct mover *))
+{
+    uintptr_t from = (uintptr_t)fn, to = from + 256;
+    uintptr_t others[] = {(uintptr_t)wait_first, (uintptr_t)wait_second,
+                          (uintptr_t)mover_thread};
+    for (size_t i = 0; i < 3; i++)
+        if (others[i] > from && others[i] < to)
+            to = others[i];
+    for (unsigned i = 0; i < t->depth; i++)
+        if (t->pcs[i] > from && t->pcs[i] <= to)
+            return true;
+    return false;
+}
+
+/* Waits until the thread sleeps in its call (its state from the census). */
+static void take_when_sleeping(census *c, pid_t tid)
+{
+    for (int tries = 0;; tries++) {
+        ck_assert_int_eq(census_take(c), 0);
+        if (find_tid(c, tid)->state == 'S')
+            return;
+        ck_assert_int_lt(tries, 1000);
+        census_release(c);
+        usleep(1000);
+    }
+}
+
 /* ---- Tests ------------------------------------------------------------- */
+
+START_TEST(moved_or_renamed_thread_is_read_afresh)
+{
+    struct mover m = {0};
+    ck_assert_int_eq(pipe(m.first), 0);
+    ck_assert_int_eq(pipe(m.second), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, mover_thread, &m), 0);
+    while (atomic_load(&m.stage) < 1)
+        sched_yield();
+
+    census a, b, c;
+    take_when_sleeping(&a, m.tid);
+    const census_thread *first = find_tid(&a, m.tid);
+    ck_assert_str_eq(first->missing, "");
+    ck_assert(returns_into(first, wait_first));
+    ck_assert(!returns_into(first, wait_second));
+
+    /* Renamed by this thread while it sleeps, without running itself. */
+    ck_assert_int_eq(pthread_setname_np(t, "renamed"), 0);
+    ck_assert_int_eq(census_take(&b), 0);
+    const census_thread *renamed = find_tid(&b, m.tid);
+    ck_assert_str_eq(renamed->name, "renamed");
+    ck_assert(returns_into(renamed, wait_first));
+    census_release(&b);
+
+    /* It runs on into the second call: a new stack. */
+    ck_assert_int_eq(write(m.first[1], "x", 1), 1);
+    while (atomic_load(&m.stage) < 2)
+        sched_yield();
+    take_when_sleeping(&b, m.tid);
+    const census_thread *moved = find_tid(&b, m.tid);
+    ck_assert_str_eq(moved->missing, "");
+    ck_assert(returns_into(moved, wait_second));
+    ck_assert(!returns_into(moved, wait_first));
+    ck_assert_str_eq(moved->name, "renamed");
+
+    /* Still there: the same stack again. */
+    ck_assert_int_eq(census_take(&c), 0);
+    const census_thread *again = find_tid(&c, m.tid);
+    ck_assert_uint_eq(again->depth, moved->depth);
+    ck_assert_mem_eq(again->pcs, moved->pcs, moved->depth * sizeof *moved->pcs);
+    ck_assert_str_eq(again->wchan, moved->wchan);
+    ck_assert_str_eq(again->state_name, "sleeping");
+
+    census_release(&a);
+    census_release(&b);
+    census_release(&c);
+    close(m.second[1]);
+    pthread_join(t, NULL);
+    close(m.first[0]);
+    close(m.first[1]);
+    close(m.second[0]);
+}
+END_TEST
 
 START_TEST(parked_threads_with_labels_and_stacks)
 {
@@ -164,6 +298,14 @@ START_TEST(parked_threads_with_labels_and_stacks)
         }
     }
     ck_assert(saw_self);
+    census_release(&c);
+    /* The labels-only census: the same threads and sets, nothing else. */
+    ck_assert_int_eq(census_take_labels(&c), 0);
+    ck_assert_uint_eq(c.n, 6);
+    ck_assert_uint_eq(count_with(&c, acme, ""), 3);
+    ck_assert_uint_eq(count_with(&c, globex, ""), 2);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_uint_eq(c.threads[i].depth, 0);
     census_release(&c);
     release_threads(&pa, ta, 3);
     release_threads(&pg, tg, 2);
@@ -499,6 +641,7 @@ static Suite *census_suite(void)
     tcase_add_test(tc, census_stays_within_queued_signal_limit);
     tcase_add_test(tc, signal_with_another_handler_is_refused);
     tcase_add_test(tc, signal_not_sent_reason_is_whole);
+    tcase_add_test(tc, moved_or_renamed_thread_is_read_afresh);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,7 +4,9 @@
 #   - 1,000 requests leave threadcreate's count unchanged (a request
 #     creates no thread, and the pool's threads are not counted);
 #   - the server's threads show in the census under pprof_internal=http,
-#     and the index reports their number and CPU time;
+#     and the index reports their number and CPU time; after a CPU
+#     profile, it reports the sampler's collector's CPU time too (none
+#     before the first);
 #   - with http_threads=2, two windows (a CPU profile, a goroutine delta)
 #     run on the two window threads while quick requests are answered at
 #     once, also on the same keep-alive connection as a window; a third
@@ -47,6 +49,8 @@ code=$(fetch index "$base/?format=json")
 jq -e '.profiler.label == "pprof_internal=http" and .profiler.threads >= 1 and
        .profiler.threads <= 9 and .profiler.cpu_seconds > 0' \
     "$tmp/index.body" >/dev/null || fail "index: $(jq .profiler "$tmp/index.body")"
+jq -e '.sampler.label == "pprof_internal=sampler" and .sampler.cpu_seconds == 0' \
+    "$tmp/index.body" >/dev/null || fail "index before any profile: $(jq .sampler "$tmp/index.body")"
 code=$(fetch html "$base/")
 grep -q 'id="profiler">This server.s [0-9]* threads have used [0-9.]* s of CPU' \
     "$tmp/html.body" || fail "index page: no CPU line"
@@ -81,6 +85,12 @@ code=$(fetch quick "$base/cmdline" --max-time 2)
 kill -0 "$long" 2>/dev/null || fail "the profile ended before the quick request"
 wait "$long"
 [ "$(cat "$tmp/long.code")" = 200 ] || fail "the profile: status $(cat "$tmp/long.code")"
+fetch after "$base/?format=json" >/dev/null
+jq -e '.sampler.cpu_seconds > 0' "$tmp/after.body" >/dev/null ||
+    fail "index after a profile: no collector CPU: $(jq .sampler "$tmp/after.body")"
+fetch afterhtml "$base/" >/dev/null
+grep -q 'collector threads have used [0-9.]* s' "$tmp/afterhtml.body" ||
+    fail "index page: no collector CPU line"
 wait "$keepalive"
 [ "$(awk '{ print $1 }' "$tmp/keepalive.codes" | tr '\n' ' ')" = "200 200 " ] ||
     fail "keep-alive window then quick request: $(cat "$tmp/keepalive.codes")"
