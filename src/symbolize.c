@@ -24,15 +24,19 @@
 #define _GNU_SOURCE
 #include "symbolize.h"
 #include "collect.h"
+#include "config.h"
+#include "symbolize_dwarf.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Deeper inline chains than this are cut at the innermost frames. */
@@ -67,9 +71,15 @@ static struct {
     size_t nslots, nentries;
     char **owned; /* names made up here, freed with the cache */
     size_t nowned, capowned;
+    size_t cache_bytes;      /* entries, slots and owned names */
+    struct timespec last_used; /* end of the last session */
     demangle_fn demangle;
     bool demangle_looked_up;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Bytes of tables and cache, as of the last session's end: read without
+ * the lock by the index page and /metrics. */
+static atomic_size_t own_bytes;
 
 static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
 static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
@@ -256,7 +266,7 @@ static void flush_cache(void)
         free(S.slots[i]);
     free(S.slots);
     S.slots = NULL;
-    S.nslots = S.nentries = 0;
+    S.nslots = S.nentries = S.cache_bytes = 0;
     for (size_t i = 0; i < S.nowned; i++)
         free(S.owned[i]);
     free(S.owned);
@@ -290,6 +300,7 @@ static int cache_grow(void)
         slots[j] = e;
     }
     free(S.slots);
+    S.cache_bytes += (nslots - S.nslots) * sizeof *slots;
     S.slots = slots;
     S.nslots = nslots;
     return 0;
@@ -323,6 +334,7 @@ static const char *own(char *s)
         S.capowned = ncap;
     }
     S.owned[S.nowned++] = s;
+    S.cache_bytes += strlen(s) + 1;
     return s;
 }
 
@@ -413,88 +425,41 @@ static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
     return name ? name : "unknown";
 }
 
-static const char *die_name(Dwarf_Die *die)
+/* Name of entry idx of the unit's file table, made absolute against its
+ * compilation directory, or "". */
+static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
 {
-    Dwarf_Attribute attr;
-    const char *name = dwarf_formstring(
-        dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(
-            dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-    return name;
-}
-
-/* Where an inlined subroutine was called from: a file and line of the
- * function around it. */
-static void call_site(Dwarf_Die *cudie, Dwarf_Die *inlined, const char **file,
-                      int64_t *line)
-{
-    Dwarf_Attribute attr;
-    Dwarf_Word idx, l;
     Dwarf_Files *files;
     size_t nfiles;
-    const char *name = NULL;
-    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &idx) ==
-            0 &&
-        dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 && idx < nfiles)
-        name = dwarf_filesrc(files, idx, NULL, NULL);
+    const char *name =
+        idx >= 0 && dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 &&
+                (size_t)idx < nfiles
+            ? dwarf_filesrc(files, (size_t)idx, NULL, NULL)
+            : NULL;
     name = absolute_path(comp_dir(cudie), name);
-    *file = name ? name : "";
-    *line = dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr),
-                            &l) == 0
-                ? (int64_t)l
-                : 0;
+    return name ? name : "";
 }
 
-static bool is_function(Dwarf_Die *die)
-{
-    int tag = dwarf_tag(die);
-    return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram;
-}
-
-/* The chain of functions at pc from DWARF: frames[0] the innermost inlined
- * one, the last the subprogram holding pc.  Files and lines other than the
- * innermost's are call sites; the innermost's are left for the line table.
- * A function without a name in DWARF gets a NULL name.  Returns the number
- * of frames (0: no DWARF scope for pc).
- *
- * dwarf_getscopes() follows an inlined subroutine into its abstract
- * definition, so it finds only the innermost function; the callers are the
- * scopes around that function's DIE, from dwarf_getscopes_die(). */
+/* The chain of functions at pc from DWARF (symbolize_dwarf.c): frames[0]
+ * the innermost inlined one, the last the subprogram holding pc.  Files
+ * and lines other than the innermost's are call sites; the innermost's are
+ * left for the line table.  A function without a name in DWARF gets a
+ * NULL name.  Returns the number of frames (0: no DWARF function at pc). */
 static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
                            symbolize_frame *frames, bool *has_dwarf)
 {
-    Dwarf_Addr bias;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+    symdw_frame chain[MAX_INLINE_FRAMES];
+    Dwarf_Die *cudie;
+    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, &cudie);
     *has_dwarf = cudie != NULL;
-    Dwarf_Die *scopes = NULL, *chain = NULL;
-    int nscopes = cudie ? dwarf_getscopes(cudie, pc - bias, &scopes) : 0;
-    int innermost = 0;
-    while (innermost < nscopes && !is_function(&scopes[innermost]))
-        innermost++;
-    int nchain = innermost < nscopes
-                     ? dwarf_getscopes_die(&scopes[innermost], &chain)
-                     : 0;
-    size_t n = 0;
-    int inner = -1; /* the previous function's scope */
-    for (int i = 0; i < nchain && n < MAX_INLINE_FRAMES; i++) {
-        if (!is_function(&chain[i]))
-            continue;
-        symbolize_frame *f = &frames[n++];
-        *f = (symbolize_frame){.system_name = die_name(&chain[i]), .file = ""};
-        int decl_line;
-        if (dwarf_decl_line(&chain[i], &decl_line) == 0)
-            f->start_line = decl_line;
-        if (inner >= 0)
-            call_site(cudie, &chain[inner], &f->file, &f->line);
-        inner = i;
-        if (dwarf_tag(&chain[i]) == DW_TAG_subprogram)
-            break;
+    for (size_t i = 0; i < n; i++) {
+        frames[i] = (symbolize_frame){
+            .system_name = chain[i].system_name,
+            .file = i > 0 ? unit_file(cudie, chain[i].call_file) : "",
+            .line = chain[i].call_line,
+            .start_line = chain[i].start_line,
+        };
     }
-    free(scopes);
-    free(chain);
     return n;
 }
 
@@ -560,17 +525,59 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         free(e);
         return &unknown_result;
     }
+    S.cache_bytes += sizeof *e + r.nframes * sizeof *frames;
     return &e->r;
 }
 
 /* ---- Sessions ----------------------------------------------------------- */
 
-/* Empties an overgrown cache; only between sessions, when no result of an
- * earlier one is in use. */
+/* Empties an overgrown cache, and the decoded units with it when both
+ * hold more than symbolize_max_kb; only between sessions, when no result
+ * of an earlier one is in use.  A session itself is never cut short: it
+ * may go past the bound, and the next one starts below it. */
 static void bound_cache(void)
 {
-    if (S.nentries > CACHE_KEPT_ENTRIES)
+    size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
+    if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
+    if (S.cache_bytes + symdw_bytes() > max)
+        symdw_flush();
+}
+
+/* Lets go of everything: cache, decoded units, libdw's modules (their
+ * debug files mapped and sections inflated), mappings.  The next session
+ * reports the modules again. */
+static void release_all(void)
+{
+    flush_cache(); /* before the modules its strings point into go */
+    symdw_flush();
+    if (S.dwfl)
+        dwfl_end(S.dwfl);
+    S.dwfl = NULL;
+    free_mappings(S.maps, S.nmaps);
+    S.maps = NULL;
+    S.nmaps = 0;
+    atomic_store(&own_bytes, 0);
+}
+
+void symbolize_release_if_idle(void)
+{
+    if (pthread_mutex_trylock(&S.lock) != 0)
+        return; /* a session is running: not idle */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (S.dwfl &&
+        now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
+        collect_internal_enter(); /* frees what the internal scope took */
+        release_all();
+        collect_internal_leave();
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
+size_t symbolize_own_bytes(void)
+{
+    return atomic_load(&own_bytes);
 }
 
 void symbolize_begin(void)
@@ -587,6 +594,7 @@ void symbolize_begin(void)
         return;
     }
     flush_cache(); /* before the modules its strings point into go */
+    symdw_flush(); /* units are known by libdw's DIEs: those may go too */
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;
@@ -596,6 +604,8 @@ void symbolize_begin(void)
 
 void symbolize_end(void)
 {
+    clock_gettime(CLOCK_MONOTONIC, &S.last_used);
+    atomic_store(&own_bytes, S.cache_bytes + symdw_bytes());
     pthread_mutex_unlock(&S.lock);
     collect_internal_leave();
 }

@@ -53,6 +53,16 @@ void symbolize_end(void);
  * one, so that the line is the call's.  Never NULL. */
 const symbolize_result *symbolize_pc(uintptr_t pc);
 
+/* Lets go of all the symbolizer holds (libdw's state of every object, its
+ * decoded tables, the cache) once no session ran for
+ * symbolize_idle_seconds; the next session opens the objects again.
+ * Called periodically (the HTTP server's watch thread); never blocks. */
+void symbolize_release_if_idle(void);
+
+/* Bytes of the symbolizer's decoded tables and cached results, as of the
+ * last session (libdw's own state is not counted: see README). */
+size_t symbolize_own_bytes(void);
+
 /* The executable mappings, in address order (the main binary first in any
  * ordinary process). */
 size_t symbolize_mapping_count(void);
