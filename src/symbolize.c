@@ -26,6 +26,7 @@
 #include "collect.h"
 #include "config.h"
 #include "symbolize_dwarf.h"
+#include "symbolize_symtab.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -469,11 +470,8 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
 {
     Dwfl_Module *mod = module_at(pc);
     *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char *symbol =
-        mod ? dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL)
-            : NULL;
+    uintptr_t offset = 0;
+    const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
     r->sym_offset = symbol ? offset : 0;
     r->nframes = mod ? dwarf_frames(mod, pc, frames, &r->has_inline_frames)
                      : 0;
@@ -531,6 +529,12 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
 
 /* ---- Sessions ----------------------------------------------------------- */
 
+/* Bytes of the decoded units and sorted symbol tables. */
+static size_t tables_bytes(void)
+{
+    return symdw_bytes() + symst_bytes();
+}
+
 /* Empties an overgrown cache, and the decoded units with it when both
  * hold more than symbolize_max_kb; only between sessions, when no result
  * of an earlier one is in use.  A session itself is never cut short: it
@@ -540,8 +544,10 @@ static void bound_cache(void)
     size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
     if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
-    if (S.cache_bytes + symdw_bytes() > max)
+    if (S.cache_bytes + tables_bytes() > max) {
         symdw_flush();
+        symst_flush();
+    }
 }
 
 /* Lets go of everything: cache, decoded units, libdw's modules (their
@@ -551,6 +557,7 @@ static void release_all(void)
 {
     flush_cache(); /* before the modules its strings point into go */
     symdw_flush();
+    symst_flush();
     if (S.dwfl)
         dwfl_end(S.dwfl);
     S.dwfl = NULL;
@@ -594,7 +601,8 @@ void symbolize_begin(void)
         return;
     }
     flush_cache(); /* before the modules its strings point into go */
-    symdw_flush(); /* units are known by libdw's DIEs: those may go too */
+    symdw_flush(); /* tables are known by libdw's handles: those may go */
+    symst_flush();
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;
@@ -605,7 +613,7 @@ void symbolize_begin(void)
 void symbolize_end(void)
 {
     clock_gettime(CLOCK_MONOTONIC, &S.last_used);
-    atomic_store(&own_bytes, S.cache_bytes + symdw_bytes());
+    atomic_store(&own_bytes, S.cache_bytes + tables_bytes());
     pthread_mutex_unlock(&S.lock);
     collect_internal_leave();
 }
