@@ -261,13 +261,14 @@ static int child_symbolize(const char *so, const char *path)
     rss0 = status_kb("VmRSS"), anon0 = status_kb("RssAnon");
     double first = symbolize_pass(pcs, n, &lines, &inlined);
     long rss1 = status_kb("VmRSS"), anon1 = status_kb("RssAnon");
+    size_t own = symbolize_own_bytes();
     double second = symbolize_pass(pcs, n, &lines, &inlined);
     long rss2 = status_kb("VmRSS");
-    printf("  cpprof %.3f s  rss_added %.1f MB (anon %.1f MB)  "
-           "second_pass %.4f s rss_added %.1f MB  [with_line %zu "
-           "inlined %zu]\n",
-           first, (rss1 - rss0) / 1024.0, (anon1 - anon0) / 1024.0, second,
-           (rss2 - rss1) / 1024.0, lines, inlined);
+    printf("  cpprof %.3f s  rss_added %.1f MB (anon %.1f MB; cpprof's "
+           "tables and cache %.1f MB, the rest libdw's)  second_pass %.4f s "
+           "rss_added %.1f MB  [with_line %zu inlined %zu]\n",
+           first, (rss1 - rss0) / 1024.0, (anon1 - anon0) / 1024.0,
+           own / 1048576.0, second, (rss2 - rss1) / 1024.0, lines, inlined);
     free(pcs);
     return 0;
 }

@@ -445,23 +445,38 @@ static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
  * the innermost inlined one, the last the subprogram holding pc.  Files
  * and lines other than the innermost's are call sites; the innermost's are
  * left for the line table.  A function without a name in DWARF gets a
- * NULL name.  Returns the number of frames (0: no DWARF function at pc). */
+ * NULL name.  Returns the number of frames (0: no DWARF function at pc);
+ * *cudie and *bias as symdw_chain() gives them. */
 static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
-                           symbolize_frame *frames, bool *has_dwarf)
+                           symbolize_frame *frames, Dwarf_Die **cudie,
+                           Dwarf_Addr *bias)
 {
     symdw_frame chain[MAX_INLINE_FRAMES];
-    Dwarf_Die *cudie;
-    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, &cudie);
-    *has_dwarf = cudie != NULL;
+    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, cudie, bias);
     for (size_t i = 0; i < n; i++) {
         frames[i] = (symbolize_frame){
             .system_name = chain[i].system_name,
-            .file = i > 0 ? unit_file(cudie, chain[i].call_file) : "",
+            .file = i > 0 ? unit_file(*cudie, chain[i].call_file) : "",
             .line = chain[i].call_line,
             .start_line = chain[i].start_line,
         };
     }
     return n;
+}
+
+/* The innermost frame's file and line, from the unit's line table (libdw
+ * decodes it once per unit and searches it). */
+static void source_line(Dwarf_Die *cudie, Dwarf_Addr addr,
+                        symbolize_frame *f)
+{
+    Dwarf_Line *line = cudie ? dwarf_getsrc_die(cudie, addr) : NULL;
+    int lineno = 0;
+    const char *file =
+        line && dwarf_lineno(line, &lineno) == 0
+            ? absolute_path(comp_dir(cudie), dwarf_linesrc(line, NULL, NULL))
+            : NULL;
+    f->file = file ? file : "";
+    f->line = file ? lineno : 0;
 }
 
 /* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
@@ -473,8 +488,10 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
     uintptr_t offset = 0;
     const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
     r->sym_offset = symbol ? offset : 0;
-    r->nframes = mod ? dwarf_frames(mod, pc, frames, &r->has_inline_frames)
-                     : 0;
+    Dwarf_Die *cudie = NULL;
+    Dwarf_Addr bias = 0;
+    r->nframes = mod ? dwarf_frames(mod, pc, frames, &cudie, &bias) : 0;
+    r->has_inline_frames = cudie != NULL;
     if (r->nframes == 0) {
         frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
         r->nframes = 1;
@@ -491,15 +508,7 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
         }
         frames[i].name = readable_name(frames[i].system_name);
     }
-    Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, pc) : NULL;
-    int lineno = 0;
-    const char *file =
-        line ? absolute_path(dwfl_line_comp_dir(line),
-                             dwfl_lineinfo(line, NULL, &lineno, NULL, NULL,
-                                           NULL))
-             : NULL;
-    frames[0].file = file ? file : "";
-    frames[0].line = file ? lineno : 0;
+    source_line(cudie, pc - bias, &frames[0]);
     r->has_file = frames[0].file[0] != '\0';
     r->has_line = frames[0].line > 0;
 }

@@ -345,14 +345,14 @@ static int32_t innermost_at(const struct unit *u, Dwarf_Addr a)
 }
 
 size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
-                   size_t max, Dwarf_Die **cudie)
+                   size_t max, Dwarf_Die **cudie, Dwarf_Addr *bias)
 {
-    Dwarf_Addr bias;
-    *cudie = dwfl_module_addrdie(mod, pc, &bias);
+    *bias = 0;
+    *cudie = dwfl_module_addrdie(mod, pc, bias);
     struct unit *u = *cudie ? unit_of(*cudie) : NULL;
     size_t n = 0;
     int32_t inner = -1;
-    for (int32_t f = u ? innermost_at(u, pc - bias) : -1; f >= 0 && n < max;
+    for (int32_t f = u ? innermost_at(u, pc - *bias) : -1; f >= 0 && n < max;
          f = u->fns[f].parent) {
         const struct fn *fn = &u->fns[f];
         frames[n++] = (symdw_frame){

@@ -29,11 +29,12 @@ typedef struct {
 
 /* The chain at pc (an address of the process) in mod, innermost first,
  * the last the subprogram holding it; at most max frames (the innermost
- * kept).  *cudie is the compilation unit's DIE, for its file table, or
- * NULL when mod has no DWARF for pc.  Returns the number of frames (0 when
- * no function covers pc). */
+ * kept).  *cudie is the compilation unit's DIE, for its file and line
+ * tables, or NULL when mod has no DWARF for pc; *bias what to subtract
+ * from pc to get the unit's addresses.  Returns the number of frames (0
+ * when no function covers pc). */
 size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
-                   size_t max, Dwarf_Die **cudie);
+                   size_t max, Dwarf_Die **cudie, Dwarf_Addr *bias);
 
 /* Bytes the decoded units hold. */
 size_t symdw_bytes(void);

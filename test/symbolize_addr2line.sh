@@ -7,7 +7,8 @@
 # test/symbolize_dump.  Also with DWARF 4, with the debug sections
 # compressed (zlib), which libdw must inflate, and with the debug
 # information in a separate file named by .gnu_debuglink, and without
-# debug information (the symbol table's names, no file or line).
+# debug information (the symbol table's names, no file or line); and the
+# release of everything after symbolize_idle_seconds.
 set -u
 : "${top_builddir:=.}"
 srcdir=$(dirname "$0")/..
@@ -113,3 +114,14 @@ variant c c-symtab symtab
 for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-symtab; do
     compare $name
 done
+
+# Left idle, the symbolizer lets go of everything, and answers the same
+# when asked again (the object opened anew).
+CPPROF_SYMBOLIZE_IDLE_SECONDS=1 "$DUMP" "$tmp/cxx.so" release \
+    <"$tmp/cxx.addrs" >"$tmp/twice" || fail "release: symbolize_dump failed"
+half=$(($(wc -l <"$tmp/twice") / 2))
+head -n $half "$tmp/twice" >"$tmp/first"
+tail -n $half "$tmp/twice" >"$tmp/second"
+[ $half -gt 200 ] && cmp -s "$tmp/first" "$tmp/second" ||
+    fail "release: the answers after the release differ"
+echo "release: after an idle second, all let go and the same answers again"
