@@ -3,20 +3,28 @@
  * frames, with elfutils' libdwfl on our own process.
  *
  * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
- * profiles because loading a module's symbols and DWARF is what costs; a
- * cache from pc to result on top of it, since profiles see the same
- * addresses again and again, emptied between sessions once it holds more
- * than CACHE_KEPT_ENTRIES (the memory is the host's).  Both are refreshed
- * when the set of executable mappings changes (dlopen, dlclose):
- * symbolize_begin() compares the mappings with those of the last session.  Checking at the start of a
- * session is enough: every pc a session looks up was collected before it
- * began, so its module was mapped by then (or is gone for good).
+ * profiles because loading a module's symbols and DWARF is what costs; on
+ * it, tables decoded once per compilation unit (symbolize_dwarf.c: inline
+ * chains) and per module (symbolize_symtab.c: symbols), so that each
+ * address is a few binary searches instead of a walk of its unit or of
+ * its symbol table; and a cache from pc to result, since profiles see the
+ * same addresses again and again.  The cache and the tables are emptied
+ * between sessions once they hold more than CACHE_KEPT_ENTRIES or
+ * symbolize_max_kb (the memory is the host's); everything, the Dwfl
+ * included, goes after symbolize_idle_seconds without a session
+ * (symbolize_release_if_idle), and the next session reports the modules
+ * again.  All is refreshed when the set of executable mappings changes
+ * (dlopen, dlclose): symbolize_begin() compares the mappings with those
+ * of the last session.  Checking at the start of a session is enough:
+ * every pc a session looks up was collected before it began, so its
+ * module was mapped by then (or is gone for good).
  *
  * Strings in results point into libdw's own data (symbol tables, DWARF
  * string sections), valid while the module stays reported; only names we
  * make up (demangled, "module+0xoffset" when there is no symbol, and
  * source paths made absolute with the compile unit's directory, as Go's
- * are) are allocated here.  A flush therefore frees the cache before the modules go.
+ * are) are allocated here.  A flush therefore frees the cache and the
+ * tables before the modules go.
  *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.

@@ -3,8 +3,10 @@
  * process's executable mappings (symbolize.c, using elfutils' libdw).
  *
  * One symbolizer serves the whole process: loading DWARF is costly, so the
- * modules and a cache of every address looked up are kept from one profile
- * to the next.  Lookups happen in a session, between symbolize_begin() and
+ * modules, the tables decoded from them and a cache of every address
+ * looked up are kept from one profile to the next, within a bound
+ * (symbolize_max_kb) and until the symbolizer is idle
+ * (symbolize_idle_seconds).  Lookups happen in a session, between symbolize_begin() and
  * symbolize_end(), which holds the symbolizer's lock (libdw is not
  * thread-safe) and gives the session one consistent view of the mappings;
  * every pointer handed out stays valid until symbolize_end().
