@@ -108,6 +108,14 @@ static struct setting settings[CFG__COUNT] = {
     INT(CFG_INHERIT_LABELS, "inherit_labels",
         "0 to start threads from pthread_create without their creator's "
         "labels", 0, 1, 1),
+    /* The symbolizer's memory (symbolize.c): what it keeps between
+     * profiles, and how long libdw's state of the objects stays. */
+    INT(CFG_SYMBOLIZE_MAX_KB, "symbolize_max_kb",
+        "KiB of decoded debug information and cached results the symbolizer "
+        "keeps between profiles", 0, 1L << 30, 32768),
+    INT(CFG_SYMBOLIZE_IDLE_SECONDS, "symbolize_idle_seconds",
+        "seconds without symbolization before the symbolizer lets go of "
+        "the objects' debug information", 1, 86400, 60),
     INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
         "nanoseconds blocked per block sample", 0, 1L << 40, 0),
     INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",

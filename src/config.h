@@ -48,6 +48,8 @@ typedef enum {
     CFG_ACCOUNTING_CPU,       /* "exact" or "sampled" CPU charging */
     CFG_HEAP_INTERPOSE,       /* 0: malloc & co. only forward, nothing tracked */
     CFG_INHERIT_LABELS,       /* 0: pthread_create passes no labels */
+    CFG_SYMBOLIZE_MAX_KB,     /* symbolizer's tables and cache kept, KiB */
+    CFG_SYMBOLIZE_IDLE_SECONDS, /* idle time before libdw's state goes */
     CFG__COUNT
 } cfg_id;
 

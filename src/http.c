@@ -24,6 +24,7 @@
 #define _GNU_SOURCE /* POLLRDHUP, vasprintf */
 #include "collect.h"
 #include "http.h"
+#include "symbolize.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -1197,6 +1198,7 @@ static void *watch_fds(void *arg)
             atomic_store(&server_lost, true);
             break;
         }
+        symbolize_release_if_idle();
     }
     pthread_mutex_unlock(&watch_lock);
     return NULL;

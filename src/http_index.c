@@ -18,6 +18,7 @@
 #include "heap.h"
 #include "http.h"
 #include "sampler.h"
+#include "symbolize.h"
 #include "threadcreate.h"
 #include "www.h"
 
@@ -240,6 +241,10 @@ static void put_internal_heap(FILE *f)
                "profile building, HTTP server), estimated from samples and "
                "left out of heap and allocs</li>\n",
             (long long)inuse, (long long)allocated);
+    fprintf(f, "<li><div class=\"profile-name\">symbolizer tables: </div> "
+               "<span id=\"symbolizer-bytes\">%zu</span> bytes of decoded "
+               "debug tables and cached results (symbolize_max_kb)</li>\n",
+            symbolize_own_bytes());
 }
 
 static void put_descriptions(FILE *f, const index_entry *e, size_t n)

@@ -22,6 +22,7 @@
 #include "accounting.h"
 #include "http.h"
 #include "labels.h"
+#include "symbolize.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -249,6 +250,12 @@ static void put_exposition(FILE *f, const acct_row *rows,
                "# TYPE cpprof_internal_heap_alloc_bytes_total counter\n"
                "cpprof_internal_heap_alloc_bytes_total %lld\n",
             (long long)inuse, (long long)allocated);
+    fprintf(f, "# HELP cpprof_symbolizer_bytes Bytes of the symbolizer's "
+               "decoded debug tables and cached results (libdw's own state "
+               "not included), bounded by symbolize_max_kb.\n"
+               "# TYPE cpprof_symbolizer_bytes gauge\n"
+               "cpprof_symbolizer_bytes %zu\n",
+            symbolize_own_bytes());
     fprintf(f, "# HELP cpprof_labelsets_folded_total Label sets folded into "
                "the overflow set by the label cap.\n"
                "# TYPE cpprof_labelsets_folded_total counter\n"

@@ -3,20 +3,28 @@
  * frames, with elfutils' libdwfl on our own process.
  *
  * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
- * profiles because loading a module's symbols and DWARF is what costs; a
- * cache from pc to result on top of it, since profiles see the same
- * addresses again and again, emptied between sessions once it holds more
- * than CACHE_KEPT_ENTRIES (the memory is the host's).  Both are refreshed
- * when the set of executable mappings changes (dlopen, dlclose):
- * symbolize_begin() compares the mappings with those of the last session.  Checking at the start of a
- * session is enough: every pc a session looks up was collected before it
- * began, so its module was mapped by then (or is gone for good).
+ * profiles because loading a module's symbols and DWARF is what costs; on
+ * it, tables decoded once per compilation unit (symbolize_dwarf.c: inline
+ * chains) and per module (symbolize_symtab.c: symbols), so that each
+ * address is a few binary searches instead of a walk of its unit or of
+ * its symbol table; and a cache from pc to result, since profiles see the
+ * same addresses again and again.  The cache and the tables are emptied
+ * between sessions once they hold more than CACHE_KEPT_ENTRIES or
+ * symbolize_max_kb (the memory is the host's); everything, the Dwfl
+ * included, goes after symbolize_idle_seconds without a session
+ * (symbolize_release_if_idle), and the next session reports the modules
+ * again.  All is refreshed when the set of executable mappings changes
+ * (dlopen, dlclose): symbolize_begin() compares the mappings with those
+ * of the last session.  Checking at the start of a session is enough:
+ * every pc a session looks up was collected before it began, so its
+ * module was mapped by then (or is gone for good).
  *
  * Strings in results point into libdw's own data (symbol tables, DWARF
  * string sections), valid while the module stays reported; only names we
  * make up (demangled, "module+0xoffset" when there is no symbol, and
  * source paths made absolute with the compile unit's directory, as Go's
- * are) are allocated here.  A flush therefore frees the cache before the modules go.
+ * are) are allocated here.  A flush therefore frees the cache and the
+ * tables before the modules go.
  *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
@@ -24,15 +32,20 @@
 #define _GNU_SOURCE
 #include "symbolize.h"
 #include "collect.h"
+#include "config.h"
+#include "symbolize_dwarf.h"
+#include "symbolize_symtab.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Deeper inline chains than this are cut at the innermost frames. */
@@ -67,9 +80,15 @@ static struct {
     size_t nslots, nentries;
     char **owned; /* names made up here, freed with the cache */
     size_t nowned, capowned;
+    size_t cache_bytes;      /* entries, slots and owned names */
+    struct timespec last_used; /* end of the last session */
     demangle_fn demangle;
     bool demangle_looked_up;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Bytes of tables and cache, as of the last session's end: read without
+ * the lock by the index page and /metrics. */
+static atomic_size_t own_bytes;
 
 static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
 static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
@@ -256,7 +275,7 @@ static void flush_cache(void)
         free(S.slots[i]);
     free(S.slots);
     S.slots = NULL;
-    S.nslots = S.nentries = 0;
+    S.nslots = S.nentries = S.cache_bytes = 0;
     for (size_t i = 0; i < S.nowned; i++)
         free(S.owned[i]);
     free(S.owned);
@@ -290,6 +309,7 @@ static int cache_grow(void)
         slots[j] = e;
     }
     free(S.slots);
+    S.cache_bytes += (nslots - S.nslots) * sizeof *slots;
     S.slots = slots;
     S.nslots = nslots;
     return 0;
@@ -323,6 +343,7 @@ static const char *own(char *s)
         S.capowned = ncap;
     }
     S.owned[S.nowned++] = s;
+    S.cache_bytes += strlen(s) + 1;
     return s;
 }
 
@@ -413,89 +434,57 @@ static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
     return name ? name : "unknown";
 }
 
-static const char *die_name(Dwarf_Die *die)
+/* Name of entry idx of the unit's file table, made absolute against its
+ * compilation directory, or "". */
+static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
 {
-    Dwarf_Attribute attr;
-    const char *name = dwarf_formstring(
-        dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(
-            dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-    return name;
-}
-
-/* Where an inlined subroutine was called from: a file and line of the
- * function around it. */
-static void call_site(Dwarf_Die *cudie, Dwarf_Die *inlined, const char **file,
-                      int64_t *line)
-{
-    Dwarf_Attribute attr;
-    Dwarf_Word idx, l;
     Dwarf_Files *files;
     size_t nfiles;
-    const char *name = NULL;
-    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &idx) ==
-            0 &&
-        dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 && idx < nfiles)
-        name = dwarf_filesrc(files, idx, NULL, NULL);
+    const char *name =
+        idx >= 0 && dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 &&
+                (size_t)idx < nfiles
+            ? dwarf_filesrc(files, (size_t)idx, NULL, NULL)
+            : NULL;
     name = absolute_path(comp_dir(cudie), name);
-    *file = name ? name : "";
-    *line = dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr),
-                            &l) == 0
-                ? (int64_t)l
-                : 0;
+    return name ? name : "";
 }
 
-static bool is_function(Dwarf_Die *die)
-{
-    int tag = dwarf_tag(die);
-    return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram;
-}
-
-/* The chain of functions at pc from DWARF: frames[0] the innermost inlined
- * one, the last the subprogram holding pc.  Files and lines other than the
- * innermost's are call sites; the innermost's are left for the line table.
- * A function without a name in DWARF gets a NULL name.  Returns the number
- * of frames (0: no DWARF scope for pc).
- *
- * dwarf_getscopes() follows an inlined subroutine into its abstract
- * definition, so it finds only the innermost function; the callers are the
- * scopes around that function's DIE, from dwarf_getscopes_die(). */
+/* The chain of functions at pc from DWARF (symbolize_dwarf.c): frames[0]
+ * the innermost inlined one, the last the subprogram holding pc.  Files
+ * and lines other than the innermost's are call sites; the innermost's are
+ * left for the line table.  A function without a name in DWARF gets a
+ * NULL name.  Returns the number of frames (0: no DWARF function at pc);
+ * *cudie and *bias as symdw_chain() gives them. */
 static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
-                           symbolize_frame *frames, bool *has_dwarf)
+                           symbolize_frame *frames, Dwarf_Die **cudie,
+                           Dwarf_Addr *bias)
 {
-    Dwarf_Addr bias;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
-    *has_dwarf = cudie != NULL;
-    Dwarf_Die *scopes = NULL, *chain = NULL;
-    int nscopes = cudie ? dwarf_getscopes(cudie, pc - bias, &scopes) : 0;
-    int innermost = 0;
-    while (innermost < nscopes && !is_function(&scopes[innermost]))
-        innermost++;
-    int nchain = innermost < nscopes
-                     ? dwarf_getscopes_die(&scopes[innermost], &chain)
-                     : 0;
-    size_t n = 0;
-    int inner = -1; /* the previous function's scope */
-    for (int i = 0; i < nchain && n < MAX_INLINE_FRAMES; i++) {
-        if (!is_function(&chain[i]))
-            continue;
-        symbolize_frame *f = &frames[n++];
-        *f = (symbolize_frame){.system_name = die_name(&chain[i]), .file = ""};
-        int decl_line;
-        if (dwarf_decl_line(&chain[i], &decl_line) == 0)
-            f->start_line = decl_line;
-        if (inner >= 0)
-            call_site(cudie, &chain[inner], &f->file, &f->line);
-        inner = i;
-        if (dwarf_tag(&chain[i]) == DW_TAG_subprogram)
-            break;
+    symdw_frame chain[MAX_INLINE_FRAMES];
+    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, cudie, bias);
+    for (size_t i = 0; i < n; i++) {
+        frames[i] = (symbolize_frame){
+            .system_name = chain[i].system_name,
+            .file = i > 0 ? unit_file(*cudie, chain[i].call_file) : "",
+            .line = chain[i].call_line,
+            .start_line = chain[i].start_line,
+        };
     }
-    free(scopes);
-    free(chain);
     return n;
+}
+
+/* The innermost frame's file and line, from the unit's line table (libdw
+ * decodes it once per unit and searches it). */
+static void source_line(Dwarf_Die *cudie, Dwarf_Addr addr,
+                        symbolize_frame *f)
+{
+    Dwarf_Line *line = cudie ? dwarf_getsrc_die(cudie, addr) : NULL;
+    int lineno = 0;
+    const char *file =
+        line && dwarf_lineno(line, &lineno) == 0
+            ? absolute_path(comp_dir(cudie), dwarf_linesrc(line, NULL, NULL))
+            : NULL;
+    f->file = file ? file : "";
+    f->line = file ? lineno : 0;
 }
 
 /* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
@@ -504,14 +493,13 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
 {
     Dwfl_Module *mod = module_at(pc);
     *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char *symbol =
-        mod ? dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL)
-            : NULL;
+    uintptr_t offset = 0;
+    const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
     r->sym_offset = symbol ? offset : 0;
-    r->nframes = mod ? dwarf_frames(mod, pc, frames, &r->has_inline_frames)
-                     : 0;
+    Dwarf_Die *cudie = NULL;
+    Dwarf_Addr bias = 0;
+    r->nframes = mod ? dwarf_frames(mod, pc, frames, &cudie, &bias) : 0;
+    r->has_inline_frames = cudie != NULL;
     if (r->nframes == 0) {
         frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
         r->nframes = 1;
@@ -528,15 +516,7 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
         }
         frames[i].name = readable_name(frames[i].system_name);
     }
-    Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, pc) : NULL;
-    int lineno = 0;
-    const char *file =
-        line ? absolute_path(dwfl_line_comp_dir(line),
-                             dwfl_lineinfo(line, NULL, &lineno, NULL, NULL,
-                                           NULL))
-             : NULL;
-    frames[0].file = file ? file : "";
-    frames[0].line = file ? lineno : 0;
+    source_line(cudie, pc - bias, &frames[0]);
     r->has_file = frames[0].file[0] != '\0';
     r->has_line = frames[0].line > 0;
 }
@@ -560,17 +540,68 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         free(e);
         return &unknown_result;
     }
+    S.cache_bytes += sizeof *e + r.nframes * sizeof *frames;
     return &e->r;
 }
 
 /* ---- Sessions ----------------------------------------------------------- */
 
-/* Empties an overgrown cache; only between sessions, when no result of an
- * earlier one is in use. */
+/* Bytes of the decoded units and sorted symbol tables. */
+static size_t tables_bytes(void)
+{
+    return symdw_bytes() + symst_bytes();
+}
+
+/* Empties an overgrown cache, and the decoded units with it when both
+ * hold more than symbolize_max_kb; only between sessions, when no result
+ * of an earlier one is in use.  A session itself is never cut short: it
+ * may go past the bound, and the next one starts below it. */
 static void bound_cache(void)
 {
-    if (S.nentries > CACHE_KEPT_ENTRIES)
+    size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
+    if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
+    if (S.cache_bytes + tables_bytes() > max) {
+        symdw_flush();
+        symst_flush();
+    }
+}
+
+/* Lets go of everything: cache, decoded units, libdw's modules (their
+ * debug files mapped and sections inflated), mappings.  The next session
+ * reports the modules again. */
+static void release_all(void)
+{
+    flush_cache(); /* before the modules its strings point into go */
+    symdw_flush();
+    symst_flush();
+    if (S.dwfl)
+        dwfl_end(S.dwfl);
+    S.dwfl = NULL;
+    free_mappings(S.maps, S.nmaps);
+    S.maps = NULL;
+    S.nmaps = 0;
+    atomic_store(&own_bytes, 0);
+}
+
+void symbolize_release_if_idle(void)
+{
+    if (pthread_mutex_trylock(&S.lock) != 0)
+        return; /* a session is running: not idle */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (S.dwfl &&
+        now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
+        collect_internal_enter(); /* frees what the internal scope took */
+        release_all();
+        collect_internal_leave();
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
+size_t symbolize_own_bytes(void)
+{
+    return atomic_load(&own_bytes);
 }
 
 void symbolize_begin(void)
@@ -587,6 +618,8 @@ void symbolize_begin(void)
         return;
     }
     flush_cache(); /* before the modules its strings point into go */
+    symdw_flush(); /* tables are known by libdw's handles: those may go */
+    symst_flush();
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;
@@ -596,6 +629,8 @@ void symbolize_begin(void)
 
 void symbolize_end(void)
 {
+    clock_gettime(CLOCK_MONOTONIC, &S.last_used);
+    atomic_store(&own_bytes, S.cache_bytes + tables_bytes());
     pthread_mutex_unlock(&S.lock);
     collect_internal_leave();
 }

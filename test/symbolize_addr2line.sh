@@ -1,0 +1,127 @@
+#!/bin/sh
+# symbolize_addr2line.sh -- cpprof's symbolizer says what `addr2line -f -i`
+# says (issue 19): function, file, line and the whole inline chain, on 200
+# addresses drawn over the code of each of the two generated programs of
+# bench/gen_symbolize.sh (a C file with inlined helpers, a template-heavy
+# C++ file; small versions, compiled -g -O2 as shared objects), through
+# test/symbolize_dump.  Also with DWARF 4, with the debug sections
+# compressed (zlib), which libdw must inflate, and with the debug
+# information in a separate file named by .gnu_debuglink, and without
+# debug information (the symbol table's names, no file or line); and the
+# release of everything after symbolize_idle_seconds.
+set -u
+: "${top_builddir:=.}"
+srcdir=$(dirname "$0")/..
+DUMP=$top_builddir/test/symbolize_dump
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpprof-sym.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# 200 distinct offsets drawn uniformly over the bytes of so's functions.
+sample_addresses() {
+    nm --defined-only -S -t d "$1" | awk '
+        BEGIN { n = 0 }
+        $3 ~ /^[TtWw]$/ && $2 + 0 > 0 {
+            start[n] = $1 + 0; size[n] = $2 + 0
+            total += size[n]; n++
+        }
+        END {
+            srand(19)
+            while (got < 200) {
+                at = int(rand() * total)
+                for (i = 0; i < n - 1 && at >= size[i]; i++) at -= size[i]
+                a = start[i] + at
+                if (!(a in seen)) { seen[a] = 1; printf "0x%x\n", a; got++ }
+            }
+        }'
+}
+
+# One line per address of an `-a -f -i` style listing: the function names,
+# then the file:line pairs, innermost first ("(discriminator N)" dropped).
+per_address() {
+    sed -e 's/ (discriminator [0-9]*)$//' | awk '
+        function put() { if (started) print names "\t" locs }
+        /^0x/ { put(); started = 1; names = locs = ""; odd = 1; next }
+        { if (odd) names = names "|" $0; else locs = locs "|" $0; odd = !odd }
+        END { put() }'
+}
+
+# Compares cpprof's answers with addr2line's.  Where they differ, the
+# names must still be addr2line's and file:line llvm-symbolizer's: binutils
+# 2.40 gives some rows of a DWARF 5 line table the wrong file (the main
+# source at a header's line number, a line the file does not have), which
+# libdw and llvm-symbolizer read right.
+compare() { # name (tmp/name.so, compiled)
+    name=$1
+    sample_addresses "$tmp/$name.so" >"$tmp/$name.addrs"
+    [ "$(wc -l <"$tmp/$name.addrs")" -eq 200 ] || fail "$name: no addresses"
+    addr2line -a -f -i -e "$tmp/$name.so" <"$tmp/$name.addrs" |
+        per_address >"$tmp/$name.a2l"
+    "$DUMP" "$tmp/$name.so" <"$tmp/$name.addrs" | per_address >"$tmp/$name.got" ||
+        fail "$name: symbolize_dump failed"
+    if command -v llvm-symbolizer >/dev/null; then
+        llvm-symbolizer --obj="$tmp/$name.so" --output-style=GNU \
+            --functions=linkage --no-demangle -a -i <"$tmp/$name.addrs" |
+            per_address >"$tmp/$name.llvm"
+    else
+        cp "$tmp/$name.a2l" "$tmp/$name.llvm"
+    fi
+    [ "$(wc -l <"$tmp/$name.got")" -eq 200 ] || fail "$name: answers missing"
+    case $name in *-symtab) min_inlined=0 ;; *) min_inlined=20 ;; esac
+    paste "$tmp/$name.addrs" "$tmp/$name.got" "$tmp/$name.a2l" \
+        "$tmp/$name.llvm" | awk -F '\t' -v name="$name" -v min="$min_inlined" '
+        { if (split($2, f, "|") > 2) inl++ } # names start with "|"
+        $2 == $4 && $3 == $5 { same++; next }
+        $2 == $4 && $3 == $7 { by_llvm++; next }
+        { bad++; print name ": " $1 ": cpprof " $2 " " $3 "; addr2line " \
+              $4 " " $5 "; llvm-symbolizer " $7 > "/dev/stderr" }
+        END {
+            printf "%s: %d addresses as addr2line says, %d with " \
+                   "llvm-symbolizer'"'"'s file:line, %d wrong; %d inlined\n",
+                name, same, by_llvm, bad, inl
+            exit bad > 0 || inl < min
+        }' || fail "$name: cpprof differs from addr2line -f -i"
+}
+
+# Variants of a compiled object, made with objcopy.
+variant() { # from to how
+    case $3 in
+    compressed) objcopy --compress-debug-sections=zlib "$tmp/$1.so" "$tmp/$2.so" ;;
+    debuglink) # the debug information in a file of its own
+        objcopy --only-keep-debug "$tmp/$1.so" "$tmp/$2.debug" &&
+            objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
+                "$tmp/$1.so" "$tmp/$2.so" ;;
+    symtab) objcopy --strip-debug "$tmp/$1.so" "$tmp/$2.so" ;;
+    esac || fail "$2: objcopy failed"
+    case $3 in
+    compressed) readelf -S "$tmp/$2.so" | grep -A1 debug_info | grep -q ' C ' ;;
+    *) ! readelf -S "$tmp/$2.so" | grep -q debug_info ;;
+    esac || fail "$2: not made as meant"
+}
+
+sh "$srcdir/bench/gen_symbolize.sh" c 400 >"$tmp/c.c"
+sh "$srcdir/bench/gen_symbolize.sh" cxx 3 >"$tmp/cxx.cc"
+gcc -g -O2 -shared -fPIC -o "$tmp/c.so" "$tmp/c.c" || fail "c: could not compile"
+g++ -g -O2 -shared -fPIC -o "$tmp/cxx.so" "$tmp/cxx.cc" || fail "cxx: could not compile"
+g++ -gdwarf-4 -O2 -shared -fPIC -o "$tmp/cxx-dwarf4.so" "$tmp/cxx.cc" ||
+    fail "cxx-dwarf4: could not compile"
+variant c c-compressed compressed
+variant cxx cxx-debuglink debuglink
+variant c c-symtab symtab
+for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-symtab; do
+    compare $name
+done
+
+# Left idle, the symbolizer lets go of everything, and answers the same
+# when asked again (the object opened anew).
+CPPROF_SYMBOLIZE_IDLE_SECONDS=1 "$DUMP" "$tmp/cxx.so" release \
+    <"$tmp/cxx.addrs" >"$tmp/twice" || fail "release: symbolize_dump failed"
+half=$(($(wc -l <"$tmp/twice") / 2))
+head -n $half "$tmp/twice" >"$tmp/first"
+tail -n $half "$tmp/twice" >"$tmp/second"
+[ $half -gt 200 ] && cmp -s "$tmp/first" "$tmp/second" ||
+    fail "release: the answers after the release differ"
+echo "release: after an idle second, all let go and the same answers again"

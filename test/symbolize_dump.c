@@ -1,0 +1,91 @@
+/*
+ * symbolize_dump -- prints what cpprof's symbolizer (symbolize.h) says about
+ * addresses of a shared object, in `addr2line -a -f -i`'s format, for
+ * test/symbolize_addr2line.sh to compare with addr2line itself: for each
+ * offset read from stdin (hex), "0x%016x" then per frame, innermost first,
+ * the function's name as in DWARF or the symbol table, and "file:line".
+ *
+ * Usage: symbolize_dump OBJECT.so [release] < offsets
+ * The object is dlopened, so that the symbolizer sees it among the
+ * process's mappings, as it sees a program's libraries.  With "release",
+ * every offset is symbolized twice, printed both times: between the
+ * passes the symbolizer is left idle past symbolize_idle_seconds and must
+ * let go of everything (its own-memory figure 0), so that the second pass
+ * opens the object again and must say the same.
+ */
+#define _GNU_SOURCE
+#include "symbolize.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <inttypes.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void dump(uintptr_t base, const unsigned long *offsets, size_t n)
+{
+    symbolize_begin();
+    for (size_t k = 0; k < n; k++) {
+        const symbolize_result *r = symbolize_pc(base + offsets[k]);
+        printf("0x%016lx\n", offsets[k]);
+        for (size_t i = 0; i < r->nframes; i++) {
+            const symbolize_frame *f = &r->frames[i];
+            printf("%s\n%s:%" PRId64 "\n", f->system_name,
+                   f->file[0] ? f->file : "??", f->line);
+        }
+    }
+    symbolize_end();
+}
+
+/* Waits out the idle period (whole seconds of the monotonic clock are
+ * compared, so one more), then asks for the release. */
+static int release_when_idle(void)
+{
+    struct timespec wait = {atol(getenv("CPPROF_SYMBOLIZE_IDLE_SECONDS")) + 1,
+                            0};
+    if (symbolize_own_bytes() == 0) {
+        fprintf(stderr, "symbolize_dump: no own memory before the release\n");
+        return -1;
+    }
+    nanosleep(&wait, NULL);
+    symbolize_release_if_idle();
+    if (symbolize_own_bytes() != 0) {
+        fprintf(stderr, "symbolize_dump: %zu bytes kept past the idle time\n",
+                symbolize_own_bytes());
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct link_map *lm;
+    bool release = argc == 3 && strcmp(argv[2], "release") == 0 &&
+                   getenv("CPPROF_SYMBOLIZE_IDLE_SECONDS");
+    void *h = argc == 2 || release ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)
+                                   : NULL;
+    if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0) {
+        fprintf(stderr,
+                "usage: [CPPROF_SYMBOLIZE_IDLE_SECONDS=N] symbolize_dump "
+                "OBJECT.so [release] < offsets (%s)\n",
+                dlerror());
+        return 2;
+    }
+    unsigned long *offsets = NULL;
+    size_t n = 0, cap = 0;
+    for (unsigned long offset; scanf("%lx", &offset) == 1; offsets[n++] = offset)
+        if (n == cap && !(offsets = realloc(offsets, (cap = 2 * cap + 256) *
+                                                         sizeof *offsets)))
+            return 2;
+    dump(lm->l_addr, offsets, n);
+    if (release) {
+        if (release_when_idle() != 0)
+            return 1;
+        dump(lm->l_addr, offsets, n);
+    }
+    free(offsets);
+    return 0;
+}
