@@ -8,7 +8,10 @@
 #                      (issue 8) `make check` again under ASan+UBSan
 #                      (./build-asan) and under TSan (./build-tsan), and
 #                      each libFuzzer target for FUZZ_SECONDS (default 30)
-#                      (./build-fuzz, clang); SANITIZERS=0 skips those
+#                      (./build-fuzz, clang); SANITIZERS=0 skips those;
+#                      and (issue 16) a cross build for arm64 whose tests
+#                      run under qemu-user (./build-aarch64,
+#                      test/cross/aarch64.sh); AARCH64=0 skips it
 #
 # Missing Debian packages are installed with apt-get when run as root;
 # otherwise the script prints the exact sudo line and stops.  The build goes
@@ -19,14 +22,17 @@ top=$PWD
 
 # The library's own (configure.ac requires these); then what only the tests
 # need: cmake, meson and ninja-build build test/install_consumers.sh's
-# consumers against an installed cpprof.
+# consumers against an installed cpprof; the arm64 cross toolchain and
+# qemu-user-static for test/cross/aarch64.sh (which fetches the arm64
+# libraries into its own sysroot, never through this list).
 packages=(autoconf automake libtool pkg-config make gcc g++
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libjansson-dev libdw-dev libgnutls28-dev openssl
   check curl golang-go golang-github-google-pprof-dev chromium jq
   cmake meson ninja-build
   clang libclang-rt-14-dev libgoogle-perftools-dev
-  libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools)
+  libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)
 
 install_missing() {
   local missing=()
@@ -65,7 +71,7 @@ build() {
 # counts one error more.
 summarize_tests() {
   local checks=0 fails=0 errors=0 dir f
-  for dir in build build-asan build-tsan build-fuzz; do
+  for dir in build build-aarch64 build-asan build-tsan build-fuzz; do
     for f in "$dir"/test/*.log; do
       [ -f "$f" ] || continue
       local line trs=${f%.log}.trs passed_trs=1
@@ -168,6 +174,9 @@ run_tests() {
   local rc=0
   check_in build || rc=$?
   run_readme_commands || rc=$?
+  if [ "${AARCH64:-1}" != 0 ]; then
+    test/cross/aarch64.sh build-aarch64 || rc=$?
+  fi
   if [ "${SANITIZERS:-1}" != 0 ]; then
     build build-asan --enable-asan-ubsan
     check_in build-asan || rc=$?

@@ -98,6 +98,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -584,6 +585,7 @@ static int attach_labels(census *c)
 struct blocked_at {
     char text[160];
     long nr;
+    unsigned long long arg1;
     uintptr_t sp, pc;
 };
 
@@ -617,9 +619,22 @@ static int read_blocked_at(int fd, struct blocked_at *at)
     }
     if (k < 2)
         return -EPROTO;
+    at->arg1 = v[0];
     at->sp = (uintptr_t)v[k - 2];
     at->pc = (uintptr_t)v[k - 1];
     return BLOCKED;
+}
+
+/* Whether the thread waits in vfork.  arm64 has no vfork system call:
+ * glibc's vfork there is clone with CLONE_VFORK in its first argument
+ * (the flags), as a program's own clone may be on x86-64. */
+static bool in_vfork(const struct blocked_at *at)
+{
+#ifdef SYS_vfork
+    if (at->nr == SYS_vfork)
+        return true;
+#endif
+    return at->nr == SYS_clone && (at->arg1 & CLONE_VFORK);
 }
 
 /* Tries per thread before it counts as changing too fast to read. */
@@ -650,7 +665,7 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
             break;
         /* In vfork the child runs on this thread's stack: it cannot be
          * read, and a signal waits for the child's exec or exit. */
-        if (at.nr == SYS_vfork) {
+        if (in_vfork(&at)) {
             strcpy(t->missing, "in vfork: the child has its stack");
             break;
         }

@@ -669,7 +669,10 @@ static enum step step_cfi(struct reader *r, const struct cfi_row *row,
     switch (row->rules & CFI_RA_MASK) {
     case RA_UNDEFINED: return STEP_END;
     case RA_AT:
-        if (!read_word(r, cfa + (intptr_t)row->ra_off8 * 8, &ra))
+        if (!read_word(r, cfa + ((row->rules & CFI_RA_IN_RECORD)
+                                     ? (intptr_t)row->fp_off + 8
+                                     : (intptr_t)row->ra_off8 * 8),
+                       &ra))
             return STEP_END;
         break;
     case RA_SAME:

@@ -227,7 +227,13 @@ static struct cfi_row encode_row(uint32_t start, const struct frame_state *s)
         fp = FP_AT;
         row.fp_off = (int16_t)s->fp.off;
     }
-    row.rules = (uint8_t)(cfa | ra | fp);
+    uint8_t record = 0;
+    if (ra == RA_UNSUPPORTED && fp == FP_AT && s->ra.kind == RULE_AT &&
+        s->ra.off == s->fp.off + 8) {
+        ra = RA_AT;
+        record = CFI_RA_IN_RECORD;
+    }
+    row.rules = (uint8_t)(cfa | ra | fp | record);
     return row;
 }
 

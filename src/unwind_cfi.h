@@ -42,6 +42,12 @@ enum {
 #define CFI_CFA_MASK 7u
 #define CFI_RA_MASK (3u << 3)
 #define CFI_FP_MASK (3u << 5)
+/* With RA_AT and FP_AT (bit 7): the return address is at cfa + fp_off + 8,
+ * the frame record {x29, x30} of AArch64, and ra_off8 is unused.  AArch64
+ * saves the record at the bottom of the frame, so in a frame over 1 KiB
+ * the return address lies beyond ra_off8's reach (glibc's vfscanf:
+ * cfa - 1832). */
+#define CFI_RA_IN_RECORD (1u << 7)
 
 /* One row: the rule from `start` (an address in the object's own ELF
  * address space) up to the next row's start.  12 bytes. */

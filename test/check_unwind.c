@@ -79,6 +79,51 @@ START_TEST(signal_frames_are_walked_through)
 }
 END_TEST
 
+/* ---- A return address far below the CFA ------------------------------ */
+
+/* gcc on AArch64 saves the frame record {x29, x30} at the bottom of a
+ * frame of 512 bytes to 4 KiB, so the return address of a 2 KB frame is
+ * about 2 KB below its CFA (glibc's vfscanf: 1832 bytes). */
+__attribute__((noinline)) static void walk_from_here(void)
+{
+    ucontext_t here;
+    getcontext(&here);
+    nwalked = unwind_context(&here, walked, STACK_MAX_FRAMES, &walked_flags);
+}
+
+__attribute__((noinline)) static void big_frame(void)
+{
+    volatile char buf[2000];
+    buf[0] = 1;
+    walk_from_here();
+    buf[sizeof buf - 1] = buf[0];
+}
+
+__attribute__((noinline)) static void calls_big_frame(void)
+{
+    big_frame();
+    __asm__ volatile("");
+}
+
+__attribute__((noinline)) static void above_big_frame(void)
+{
+    calls_big_frame();
+    __asm__ volatile("");
+}
+
+START_TEST(return_address_far_below_the_cfa)
+{
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    above_big_frame();
+    ck_assert_msg(returns_into(walked, nwalked, calls_big_frame) &&
+                      returns_into(walked, nwalked, above_big_frame),
+                  "callers of the 2 KB frame not in %zu frames", nwalked);
+    ck_assert_msg(!(walked_flags & STACK_FP_FALLBACK),
+                  "the walk fell back to frame pointers (flags %#x)",
+                  walked_flags);
+}
+END_TEST
+
 /* ---- A walk put off, then done from the stack's copy ------------------ */
 
 static struct unwind_snapshot snap;
@@ -269,13 +314,26 @@ int main(void)
     Suite *s = suite_create("unwind");
     TCase *tc = tcase_create("unwind");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, signal_frames_are_walked_through);
-    tcase_add_test(tc, fiber_stack_is_read_in_a_forked_child);
-    tcase_add_test(tc, snapshot_walks_like_the_handler_after_the_stack_moved_on);
-    tcase_add_test(tc, snapshot_copy_stops_at_an_unmapped_page);
+    tcase_add_test(tc, return_address_far_below_the_cfa);
     tcase_add_test(tc, garbage_is_not_an_elf);
     tcase_add_test(tc, truncated_and_corrupted_images_are_survived);
     suite_add_tcase(s, tc);
+    /* Tagged by what they need of the system, so that a run under an
+     * emulator that lacks it can leave them out (CK_EXCLUDE_TAGS;
+     * test/cross/aarch64.sh: qemu-user 7.2 has no process_vm_readv, and
+     * its signal trampoline is no vDSO with the kernel's CFI). */
+    TCase *sigframe = tcase_create("unwind_sigframe");
+    tcase_set_timeout(sigframe, 60);
+    tcase_set_tags(sigframe, "vdso_sigreturn");
+    tcase_add_test(sigframe, signal_frames_are_walked_through);
+    suite_add_tcase(s, sigframe);
+    TCase *outside = tcase_create("unwind_outside_stack");
+    tcase_set_timeout(outside, 60);
+    tcase_set_tags(outside, "process_vm_readv");
+    tcase_add_test(outside, fiber_stack_is_read_in_a_forked_child);
+    tcase_add_test(outside, snapshot_walks_like_the_handler_after_the_stack_moved_on);
+    tcase_add_test(outside, snapshot_copy_stops_at_an_unmapped_page);
+    suite_add_tcase(s, outside);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

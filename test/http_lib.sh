@@ -8,7 +8,8 @@
 
 # Where the build tree is: make check runs tests from the top build dir.
 : "${top_builddir:=.}"
-JOBRUNNER=$top_builddir/examples/jobrunner
+# The demo; a cross build runs it through an emulator (test/cross/aarch64.sh).
+: "${JOBRUNNER:=$top_builddir/examples/jobrunner}"
 GOCHECK=$top_builddir/test/gocheck/gocheck
 PPROF=$top_builddir/test/pprof/pprof
 
