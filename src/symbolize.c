@@ -15,7 +15,8 @@
  * (symbolize_release_if_idle), and the next session reports the modules
  * again.  All is refreshed when the set of executable mappings changes
  * (dlopen, dlclose): symbolize_begin() compares the mappings with those
- * of the last session.  Checking at the start of a session is enough:
+ * of the last session, reading /proc/self/maps only when the loader's
+ * counts of objects loaded and unloaded moved (loader.h).  Checking at the start of a session is enough:
  * every pc a session looks up was collected before it began, so its
  * module was mapped by then (or is gone for good).
  *
@@ -33,6 +34,7 @@
 #include "symbolize.h"
 #include "collect.h"
 #include "config.h"
+#include "loader.h"
 #include "symbolize_dwarf.h"
 #include "symbolize_symtab.h"
 
@@ -76,6 +78,7 @@ static struct {
     Dwfl *dwfl; /* NULL when libdw could not report the process */
     struct mapping *maps;
     size_t nmaps;
+    loader_counts counts; /* the loader's, when maps was read */
     struct entry **slots; /* open addressing on pc; NULL is empty */
     size_t nslots, nentries;
     char **owned; /* names made up here, freed with the cache */
@@ -609,10 +612,15 @@ void symbolize_begin(void)
     collect_internal_enter(); /* libdw's memory is cpprof's, not the program's */
     pthread_mutex_lock(&S.lock);
     bound_cache();
+    /* No dlopen or dlclose since the last look: the modules are those. */
+    loader_counts counts = loader_counts_now();
+    if (S.dwfl && loader_counts_equal(counts, S.counts))
+        return;
     struct mapping *maps;
     size_t n;
     if (read_exec_mappings(&maps, &n) != 0)
         return; /* keep the last view; lookups still work from it */
+    S.counts = counts;
     if (S.dwfl && same_mappings(maps, n, S.maps, S.nmaps)) {
         free_mappings(maps, n);
         return;

@@ -71,6 +71,7 @@
  */
 #define _GNU_SOURCE
 #include "unwind.h"
+#include "loader.h"
 #include "stacktab.h"
 #include "unwind_cfi.h"
 
@@ -136,25 +137,8 @@ static atomic_bool frame_pointers_only; /* unwind_set_frame_pointers_only */
 static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct object *objects; /* under writer_mu */
 
-/* The loader's counts of objects ever added and removed, as of the last
- * refresh (dl_iterate_phdr's dlpi_adds and dlpi_subs).  Reading them takes
- * the loader's lock: never from a walk. */
-struct load_counts {
-    unsigned long long adds, subs;
-};
-static struct load_counts refreshed_counts; /* under writer_mu */
-
-static int read_load_counts(struct dl_phdr_info *info, size_t size,
-                            void *arg)
-{
-    struct load_counts *c = arg;
-    if (size < offsetof(struct dl_phdr_info, dlpi_subs) +
-                   sizeof info->dlpi_subs)
-        return 1;
-    c->adds = info->dlpi_adds;
-    c->subs = info->dlpi_subs;
-    return 1; /* the counts are the same in every entry */
-}
+/* The loader's counts as of the last refresh (loader.h). */
+static loader_counts refreshed_counts; /* under writer_mu */
 
 static int grow(void **a, size_t *cap, size_t n, size_t size)
 {
@@ -351,8 +335,7 @@ int unwind_refresh_maps(void)
 {
     /* Counted before the maps are read: an object loaded meanwhile makes
      * the next unwind_refresh_if_loaded refresh again. */
-    struct load_counts counts = {0, 0};
-    dl_iterate_phdr(read_load_counts, &counts);
+    loader_counts counts = loader_counts_now();
     pthread_mutex_lock(&writer_mu);
     struct maps_table *cur = atomic_load(&current);
     struct maps_table *next = cur == &tables[0] ? &tables[1] : &tables[0];
@@ -408,11 +391,9 @@ __attribute__((constructor)) static void unwind_init(void)
 
 int unwind_refresh_if_loaded(void)
 {
-    struct load_counts now = {0, 0};
-    dl_iterate_phdr(read_load_counts, &now);
+    loader_counts now = loader_counts_now();
     pthread_mutex_lock(&writer_mu);
-    bool changed = now.adds != refreshed_counts.adds ||
-                   now.subs != refreshed_counts.subs;
+    bool changed = !loader_counts_equal(now, refreshed_counts);
     pthread_mutex_unlock(&writer_mu);
     return changed ? unwind_refresh_maps() : 0;
 }
