@@ -564,116 +564,6 @@ static const http_route *find_route(const char *name)
     return NULL;
 }
 
-/* Compares without an early exit, so the time taken does not tell a client
- * how much of a guessed token was right. */
-static bool same_secret(const char *given, const char *secret)
-{
-    size_t n = strlen(secret), given_len = strlen(given);
-    unsigned char diff = given_len != n;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)secret[i] ^
-                (unsigned char)(i < given_len ? given[i] : 0);
-    return diff == 0;
-}
-
-/* Whether the request may be served: always when the server needs no
- * token, else only with "Authorization: Bearer <token>" or HTTP Basic with
- * the token as password (any user name): what go tool pprof, curl and
- * browsers send from https://user:TOKEN@host/. */
-static bool authorized(struct MHD_Connection *conn)
-{
-    if (server_token[0] == '\0')
-        return true;
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                   MHD_HTTP_HEADER_AUTHORIZATION);
-    static const char scheme[] = "Bearer ";
-    if (auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0)
-        return same_secret(auth + sizeof scheme - 1, server_token);
-    char *password = NULL;
-    char *user = MHD_basic_auth_get_username_password(conn, &password);
-    bool ok = user != NULL && password != NULL &&
-              same_secret(password, server_token);
-    MHD_free(user);
-    MHD_free(password);
-    return ok;
-}
-
-/* Whether `host` (a Host header's name, port cut off) is a loopback name:
- * localhost, 127.x.x.x or [::1]. */
-static bool loopback_name(const char *host, size_t len)
-{
-    char name[64];
-    struct in_addr a4;
-    if (len >= sizeof name)
-        return false;
-    memcpy(name, host, len);
-    name[len] = '\0';
-    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0)
-        return true;
-    return inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
-}
-
-/* Whether `host` is one of the http_allowed_hosts names. */
-static bool allowed_name(const char *host, size_t len)
-{
-    const char *list = cfg_str(CFG_HTTP_ALLOWED_HOSTS);
-    while (*list) {
-        size_t n = strcspn(list, ",");
-        if (n == len && strncasecmp(list, host, len) == 0)
-            return true;
-        list += n + (list[n] == ',');
-    }
-    return false;
-}
-
-/* DNS rebinding: a page the developer opens may resolve its own name to
- * 127.0.0.1 and read the server as same-origin; its requests then carry
- * that foreign name as Host.  A loopback server answers only Host names
- * that are loopback or allowed (with our port, or none); a request
- * without Host (HTTP/1.0) comes from no browser. */
-static bool host_allowed(struct MHD_Connection *conn)
-{
-    if (!server_on_loopback)
-        return true;
-    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                   MHD_HTTP_HEADER_HOST);
-    if (host == NULL)
-        return true;
-    const char *colon = strrchr(host, ':');
-    if (colon != NULL && strchr(colon, ']') != NULL)
-        colon = NULL; /* "[::1]" without a port */
-    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
-    if (colon != NULL && atoi(colon + 1) != server_port)
-        return false;
-    return loopback_name(host, len) || allowed_name(host, len);
-}
-
-/* Whether a browser says the request comes from another site: a
- * Sec-Fetch-Site of cross-site, or an Origin whose host is not one
- * host_allowed() would answer. */
-static bool cross_site(struct MHD_Connection *conn)
-{
-    const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                   "Sec-Fetch-Site");
-    if (site != NULL && strcasecmp(site, "cross-site") == 0)
-        return true;
-    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     "Origin");
-    if (origin == NULL || strcmp(origin, "null") == 0)
-        return origin != NULL;
-    const char *host = strstr(origin, "://");
-    if (host == NULL)
-        return true;
-    host += 3;
-    const char *colon = strrchr(host, ':');
-    if (colon != NULL && strchr(colon, ']') != NULL)
-        colon = NULL;
-    size_t len = colon != NULL ? (size_t)(colon - host) : strlen(host);
-    if (colon == NULL || atoi(colon + 1) != server_port)
-        return true;
-    return !loopback_name(host, len) && !allowed_name(host, len);
-}
-
 /* The Content-Length the client announced, or 0. */
 static unsigned long long announced_length(struct MHD_Connection *conn)
 {
@@ -694,14 +584,14 @@ static bool refuse_early(http_req *r)
                    "authority is required");
         return true;
     }
-    if (!host_allowed(r->conn)) {
+    if (!http_host_allowed(r->conn, server_on_loopback, server_port)) {
         http_error(r, MHD_HTTP_FORBIDDEN,
                    "this loopback server answers only loopback Host names "
                    "(localhost, 127.0.0.1, [::1]) with its port; add other "
                    "names to the http_allowed_hosts setting");
         return true;
     }
-    if (!authorized(r->conn)) {
+    if (!http_authorized(r->conn, server_token)) {
         const char *headers[] = {"Content-Type", "text/plain; charset=utf-8",
                                  "X-Go-Pprof", "1", "WWW-Authenticate",
                                  "Bearer", "WWW-Authenticate",
@@ -860,7 +750,7 @@ static int dispatch(http_req *r, const char *url)
                           server_max_body);
     if (waits_out_window(r, route)) {
         /* A window costs CPU (a profile): not at another site's asking. */
-        if (cross_site(r->conn))
+        if (http_cross_site(r->conn, server_port))
             return http_error(r, MHD_HTTP_FORBIDDEN,
                               "a cross-site request may not start a profile "
                               "window (Sec-Fetch-Site or Origin)");

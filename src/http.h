@@ -123,6 +123,18 @@ int http_tls_certificate(gnutls_session_t session,
                          int pk_algos_length, gnutls_pcert_st **chain,
                          unsigned *nchain, gnutls_privkey_t *key);
 
+/* Access (http_access.c).  Whether the request carries the token (always
+ * true when `token` is empty): "Authorization: Bearer TOKEN", or HTTP
+ * Basic with the token as password. */
+bool http_authorized(struct MHD_Connection *conn, const char *token);
+/* Whether a server on loopback (`on_loopback`) answers the request's Host:
+ * a loopback name or an http_allowed_hosts one, with `port` or none. */
+bool http_host_allowed(struct MHD_Connection *conn, bool on_loopback,
+                       int port);
+/* Whether a browser says the request comes from another site
+ * (Sec-Fetch-Site: cross-site, or an Origin http_host_allowed refuses). */
+bool http_cross_site(struct MHD_Connection *conn, int port);
+
 /* Requests waiting out a window (a profile, a ?seconds= delta) now. */
 int http_windows_open(void);
 
