@@ -7,10 +7,11 @@
  * It is made from the gzip'd profile.proto the endpoint would have sent,
  * unpacked with protobuf-c's generated parser, so it holds exactly the
  * proto's samples, values and labels, symbolized once by the builder:
- * nothing here knows a collector or a symbol table.  Frames are text,
- * "function (file:line)", one per line of a location (an inlined call is a
- * frame of its own, as pprof shows it), interned into one table that the
- * stacks index, which keeps 100,000 stacks to a few megabytes.
+ * nothing here knows a collector or a symbol table.  Frames are objects,
+ * {"function", "file", "line"}, one per line of a location (an inlined
+ * call is a frame of its own, as pprof shows it), interned by their JSON
+ * text into one table that the stacks index, which keeps 100,000 stacks
+ * to a few megabytes.
  *
  * The text is written with stdio into memory rather than built as a
  * jansson tree, which for 100,000 samples would cost a few hundred
@@ -231,34 +232,65 @@ static ssize_t intern(frames *t, char *text)
     return (ssize_t)(t->nnames - 1);
 }
 
-/* "function (file:line)", "function (file)" or "function". */
-static char *line_text(frames *t, const Perftools__Profiles__Line *l)
+/* A frame as the JSON object it is written as (and interned by):
+ * {"function": NAME, "file": FILE, "line": N}, file and line left out when
+ * unknown.  Objects, not one "function (file:line)" string, because a
+ * name may itself end in " (...)" (cpprof's own pseudo-frames do). */
+static char *line_json(frames *t, const Perftools__Profiles__Line *l)
 {
+    const char *name = "", *file = "";
     if (l->function_id == 0 || l->function_id > t->p->n_function) {
         t->bad = true;
-        return strdup("");
+    } else {
+        const Perftools__Profiles__Function *fn =
+            t->p->function[l->function_id - 1];
+        name = str(t, fn->name);
+        file = str(t, fn->filename);
     }
-    const Perftools__Profiles__Function *fn =
-        t->p->function[l->function_id - 1];
-    const char *name = str(t, fn->name), *file = str(t, fn->filename);
     char *text = NULL;
-    int rc = !*file       ? asprintf(&text, "%s", name)
-             : l->line > 0 ? asprintf(&text, "%s (%s:%" PRId64 ")", name,
-                                      file, l->line)
-                           : asprintf(&text, "%s (%s)", name, file);
-    return rc < 0 ? NULL : text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        return NULL;
+    fputs("{\"function\":", f);
+    put_string(f, name);
+    if (*file) {
+        fputs(",\"file\":", f);
+        put_string(f, file);
+    }
+    if (*file && l->line > 0)
+        fprintf(f, ",\"line\":%" PRId64, l->line);
+    fputc('}', f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
-/* An unsymbolized location: "0xADDR (object)" or "0xADDR". */
-static char *address_text(frames *t, const Perftools__Profiles__Location *l)
+/* An unsymbolized location: {"address": "0xADDR", "object": OBJECT},
+ * the object left out when unknown. */
+static char *address_json(frames *t, const Perftools__Profiles__Location *l)
 {
     const char *object = "";
     if (l->mapping_id > 0 && l->mapping_id <= t->p->n_mapping)
         object = str(t, t->p->mapping[l->mapping_id - 1]->filename);
     char *text = NULL;
-    int rc = *object ? asprintf(&text, "%#" PRIx64 " (%s)", l->address, object)
-                     : asprintf(&text, "%#" PRIx64, l->address);
-    return rc < 0 ? NULL : text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        return NULL;
+    fprintf(f, "{\"address\":\"%#" PRIx64 "\"", l->address);
+    if (*object) {
+        fputs(",\"object\":", f);
+        put_string(f, object);
+    }
+    fputc('}', f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 static int add_frame(frames *t, size_t *n, char *text)
@@ -289,9 +321,9 @@ static int build_frames(frames *t)
         t->loc_first[i] = n;
         int rc = 0;
         for (size_t j = 0; j < l->n_line && rc == 0; j++)
-            rc = add_frame(t, &n, line_text(t, l->line[j]));
+            rc = add_frame(t, &n, line_json(t, l->line[j]));
         if (l->n_line == 0)
-            rc = add_frame(t, &n, address_text(t, l));
+            rc = add_frame(t, &n, address_json(t, l));
         if (rc != 0)
             return rc;
     }
@@ -465,7 +497,7 @@ static int put_profile(FILE *f, frames *t, bool labelled)
             labelled ? "true" : "false");
     for (size_t i = 0; i < t->nnames; i++) {
         fputs(i ? ",\n" : "\n", f);
-        put_string(f, t->names[i]);
+        fputs(t->names[i], f); /* already JSON: line_json, address_json */
     }
     fputc(']', f);
     return put_samples(f, t);

@@ -59,15 +59,16 @@ static json_t *to_json(const unsigned char *gz, size_t len, bool labelled,
     return root;
 }
 
-/* The frame text of sample i's only frame. */
+/* The function name of sample i's only frame. */
 static const char *frame_of(json_t *root, size_t i)
 {
     json_t *s = json_array_get(json_object_get(root, "samples"), i);
     json_t *stack = json_object_get(s, "stack");
     ck_assert_uint_eq(json_array_size(stack), 1);
-    return json_string_value(json_array_get(
+    json_t *frame = json_array_get(
         json_object_get(root, "frames"),
-        (size_t)json_integer_value(json_array_get(stack, 0))));
+        (size_t)json_integer_value(json_array_get(stack, 0)));
+    return json_string_value(json_object_get(frame, "function"));
 }
 
 START_TEST(text_is_escaped_and_decodes_to_itself)

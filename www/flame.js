@@ -25,15 +25,23 @@ window.cpprofFlame = flame; // for browser tests and benchmarks
 
 const NO_LABELS = {};
 
+// A JSON frame as the views name it, as pprof does: "function
+// (file:line)", "function (file)", "function", or "0xADDR (object)".
+function frameText(f) {
+  if (f.address !== undefined) return f.object ? `${f.address} (${f.object})` : f.address;
+  if (!f.file) return f.function;
+  return f.line ? `${f.function} (${f.file}:${f.line})` : `${f.function} (${f.file})`;
+}
+
 // The profile as the views use it: the JSON's samples as they are (stacks
-// leaf first, in root-first order: README "JSON profile"), label pairs
-// listed for the filters' suggestions.
+// leaf first, in root-first order: README "JSON profile"), frames named,
+// label pairs listed for the filters' suggestions.
 function prepare(json, name) {
   const pairs = new Set();
   for (const s of json.samples)
     if (s.labels)
       for (const k in s.labels) pairs.add(k + '=' + s.labels[k]);
-  return {name, frames: json.frames, samples: json.samples, types: json.sample_types,
+  return {name, frames: json.frames.map(frameText), samples: json.samples, types: json.sample_types,
           defaultType: json.default_sample_type, labelled: json.labelled,
           pairs: [...pairs].sort(), proto: json.proto};
 }

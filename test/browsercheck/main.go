@@ -38,6 +38,8 @@
 //	                                root, whether the filter's list offers
 //	                                note=TEXT, the page's <script> elements
 //	flame heap MESSAGE              what the heap view says to the filter
+//	                                ("declined: REASON" when the server
+//	                                has no heap profile)
 //	flame cpu ROOT DRAWN MS         all samples: the root's sample count,
 //	                                frames drawn, ms from text to graph
 //	flame initech ROOT              the root's samples under tenant=initech
@@ -314,10 +316,12 @@ func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
 	fmt.Printf("flame note %v %v %v\n", noteOut[0], noteOut[1], noteOut[2])
 	// The heap view, which carries no labels, asked for a tenant.
 	var heapMsg string
+	// A heap profile the server declines (a sanitizer's malloc comes
+	// first) is shown as the server's reason: "declined: REASON".
 	if err := c.eval(`bcShow('heap', 1).then(() => {
   bcSet('flame-filter', 'tenant=acme');
   return document.getElementById('flame-graph').hidden ? bcText('flame-message') : 'graph shown';
-})`, &heapMsg); err != nil {
+}, err => 'declined: ' + err.message)`, &heapMsg); err != nil {
 		return err
 	}
 	fmt.Printf("flame heap %s\n", heapMsg)
