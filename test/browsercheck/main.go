@@ -364,10 +364,12 @@ func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
 		return err
 	}
 	fmt.Printf("flame initech %s\nflame search %s %s\n", out[0], out[1], out[2])
-	// Hover over the frame above the root, then click it: it is zoomed.
+	// Hover over the widest frame above the root, then click it: it is
+	// zoomed.
 	if err := c.eval(`(() => {
   const canvas = document.getElementById('flame-canvas');
-  const r = cpprofFlame.rects.find(r => r.depth === 1);
+  const r = cpprofFlame.rects.filter(r => r.depth === 1)
+    .reduce((a, b) => (b.w > a.w ? b : a));
   const box = canvas.getBoundingClientRect();
   const at = {clientX: box.left + r.x + r.w / 2, clientY: box.top + r.y + 5, bubbles: true};
   canvas.dispatchEvent(new MouseEvent('mousemove', at));
