@@ -44,8 +44,13 @@ check_page() {
         fail "cpu view: $(grep '^cpu tenant' "$tmp/page")"
     # Every CPU sample of the demo's workers carries a tenant: the shares
     # (the labels view's own arithmetic, which flame.js must not disturb)
-    # add up to nearly all of it.
-    awk '$1 == "cpu" && $2 == "tenant" { s += $4 } END { exit !(s > 90 && s <= 100.5) }' \
+    # add up to nearly all of it -- to less under a sanitizer, whose own
+    # runtime thread (TSan's background thread) uses unlabelled CPU too
+    # (70.6% seen under TSan).
+    least=90
+    case ${CPPROF_SANITIZER:-none} in asan | tsan) least=50 ;; esac
+    awk -v least=$least '$1 == "cpu" && $2 == "tenant" { s += $4 }
+        END { exit !(s > least && s <= 100.5) }' \
         "$tmp/page" || fail "cpu view shares: $(grep '^cpu tenant' "$tmp/page")"
     ! grep '^overflow' "$tmp/page" || fail "the page is wider than the screen"
 }
