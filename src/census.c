@@ -58,8 +58,10 @@
  * thread runs again; and a tid reused by a new thread whose CPU clock
  * reads the same nanosecond as its predecessor's.  A census after fork()
  * starts afresh.  A running thread that blocks the signal, a stopped
- * thread and a zombie leader are not signalled; a signalled thread that
- * does not answer within "census_timeout_ms" is given up on.  Either way
+ * thread and a zombie leader are not signalled; a signalled thread found
+ * to have blocked the signal since is given up on at once (rechecked every
+ * RECHECK_NS while waiting), and one that does not answer within
+ * "census_timeout_ms" at the deadline.  Either way
  * it stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
@@ -112,6 +114,9 @@
 
 /* Longest wait, after the answers, for handlers still inside a round. */
 #define DRAIN_NS 10000000L
+/* How often a census waiting for answers looks for threads that have
+ * blocked the signal since they were sent it. */
+#define RECHECK_NS 20000000L
 
 enum slot_state { SLOT_IDLE, SLOT_PENDING, SLOT_WRITING, SLOT_DONE,
                   SLOT_ABANDONED };
@@ -861,14 +866,45 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Sleeps on the futex until every slot answered or the deadline passed. */
-static void wait_answers(struct round *r, int64_t deadline)
+/* A signalled thread that has blocked the signal since its status was read
+ * (it was on its way into pthread_sigmask) will not answer before the
+ * deadline: gives up on its slot now, with the reason, rather than let the
+ * whole census wait out the timeout for it. */
+static void give_up_on_blockers(const struct task_dir *td, census *c,
+                                struct round *r, int signo)
 {
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (atomic_load(&r->slots[i].state) != SLOT_PENDING)
+            continue;
+        census_thread *t = &c->threads[i];
+        if (recheck_before_signal(td, t, signo) != 0 || !t->missing[0])
+            continue;
+        int expected = SLOT_PENDING;
+        if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
+                                           SLOT_ABANDONED))
+            atomic_fetch_sub(&r->remaining, 1);
+        else
+            t->missing[0] = '\0'; /* it answered after all */
+    }
+}
+
+/* Sleeps on the futex until every slot answered or the deadline passed,
+ * looking every RECHECK_NS for threads that blocked the signal meanwhile. */
+static void wait_answers(const struct task_dir *td, census *c,
+                         struct round *r, int signo, int64_t deadline)
+{
+    int64_t recheck = now_ns() + RECHECK_NS;
     for (;;) {
         unsigned left = atomic_load(&r->remaining);
-        int64_t wait = deadline - now_ns();
-        if (left == 0 || wait <= 0)
+        int64_t now = now_ns();
+        if (left == 0 || now >= deadline)
             return;
+        if (now >= recheck) {
+            give_up_on_blockers(td, c, r, signo);
+            recheck = now + RECHECK_NS;
+            continue;
+        }
+        int64_t wait = (recheck < deadline ? recheck : deadline) - now;
         struct timespec ts = {wait / 1000000000, wait % 1000000000};
         futex(&r->remaining, FUTEX_WAIT_PRIVATE, left, &ts);
     }
@@ -989,7 +1025,7 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
     for (uint32_t i = 0; i < r->n; i++)
         if (!c->threads[i].missing[0] && !c->threads[i].still)
             take_stack(td, c, r, i, signo, &held, deadline, &refreshed);
-    wait_answers(r, deadline);
+    wait_answers(td, c, r, signo, deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
     bool drained = drain_handlers();
