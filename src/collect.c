@@ -17,10 +17,10 @@
  */
 #define _GNU_SOURCE
 #include "collect.h"
+#include "interpose.h"
 #include "stacktab.h"
 #include "unwind.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -55,11 +55,11 @@ static __thread uint64_t rng_state TLS_IE;
 __attribute__((visibility("default"))) int
 pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
 {
-    static int (*real)(pthread_t, pthread_attr_t *);
+    static void *next;
     collect_busy++; /* before dlsym, which may allocate */
-    if (!real)
-        real = (int (*)(pthread_t, pthread_attr_t *))dlsym(
-            RTLD_NEXT, "pthread_getattr_np");
+    int (*real)(pthread_t, pthread_attr_t *) =
+        (int (*)(pthread_t, pthread_attr_t *))interpose_next(
+            &next, "pthread_getattr_np");
     int rc = real ? real(thread, attr) : ENOSYS;
     collect_busy--;
     return rc;

@@ -38,9 +38,9 @@
 #include "accounting.h"
 #include "collect.h"
 #include "config.h"
+#include "interpose.h"
 #include "stacktab.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -81,12 +81,11 @@ extern int glibc_rwlock_trywrlock(pthread_rwlock_t *);
  * them, the first lock jumps to address 0.  A sanitized build reaches the
  * next definition of the public names instead, the sanitizer's interceptor
  * or glibc, so the sanitizer also sees every lock. */
-static void *next_symbol(void **cache, const char *name);
 #define NEXT_LOCK_FN(ours, name, type)                                  \
     static int ours(type *l)                                            \
     {                                                                   \
         static void *f;                                                 \
-        return ((int (*)(type *))next_symbol(&f, name))(l);             \
+        return ((int (*)(type *))interpose_next(&f, name))(l);          \
     }
 NEXT_LOCK_FN(glibc_mutex_lock, "pthread_mutex_lock", pthread_mutex_t)
 NEXT_LOCK_FN(glibc_mutex_trylock, "pthread_mutex_trylock", pthread_mutex_t)
@@ -315,16 +314,6 @@ EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
     return rc;
 }
 
-static void *next_symbol(void **cache, const char *name)
-{
-    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(cache, f, __ATOMIC_RELEASE);
-    }
-    return f;
-}
-
 struct cond_args {
     pthread_cond_t *c;
     pthread_mutex_t *m;
@@ -334,16 +323,16 @@ struct cond_args {
 static int cond_wait_fn_(void *a)
 {
     struct cond_args *w = a;
-    cond_wait_fn f = next_symbol((void **)&glibc_cond_wait,
-                                 "pthread_cond_wait");
+    cond_wait_fn f = interpose_next((void **)&glibc_cond_wait,
+                                    "pthread_cond_wait");
     return f(w->c, w->m);
 }
 
 static int cond_timedwait_fn_(void *a)
 {
     struct cond_args *w = a;
-    cond_timedwait_fn f = next_symbol((void **)&glibc_cond_timedwait,
-                                      "pthread_cond_timedwait");
+    cond_timedwait_fn f = interpose_next((void **)&glibc_cond_timedwait,
+                                         "pthread_cond_timedwait");
     return f(w->c, w->m, w->abstime);
 }
 

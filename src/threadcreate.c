@@ -25,6 +25,7 @@
 #include "threadcreate.h"
 #include "collect.h"
 #include "config.h"
+#include "interpose.h"
 #include "sampler.h"
 #include "thread.h"
 #include "stacktab.h"
@@ -88,13 +89,10 @@ static bool may_wrap(create_fn real)
 EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                           void *(*start)(void *), void *arg)
 {
-    create_fn real = __atomic_load_n(&glibc_create, __ATOMIC_ACQUIRE);
-    if (!real) {
-        real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
-        if (!real)
-            return EAGAIN;
-        __atomic_store_n(&glibc_create, real, __ATOMIC_RELEASE);
-    }
+    create_fn real = (create_fn)interpose_next((void **)&glibc_create,
+                                               "pthread_create");
+    if (!real)
+        return EAGAIN;
     struct thread_start *inherit = NULL;
     if (start != thread_start_run && may_wrap(real) &&
         (collect_internal || sampler_running() ||

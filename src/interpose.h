@@ -1,0 +1,31 @@
+/* interpose.h -- the next definition of a function cpprof interposes.
+ *
+ * cpprof wraps a few libc functions (pthread_create, pthread_setname_np,
+ * pthread_getattr_np, the contention waits) by defining them itself and
+ * calling the definition that comes next in lookup order, found with
+ * dlsym(RTLD_NEXT) on first use.  The lookup may race with another thread's
+ * first call: both find the same pointer, so the cache needs only an
+ * atomic store, not a lock.  A lookup that finds nothing is not cached and
+ * returns NULL; the caller answers as that function would when it cannot
+ * work (ENOSYS, EAGAIN).  dlsym may allocate: a caller whose allocation
+ * path is interposed too marks itself busy around the call.  sigaction is
+ * the exception (siginterpose.c): it is looked up in a constructor, before
+ * any thread could race for it.
+ */
+#ifndef CPPROF_INTERPOSE_H
+#define CPPROF_INTERPOSE_H
+
+#include <dlfcn.h>
+
+static inline void *interpose_next(void **cache, const char *name)
+{
+    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        if (f)
+            __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+#endif
