@@ -45,7 +45,8 @@
  * of them for a thread blocked in the kernel (its syscall file says it is
  * blocked, and "-1 0x0 0x0" that it has exited), so such a thread costs
  * one file instead of three; a thread that runs costs its stat and status
- * files either way (start time, state, SigBlk).
+ * files either way (start time, state, SigBlk), and there also the
+ * syscall file that showed it running.
  *
  * Opening those files is most of a census's cost (open, read and close of
  * a new thread's file about 12 us on a small VM: bench/census_floor), and
