@@ -3,20 +3,23 @@
  * process, with 100 and 1,000 labelled threads parked in a blocking read
  * (walked from outside: the goal is at most 10 ms at 1,000) and with 1,000
  * busy threads at nice 19 (signalled: each walks its own stack, when it
- * gets the CPU; an answer later than census_timeout_ms is no stack).  Prints, per case,
- * the wall time of the first census of those threads, then the fastest
- * and median wall time of ROUNDS censuses, the median CPU time of the
- * whole process per census (the collector's /proc reads and walks, plus
- * the handlers of signalled threads) and the first census's, and how many
- * threads had a stack in the last one:
+ * gets the CPU; an answer later than census_timeout_ms is no stack).
+ * Both kinds of census: `stacks` (census_take_stacks: what the goroutine
+ * profile's proto, debug=1 and delta take) and `details` (census_take:
+ * names, states and wait channels too, for debug=2).
  *
- *   parked 1000 census_ms first 30.2 min 2.9 median 3.5 cpu_ms 3.5 first_cpu_ms 29.8 stacks 1001/1001
+ * The first census of new threads reads every thread's /proc files; the
+ * next ones take a thread that has not run since (its CPU clock
+ * unchanged) from the last (census.c, "still" threads), which is what
+ * parked threads are.  So the parked cases start FIRSTS batches of new
+ * threads, one after the other, and census each batch once as it stands
+ * (every one of its threads new); the last batch is then censused ROUNDS
+ * more times.  Per case: the fastest and median wall time of the first
+ * censuses and their median CPU time (the whole process: the collector's
+ * /proc reads and walks, plus the handlers of signalled threads); the
+ * same for the repeats; how many threads had a stack in the last census:
  *
- * The first census reads every thread's files; the next ones take a
- * thread that has not run since (its CPU clock unchanged) from the last
- * (census.c, "still" threads), which is what parked threads are.  The
- * 100 threads' first census is 100 new threads among the process's others;
- * the 1,000's is 900 new ones.
+ *   parked 1000 stacks first_ms min 17.0 median 18.1 first_cpu_ms 17.5 repeat_ms min 0.8 median 0.9 repeat_cpu_ms 0.9 stacks 1001/1001
  *
  * On a machine shared with other work the wall times vary with the load;
  * the CPU figure much less.  `bench/census parked busy mixed timers` picks cases
@@ -43,6 +46,7 @@
 #include "census.h"
 
 #define ROUNDS 15
+#define FIRSTS 5
 /* 1,000 spinning threads crowd everything else off a small machine:
  * fewer rounds of them. */
 #define BUSY_ROUNDS 3
@@ -115,43 +119,52 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Censuses ROUNDS times and prints the figures. */
-static int measure(const char *what, size_t nthreads, bool show_cpu,
-                   int rounds)
+/* Wall and CPU times of some censuses. */
+struct figures {
+    double ms[ROUNDS], cpu[ROUNDS];
+    int n;
+};
+
+/* Takes one census of the kind asked for, into f's times; *stacks and
+ * *total count its threads with a stack and all of them. */
+static int timed_census(bool details, struct figures *f, size_t *stacks,
+                        size_t *total)
 {
-    double ms[ROUNDS], cpu[ROUNDS], first = 0, first_cpu = 0;
-    size_t stacks = 0, total = 0;
-    for (int r = 0; r < rounds; r++) {
-        census c;
-        double start = clock_ms(CLOCK_MONOTONIC);
-        double cpu_start = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-        int rc = census_take(&c);
-        ms[r] = clock_ms(CLOCK_MONOTONIC) - start;
-        cpu[r] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
-        if (r == 0) {
-            first = ms[0];
-            first_cpu = cpu[0];
-        }
-        if (rc) {
-            fprintf(stderr, "census: %s\n", cpprof_strerror(rc));
-            return 1;
-        }
-        stacks = 0;
-        for (size_t i = 0; i < c.n; i++)
-            stacks += c.threads[i].missing[0] == '\0';
-        total = c.n;
-        census_release(&c);
+    census c;
+    double start = clock_ms(CLOCK_MONOTONIC);
+    double cpu_start = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = details ? census_take(&c) : census_take_stacks(&c);
+    f->ms[f->n] = clock_ms(CLOCK_MONOTONIC) - start;
+    f->cpu[f->n] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+    f->n++;
+    if (rc) {
+        fprintf(stderr, "census: %s\n", cpprof_strerror(rc));
+        return 1;
     }
-    qsort(ms, rounds, sizeof *ms, by_value);
-    qsort(cpu, rounds, sizeof *cpu, by_value);
-    printf("%s %zu census_ms first %.1f min %.1f median %.1f", what, nthreads,
-           first, ms[0], ms[rounds / 2]);
-    /* Busy threads burn the CPU the process figure counts: there it would
-     * say nothing about the census. */
-    if (show_cpu)
-        printf(" cpu_ms %.1f first_cpu_ms %.1f", cpu[rounds / 2], first_cpu);
-    printf(" stacks %zu/%zu\n", stacks, total);
+    *stacks = 0;
+    for (size_t i = 0; i < c.n; i++)
+        *stacks += c.threads[i].missing[0] == '\0';
+    *total = c.n;
+    census_release(&c);
     return 0;
+}
+
+/* " NAME_ms min M median M [NAME_cpu_ms M]".  Busy threads burn the CPU
+ * the process figure counts: there it would say nothing about the
+ * census. */
+static void print_figures(const char *name, struct figures *f,
+                          bool show_cpu)
+{
+    qsort(f->ms, f->n, sizeof *f->ms, by_value);
+    qsort(f->cpu, f->n, sizeof *f->cpu, by_value);
+    printf(" %s_ms min %.1f median %.1f", name, f->ms[0], f->ms[f->n / 2]);
+    if (show_cpu)
+        printf(" %s_cpu_ms %.1f", name, f->cpu[f->n / 2]);
+}
+
+static const char *kind(bool details)
+{
+    return details ? "details" : "stacks";
 }
 
 static int start_threads(pthread_t *t, size_t from, size_t to,
@@ -176,6 +189,69 @@ static void join_threads(pthread_t *t, size_t n)
     for (size_t i = 0; i < n; i++)
         pthread_join(t[i], NULL);
     atomic_store(&started_threads, 0);
+}
+
+static pthread_t threads[1000];
+
+/* FIRSTS batches of `size` new threads parked in a read, each censused
+ * once; the last one ROUNDS more times. */
+static int measure_parked(size_t size, bool details,
+                          const cpprof_labelset *labels)
+{
+    struct figures first = {0}, repeat = {0};
+    size_t stacks = 0, total = 0;
+    int rc = 0;
+    for (int batch = 0; rc == 0 && batch < FIRSTS; batch++) {
+        if (pipe(pipe_fds) != 0)
+            return 1;
+        rc = start_threads(threads, 0, size, parked_thread, (void *)labels);
+        /* So that the census meets them in their read rather than on
+         * their way to it (those it would signal). */
+        struct timespec settle = {0, 20000000};
+        nanosleep(&settle, NULL);
+        if (rc == 0)
+            rc = timed_census(details, &first, &stacks, &total);
+        for (int r = 0; rc == 0 && batch == FIRSTS - 1 && r < ROUNDS; r++)
+            rc = timed_census(details, &repeat, &stacks, &total);
+        close(pipe_fds[1]);
+        join_threads(threads, size);
+        close(pipe_fds[0]);
+    }
+    if (rc)
+        return rc;
+    printf("parked %zu %s", size, kind(details));
+    print_figures("first", &first, true);
+    print_figures("repeat", &repeat, true);
+    printf(" stacks %zu/%zu\n", stacks, total);
+    return 0;
+}
+
+/* 1,000 busy threads, censused BUSY_ROUNDS times by each kind of census
+ * (stacks first, then details, on the same threads). */
+static int measure_busy(const cpprof_labelset *labels)
+{
+    pthread_barrier_init(&busy_start, NULL, 1000 + 1);
+    int rc = start_threads(threads, 0, 1000, busy_thread, (void *)labels);
+    if (rc)
+        return rc; /* the barrier never opens: the threads wait there */
+    pthread_barrier_wait(&busy_start);
+    for (int details = 0; rc == 0 && details <= 1; details++) {
+        struct figures first = {0}, repeat = {0};
+        size_t stacks = 0, total = 0;
+        rc = timed_census(details, &first, &stacks, &total);
+        for (int r = 1; rc == 0 && r < BUSY_ROUNDS; r++)
+            rc = timed_census(details, &repeat, &stacks, &total);
+        if (rc == 0) {
+            printf("busy 1000 %s", kind(details));
+            print_figures("first", &first, false);
+            print_figures("repeat", &repeat, false);
+            printf(" stacks %zu/%zu\n", stacks, total);
+        }
+    }
+    atomic_store(&stop_busy, true);
+    join_threads(threads, 1000);
+    pthread_barrier_destroy(&busy_start);
+    return rc;
 }
 
 /* The race a running thread's signal leaves open, counted. */
@@ -251,31 +327,15 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *kv[] = {"tenant", "bench"};
     cpprof_labelset *labels;
-    if (cpprof_labels(&labels, 2, kv) != 0 || pipe(pipe_fds) != 0)
+    if (cpprof_labels(&labels, 2, kv) != 0)
         return 1;
-    static pthread_t threads[1000];
     int rc = 0;
-    size_t started = 0;
-    for (size_t size = 100; wanted(argc, argv, "parked") && rc == 0 &&
-                            size <= 1000;
-         size *= 10) {
-        rc = start_threads(threads, started, size, parked_thread, labels);
-        started = size;
-        if (rc == 0)
-            rc = measure("parked", size, true, ROUNDS);
-    }
-    close(pipe_fds[1]);
-    join_threads(threads, started);
-    if (wanted(argc, argv, "busy")) {
-        pthread_barrier_init(&busy_start, NULL, 1000 + 1);
-        if (rc == 0)
-            rc = start_threads(threads, 0, 1000, busy_thread, labels);
-        pthread_barrier_wait(&busy_start);
-        if (rc == 0)
-            rc = measure("busy", 1000, false, BUSY_ROUNDS);
-        atomic_store(&stop_busy, true);
-        join_threads(threads, 1000);
-    }
+    for (size_t size = 100; wanted(argc, argv, "parked") && size <= 1000;
+         size *= 10)
+        for (int details = 0; rc == 0 && details <= 1; details++)
+            rc = measure_parked(size, details, labels);
+    if (rc == 0 && wanted(argc, argv, "busy"))
+        rc = measure_busy(labels);
     if (rc == 0 && wanted(argc, argv, "mixed"))
         rc = measure_mixed(labels);
     if (rc == 0 && wanted(argc, argv, "timers"))

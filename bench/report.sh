@@ -18,9 +18,11 @@
 #   sampled CPU      the profile's CPU total over getrusage's, same runs
 #   encode           profile size and time for 10,000 and 100,000 stacks
 #   census           thread census of 100 and 1,000 parked labelled threads
-#                    vs Go's goroutine profile with as many goroutines
-#                    (median, and the first census of the 1,000, which
-#                    takes no thread from an earlier one)
+#                    (census_take_stacks, what the goroutine profile's
+#                    proto takes) vs Go's goroutine profile with as many
+#                    goroutines (median of the repeats, and of the first
+#                    censuses of 1,000 new threads, which take no thread
+#                    from an earlier census)
 #
 # Usage: bench/report.sh   (from the build directory, or set top_builddir;
 #                           takes about 3 minutes)
@@ -82,8 +84,9 @@ g_attr=$(field "$tmp/goattr" go_max_share_diff_points)
 c_ratio=$(awk '/^sampled_cpu_seconds/ { print $6 }' "$tmp/attr")
 g_ratio=$(field "$tmp/goattr" go_sampled_cpu_ratio)
 enc() { awk -v n="$1" -v k="$2" '$2 == n { for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$tmp/encode"; }
-# cen N KEY: the figure after KEY (first, median) on the line for N threads.
-cen() { awk -v n="$1" -v k="$2" '$1 == "parked" && $2 == n { for (i = 3; i < NF; i++) if ($i == k) print $(i + 1) }' "$tmp/census"; }
+# cen N KIND: the median of KIND (first, repeat) on the stacks census line
+# for N threads ("KIND_ms min M median M").
+cen() { awk -v n="$1" -v k="$2_ms" '$1 == "parked" && $2 == n && $3 == "stacks" { for (i = 4; i + 4 <= NF; i++) if ($i == k) print $(i + 4) }' "$tmp/census"; }
 g100=$(field "$tmp/gor100" profile_ms)
 g1000=$(field "$tmp/gor1000" profile_ms)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
@@ -103,6 +106,6 @@ row "encode 10,000 stacks, ms" "$(enc 10000 encode_ms)" "" ""
 row "encode 10,000 stacks, bytes" "$(enc 10000 bytes)" "" ""
 row "encode 100,000 stacks, ms" "$(enc 100000 encode_ms)" "" ""
 row "encode 100,000 stacks, bytes" "$(enc 100000 bytes)" "" ""
-row "census 100 threads, ms (Go goroutine profile)" "$(cen 100 median)" "$g100" "$(ratio "$(cen 100 median)" "$g100")"
-row "census 1,000 threads, ms (Go)" "$(cen 1000 median)" "$g1000" "$(ratio "$(cen 1000 median)" "$g1000")"
+row "census 100 threads, ms (Go goroutine profile)" "$(cen 100 repeat)" "$g100" "$(ratio "$(cen 100 repeat)" "$g100")"
+row "census 1,000 threads, ms (Go)" "$(cen 1000 repeat)" "$g1000" "$(ratio "$(cen 1000 repeat)" "$g1000")"
 row "first census of 1,000 new threads, ms (Go)" "$(cen 1000 first)" "$g1000" "$(ratio "$(cen 1000 first)" "$g1000")"

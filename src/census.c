@@ -40,29 +40,40 @@
  * of status's size; status only for the running threads, for SigBlk), the
  * kernel wait channel from .../wchan, and the label set from the thread
  * registry.  Every file is opened relative to /proc/self/task, kept open
- * for the census.
+ * for the census.  Only the goroutine profile's debug=2 shows name, state
+ * and wait channel: census_take_stacks, for every other form, reads none
+ * of them for a thread blocked in the kernel (its syscall file says it is
+ * blocked, and "-1 0x0 0x0" that it has exited), so such a thread costs
+ * one file instead of three; a thread that runs costs its stat and status
+ * files either way (start time, state, SigBlk), and there also the
+ * syscall file that showed it running.
  *
- * Opening those files is most of a census's cost (about 7 us an open on
- * a small VM; three per blocked thread), and most threads of a large
- * process sit in the same call from one census to the next.  A thread
- * whose state, wait channel and stack were all read while its CPU clock
- * stood still, and whose clock still reads the same at the next census,
- * has not run since: its state, wait channel and stack are what they
- * were, so that census takes them from the last one (the "still" threads,
- * kept under census_mu) for one clock_gettime instead of three opens and
- * a walk.  The name is the exception, as another thread may rename it:
- * pthread_setname_np is interposed to count renames of other threads
- * (census_renames), and after one the next census reads everything
- * afresh.  What this cannot see: a comm file written directly (by another
+ * Opening those files is most of a census's cost (open, read and close of
+ * a new thread's file about 12 us on a small VM: bench/census_floor), and
+ * most threads of a large process sit in the same call from one census to
+ * the next.  A thread whose state, wait channel and stack were all read
+ * while its CPU clock stood still, and whose clock still reads the same
+ * at the next census, has not run since: its state, wait channel and
+ * stack are what they were, so that census takes them from the last one
+ * (the "still" threads, kept under census_mu) for one clock_gettime
+ * instead of the files and a walk.  One kept by census_take_stacks has no
+ * name, state or wait channel, so census_take reads it afresh.  The name
+ * is the exception, as another thread may rename it: pthread_setname_np
+ * is interposed to count renames of other threads (census_renames), and
+ * after one the next census_take reads everything afresh
+ * (census_take_stacks takes the stacks still, and marks the names
+ * stale).  What this cannot see: a comm file written directly (by another
  * process, or by the program without pthread_setname_np) shows once the
  * thread runs again; and a tid reused by a new thread whose CPU clock
  * reads the same nanosecond as its predecessor's.  A census after fork()
  * starts afresh.  A running thread that blocks the signal, a stopped
- * thread and a zombie leader are not signalled; a signalled thread found
- * to have blocked the signal since is given up on at once (rechecked every
- * RECHECK_NS while waiting), and one that does not answer within
- * "census_timeout_ms" at the deadline.  Either way
- * it stays in the census with a reason instead of a stack.  A thread that
+ * thread and a zombie leader are not signalled (census_take_stacks, which
+ * does not read the state of a blocked thread, walks a thread stopped by
+ * a debugger from outside: it holds still as well as a blocked one); a
+ * signalled thread found to have blocked the signal since is given up on
+ * at once (rechecked every RECHECK_NS while waiting), and one that does
+ * not answer within "census_timeout_ms" at the deadline.  Either way it
+ * stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
  * The handler and the collector meet in a `round`: the collector publishes
@@ -360,6 +371,7 @@ static int by_tid(const void *a, const void *b)
 struct still_thread {
     pid_t tid;
     char state;
+    bool details; /* name, state and wchan read, and no rename since */
     unsigned long long start_ticks;
     unsigned depth, flags;
     int64_t cpu_ns;
@@ -410,14 +422,20 @@ static void forget_still(void)
 }
 
 /* Fills t from the last census when the thread has not run since.  t->tid
- * and t->cpu_ns are set. */
-static bool reuse_still(census_thread *t)
+ * and t->cpu_ns are set.  A census that wants details (name, state, wait
+ * channel) takes only an entry that has them, and none after a rename
+ * (`renamed`); one that wants the stack alone takes any, and marks its
+ * details stale after a rename. */
+static bool reuse_still(census_thread *t, bool details, bool renamed)
 {
     if (still.n == 0)
         return false;
     const struct still_thread *e =
         bsearch(&t->tid, still.v, still.n, sizeof *still.v, by_tid);
     if (!e || e->cpu_ns != t->cpu_ns)
+        return false;
+    t->details = e->details && !renamed;
+    if (details && !t->details)
         return false;
     memcpy(t->name, e->name, sizeof t->name);
     memcpy(t->wchan, e->wchan, sizeof t->wchan);
@@ -456,6 +474,7 @@ static void keep_still(const census *c, unsigned long renames)
             continue;
         struct still_thread *e = &still.v[still.n++];
         *e = (struct still_thread){.tid = t->tid, .state = t->state,
+                                   .details = t->details,
                                    .start_ticks = t->start_ticks,
                                    .depth = t->depth, .flags = t->flags,
                                    .cpu_ns = t->cpu_ns, .pcs = pcs};
@@ -469,18 +488,18 @@ static void keep_still(const census *c, unsigned long renames)
 
 /* What list_threads reads of each thread. */
 enum listing {
-    LIST_TIDS,        /* nothing: the tid alone */
-    LIST_DETAILS,     /* name, state, wait channel */
-    LIST_REUSE_STILL, /* those, or everything from the last census */
+    LIST_TIDS,    /* nothing: the tid alone */
+    LIST_STACKS,  /* its CPU clock, which the walk of its stack needs */
+    LIST_DETAILS, /* that, and its name, state and wait channel */
 };
 
-/* Fills out->threads from /proc/self/task: with LIST_DETAILS, one entry
- * per thread that was still there when its CPU clock was read; a thread
- * that has not run since the last census comes whole from it
- * (LIST_REUSE_STILL), the others with what their stat and wchan files
- * say. */
+/* Fills out->threads from /proc/self/task: past LIST_TIDS, one entry per
+ * thread that was still there when its CPU clock was read; a thread that
+ * has not run since the last census comes whole from it (reuse_still;
+ * `renamed`: a thread was renamed since), the others with what their stat
+ * and wchan files say (LIST_DETAILS) or nothing more (LIST_STACKS). */
 static int list_threads(const struct task_dir *td, census *out,
-                        enum listing what)
+                        enum listing what, bool renamed)
 {
     size_t cap = 64;
     out->n = 0;
@@ -512,10 +531,13 @@ static int list_threads(const struct task_dir *td, census *out,
         t->cpu_ns = tid_cpu_ns(tid);
         if (t->cpu_ns < 0)
             continue; /* exited since readdir */
-        if (!(what == LIST_REUSE_STILL && reuse_still(t))) {
+        if (what == LIST_DETAILS && !reuse_still(t, true, renamed)) {
             if (read_stat(td, t) != 0)
                 continue;
             read_wchan(td, t);
+            t->details = true;
+        } else if (what == LIST_STACKS) {
+            reuse_still(t, false, renamed);
         }
         out->n++;
     }
@@ -649,11 +671,14 @@ static bool in_vfork(const struct blocked_at *at)
  * thread does not run, so the stack above its SP holds still while the
  * walker reads it (through the fault-proof path).  Its CPU clock, read
  * before the syscall file and after the walk, proves that it did not run
- * meanwhile; otherwise the walk is discarded and tried again.  When the
- * clock also reads what it did before the thread's stat and wchan files
- * were read (t->cpu_ns), all of it is one still moment: t->still.
- * Returns BLOCKED (stack in t), NOT_BLOCKED (it runs now: signal it),
- * -EAGAIN (it kept running), -ENOENT/-ESRCH (gone). */
+ * meanwhile; otherwise the walk is discarded and tried again.  The first
+ * try takes the clock the listing read (t->cpu_ns, before the stat and
+ * wchan files, if any), one system call less per thread; when the clock
+ * still reads that after the walk, all of it is one still moment
+ * (t->still).  A thread that ran since fails that try: it gets one more.
+ * Returns BLOCKED (stack in t, or the reason in t->missing), NOT_BLOCKED
+ * (it runs now: signal it), -EAGAIN (it kept running), -ENOENT/-ESRCH
+ * (gone). */
 static int walk_blocked(const struct task_dir *td, census_thread *t)
 {
     char path[24];
@@ -662,8 +687,8 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     if (fd < 0)
         return -errno;
     int rc = -EAGAIN;
-    for (int try = 0; try < WALK_TRIES && rc == -EAGAIN; try++) {
-        int64_t cpu_before = tid_cpu_ns(t->tid);
+    for (int try = 0; try <= WALK_TRIES && rc == -EAGAIN; try++) {
+        int64_t cpu_before = try == 0 ? t->cpu_ns : tid_cpu_ns(t->tid);
         struct blocked_at at;
         rc = cpu_before < 0 ? -ESRCH : read_blocked_at(fd, &at);
         if (rc != BLOCKED)
@@ -672,6 +697,13 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
          * read, and a signal waits for the child's exec or exit. */
         if (in_vfork(&at)) {
             strcpy(t->missing, "in vfork: the child has its stack");
+            break;
+        }
+        /* A thread without a kernel stack has exited (a zombie leader):
+         * the file reads "-1 0x0 0x0".  A census with details knew it from
+         * its state already. */
+        if (at.sp == 0) {
+            strcpy(t->missing, "thread exited");
             break;
         }
         t->depth = unwind_blocked_thread(at.pc, at.sp, t->pcs,
@@ -751,8 +783,9 @@ static void remember_mapped(const census *c)
     if (!mapped.v)
         return;
     for (size_t i = 0; i < c->n; i++)
-        mapped.v[mapped.n++] = (struct known_thread){
-            c->threads[i].tid, c->threads[i].start_ticks};
+        if (c->threads[i].start_ticks) /* else unknown: not read */
+            mapped.v[mapped.n++] = (struct known_thread){
+                c->threads[i].tid, c->threads[i].start_ticks};
 }
 
 /* ---- Running threads: signalled, and walk their own stacks -------------- */
@@ -845,6 +878,14 @@ static void take_stack(const struct task_dir *td, census *c, struct round *r,
                 return;
             }
         }
+        /* census_take_stacks did not read its start time, which tells the
+         * table's view of it from that of an earlier thread with its tid. */
+        if (!t->start_ticks && read_stat(td, t) != 0) {
+            t->tid = 0;
+            return;
+        }
+        if (t->missing[0])
+            break; /* stopped or exited: its state says which */
         refresh_for(t, refreshed);
         if (recheck_before_signal(td, t, signo) != 0) {
             t->tid = 0;
@@ -1042,7 +1083,8 @@ static int collect_stacks(const struct task_dir *td, census *c, int signo,
     return 0;
 }
 
-static int take_locked(census *out)
+/* `details`: read every thread's name, state and wait channel. */
+static int take_locked(census *out, bool details)
 {
     int signo = (int)cfg_int(CFG_CENSUS_SIGNAL);
     long timeout_ms = cfg_int(CFG_CENSUS_TIMEOUT_MS);
@@ -1056,9 +1098,8 @@ static int take_locked(census *out)
     /* Without a table for an object the walk stops there. */
     unwind_refresh_if_loaded();
     unsigned long renames = atomic_load(&census_renames);
-    rc = list_threads(&td, out,
-                      renames == still.renames ? LIST_REUSE_STILL
-                                               : LIST_DETAILS);
+    rc = list_threads(&td, out, details ? LIST_DETAILS : LIST_STACKS,
+                      renames != still.renames);
     if (rc == 0)
         rc = attach_labels(out);
     if (rc == 0)
@@ -1083,7 +1124,7 @@ static void census_child(void)
     pthread_mutex_unlock(&census_mu);
 }
 
-int census_take(census *out)
+static int take(census *out, bool details)
 {
     if (!out)
         return -EINVAL;
@@ -1092,10 +1133,14 @@ int census_take(census *out)
                                             census_child};
     atfork_add(ATFORK_CENSUS, &on_fork);
     pthread_mutex_lock(&census_mu);
-    int rc = take_locked(out);
+    int rc = take_locked(out, details);
     pthread_mutex_unlock(&census_mu);
     return rc;
 }
+
+int census_take(census *out) { return take(out, true); }
+
+int census_take_stacks(census *out) { return take(out, false); }
 
 int census_take_labels(census *out)
 {
@@ -1106,7 +1151,7 @@ int census_take_labels(census *out)
     if (!td.dir)
         return -errno;
     td.fd = dirfd(td.dir);
-    int rc = list_threads(&td, out, LIST_TIDS);
+    int rc = list_threads(&td, out, LIST_TIDS, false);
     closedir(td.dir);
     if (rc == 0)
         rc = attach_labels(out);

@@ -43,6 +43,9 @@ typedef struct {
     int64_t cpu_ns;
     bool still;
     unsigned long long start_ticks;
+    /* name, state and wchan were read (census_take; census_take_stacks
+     * reads them only for a thread it signals, wchan never). */
+    bool details;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
 
@@ -57,6 +60,14 @@ typedef struct {
  * for the first.  Errors: CPPROF_ESIGTAKEN (the "census_signal" has a
  * handler that is not ours), -ENOMEM, -errno. */
 int census_take(census *out);
+
+/* The same census without the name, state and wait channel of a thread
+ * blocked in the kernel (name "", state 0): one /proc file per such
+ * thread instead of three, for the forms that show stacks and labels only
+ * (the goroutine profile's proto, debug=1 and delta).  A thread stopped by
+ * a debugger is walked from outside rather than given the reason "thread
+ * stopped", which takes its state.  Same errors. */
+int census_take_stacks(census *out);
 
 /* The threads now in /proc/self/task with their label sets only: no
  * name, state, wait channel or stack (each is missing ""), and nothing

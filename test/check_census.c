@@ -10,7 +10,10 @@
  * whole reason, and a blocked one still read; a thread that has not run
  * since the last census is taken from it, but one that moved to another
  * call, or that another thread renamed, shows its new place and name; the
- * labels-only census counts the same threads and sets.
+ * labels-only census counts the same threads and sets; the stacks-only
+ * census (census_take_stacks) gives the same stacks without reading
+ * names, and names an exited leader (a zombie, whose syscall file has no
+ * stack pointer) as exited, as the full one does.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -133,6 +136,38 @@ static size_t count_with(const census *c, const cpprof_labelset *labels,
     return n;
 }
 
+/* The state letter of thread `tid` (/proc/self/task/TID/stat), or 0. */
+static char thread_state(pid_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren != NULL && paren[1] == ' ' ? paren[2] : 0;
+}
+
+/* Waits until every thread but this one sleeps (in its read): a thread
+ * still on its way there would be signalled, and walk another stack. */
+static void wait_all_sleeping(void)
+{
+    census l;
+    ck_assert_int_eq(census_take_labels(&l), 0);
+    for (size_t i = 0; i < l.n; i++) {
+        pid_t tid = l.threads[i].tid;
+        for (int tries = 0; tid != gettid() && thread_state(tid) != 'S';
+             tries++) {
+            ck_assert_int_lt(tries, 5000);
+            usleep(1000);
+        }
+    }
+    census_release(&l);
+}
+
 /* ---- A thread that moves between censuses ------------------------------ */
 
 struct mover {
@@ -245,6 +280,14 @@ START_TEST(moved_or_renamed_thread_is_read_afresh)
     ck_assert(returns_into(moved, wait_second));
     ck_assert(!returns_into(moved, wait_first));
     ck_assert_str_eq(moved->name, "renamed");
+    /* The stacks-only census takes it from there, name and all. */
+    census s;
+    ck_assert_int_eq(census_take_stacks(&s), 0);
+    const census_thread *kept = find_tid(&s, m.tid);
+    ck_assert_uint_eq(kept->depth, moved->depth);
+    ck_assert_mem_eq(kept->pcs, moved->pcs, moved->depth * sizeof *moved->pcs);
+    ck_assert_str_eq(kept->name, "renamed");
+    census_release(&s);
 
     /* Still there: the same stack again. */
     ck_assert_int_eq(census_take(&c), 0);
@@ -265,6 +308,24 @@ START_TEST(moved_or_renamed_thread_is_read_afresh)
 }
 END_TEST
 
+/* The stacks-only census of new threads: every one with its stack and
+ * labels, and no name read for those blocked in the kernel. */
+static void check_stacks_census(census *s, const cpprof_labelset *acme,
+                                const cpprof_labelset *globex)
+{
+    wait_all_sleeping();
+    ck_assert_int_eq(census_take_stacks(s), 0);
+    ck_assert_uint_eq(s->n, 6);
+    ck_assert_uint_eq(count_with(s, acme, ""), 3);
+    ck_assert_uint_eq(count_with(s, globex, ""), 2);
+    for (size_t i = 0; i < s->n; i++) {
+        const census_thread *t = &s->threads[i];
+        ck_assert_uint_ge(t->depth, 1);
+        if (t->tid != gettid() && t->state != 'R')
+            ck_assert_str_eq(t->name, "");
+    }
+}
+
 START_TEST(parked_threads_with_labels_and_stacks)
 {
     cpprof_labelset *acme = make("acme"), *globex = make("globex");
@@ -274,7 +335,10 @@ START_TEST(parked_threads_with_labels_and_stacks)
     pthread_t *ta = park_threads(&pa, 3, acme);
     pthread_t *tg = park_threads(&pg, 2, globex);
 
-    census c;
+    census s, c;
+    check_stacks_census(&s, acme, globex);
+    /* Then the full census, which cannot take a thread whole from one that
+     * read no name: each stack walked again, and found the same. */
     ck_assert_int_eq(census_take(&c), 0);
     ck_assert_uint_eq(count_with(&c, acme, ""), 3);
     ck_assert_uint_eq(count_with(&c, globex, ""), 2);
@@ -295,9 +359,15 @@ START_TEST(parked_threads_with_labels_and_stacks)
             ck_assert_str_eq(t->state_name, "running");
         } else {
             ck_assert_str_eq(t->state_name, "sleeping");
+            ck_assert_str_ne(t->name, "");
+            const census_thread *o = &s.threads[i];
+            ck_assert_int_eq(o->tid, t->tid);
+            ck_assert_uint_eq(o->depth, t->depth);
+            ck_assert_mem_eq(o->pcs, t->pcs, t->depth * sizeof *t->pcs);
         }
     }
     ck_assert(saw_self);
+    census_release(&s);
     census_release(&c);
     /* The labels-only census: the same threads and sets, nothing else. */
     ck_assert_int_eq(census_take_labels(&c), 0);
@@ -393,21 +463,6 @@ static void *vfork_for_a_second(void *arg)
     return NULL;
 }
 
-/* The state letter of thread `tid` (/proc/self/task/TID/stat), or 0. */
-static char thread_state(pid_t tid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *paren = strrchr(buf, ')');
-    return paren != NULL && paren[1] == ' ' ? paren[2] : 0;
-}
-
 START_TEST(thread_in_vfork_given_a_reason_at_once)
 {
     ck_assert_int_eq(cpprof_set("census_timeout_ms", "2000"), 0);
@@ -429,17 +484,72 @@ START_TEST(thread_in_vfork_given_a_reason_at_once)
     ck_assert_msg(tid != 0 && thread_state(tid) == 'D',
                   "the thread never waited in vfork (state %c)",
                   tid ? thread_state(tid) : '?');
-    int64_t start = now_ms();
-    census c;
-    ck_assert_int_eq(census_take(&c), 0);
-    int64_t took = now_ms() - start;
-    int seen = count_with(&c, umbrella, "in vfork: the child has its stack");
-    census_release(&c);
-    ck_assert_msg(seen == 1, "the thread in vfork was not given the reason");
-    ck_assert_msg(took < 1000, "the census waited %lld ms for it",
-                  (long long)took);
+    /* Both kinds: the stacks-only census knows it from its syscall file
+     * alone. */
+    for (int details = 0; details <= 1; details++) {
+        int64_t start = now_ms();
+        census c;
+        ck_assert_int_eq(details ? census_take(&c) : census_take_stacks(&c),
+                         0);
+        int64_t took = now_ms() - start;
+        int seen =
+            count_with(&c, umbrella, "in vfork: the child has its stack");
+        census_release(&c);
+        ck_assert_msg(seen == 1,
+                      "the thread in vfork was not given the reason (%s)",
+                      details ? "census_take" : "census_take_stacks");
+        ck_assert_msg(took < 1000, "the census waited %lld ms for it",
+                      (long long)took);
+    }
     pthread_join(t, NULL);
     cpprof_labelset_release(umbrella);
+}
+END_TEST
+
+/* In a child whose leader has called pthread_exit: both censuses list
+ * the leader, a zombie until the last thread exits, as exited (its
+ * syscall file reads "-1 0x0 0x0": no stack to walk).  Exits 0 when so. */
+static void *census_exited_leader(void *arg)
+{
+    (void)arg;
+    pid_t leader = getpid();
+    for (int tries = 0; thread_state(leader) != 'Z'; tries++) {
+        if (tries == 5000)
+            _exit(2);
+        usleep(1000);
+    }
+    int ok = 1;
+    for (int details = 0; details <= 1; details++) {
+        census c;
+        if ((details ? census_take(&c) : census_take_stacks(&c)) != 0)
+            _exit(3);
+        size_t seen = 0;
+        for (size_t i = 0; i < c.n; i++)
+            if (c.threads[i].tid == leader) {
+                seen++;
+                ok &= strcmp(c.threads[i].missing, "thread exited") == 0;
+            }
+        ok &= seen == 1;
+        census_release(&c);
+    }
+    _exit(ok ? 0 : 1);
+}
+
+START_TEST(exited_leader_given_a_reason)
+{
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, census_exited_leader, NULL) != 0)
+            _exit(4);
+        pthread_exit(NULL);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the exited leader was not listed as exited (status %#x)",
+                  status);
 }
 END_TEST
 
@@ -661,6 +771,7 @@ static Suite *census_suite(void)
     tcase_add_test(tc, parked_threads_with_labels_and_stacks);
     tcase_add_test(tc, thread_blocking_the_signal_keeps_labels);
     tcase_add_test(tc, thread_in_vfork_given_a_reason_at_once);
+    tcase_add_test(tc, exited_leader_given_a_reason);
     tcase_add_test(tc, threads_exiting_during_census);
     tcase_add_test(tc, thousand_threads);
     tcase_add_test(tc, census_stays_within_queued_signal_limit);
