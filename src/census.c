@@ -100,13 +100,13 @@
 #include "atfork.h"
 #include "collect.h"
 #include "config.h"
+#include "interpose.h"
 #include "sigbudget.h"
 #include "labels.h"
 #include "thread.h"
 #include "unwind.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -397,14 +397,10 @@ typedef int (*setname_fn)(pthread_t, const char *);
 __attribute__((visibility("default"))) int
 pthread_setname_np(pthread_t thread, const char *name)
 {
-    static setname_fn glibc_setname;
-    setname_fn real = __atomic_load_n(&glibc_setname, __ATOMIC_ACQUIRE);
-    if (!real) {
-        real = (setname_fn)dlsym(RTLD_NEXT, "pthread_setname_np");
-        if (!real)
-            return ENOSYS;
-        __atomic_store_n(&glibc_setname, real, __ATOMIC_RELEASE);
-    }
+    static void *next;
+    setname_fn real = (setname_fn)interpose_next(&next, "pthread_setname_np");
+    if (!real)
+        return ENOSYS;
     int rc = real(thread, name);
     /* After the write: a census that missed the count read no new name. */
     if (!pthread_equal(thread, pthread_self()))
