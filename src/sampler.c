@@ -45,6 +45,13 @@
  * sample enters the profile.  With every buffer busy the sample keeps its
  * partial stack and STACK_NO_TABLE, as before.
  *
+ * Code unloaded since (issue 18).  A sample keeps the generation of the
+ * mappings its walk saw (unwind.h), one word from the table the walk
+ * already holds, and its stack table entry is keyed by it, so that the
+ * builder resolves its PCs against the object that was mapped when it
+ * was taken, not one dlopened at the same address before the profile is
+ * built.  cpu_profile.c pins the generation for the window and the build.
+ *
  * Threads without a timer.  A thread that blocks the signal (xz's workers
  * block every signal) would never be sampled, and a profile of it would
  * look idle; a thread past the queued-signal budget (sigbudget.h: each
@@ -109,6 +116,7 @@
 struct slot {
     atomic_size_t seq; /* == position: free; position + 1: filled */
     unsigned depth, flags;
+    uint64_t gen;   /* the mappings' generation the walk saw (unwind.h) */
     int64_t weight; /* expirations this sample stands for */
     const cpprof_labelset *labels; /* holds a reference */
     int snapshot;                  /* index into session.snapshots, or -1 */
@@ -261,6 +269,7 @@ static void defer_walk(struct session *s, struct slot *slot,
         atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
 }
 
+/* SIGNAL-SAFE */
 static void record_sample(struct session *s, const void *ucontext,
                           int64_t weight)
 {
@@ -271,7 +280,7 @@ static void record_sample(struct session *s, const void *ucontext,
         return;
     }
     slot->depth = unwind_context(ucontext, slot->pcs, STACK_MAX_FRAMES,
-                                 &slot->flags);
+                                 &slot->flags, &slot->gen);
     slot->snapshot = -1;
     if (slot->flags & STACK_NO_TABLE)
         defer_walk(s, slot, ucontext);
@@ -312,7 +321,7 @@ static void finish_walk(struct session *s, struct slot *slot)
         unwind_refresh_if_loaded();
     slot->depth = unwind_snapshot_walk(&s->snapshots[slot->snapshot],
                                        slot->pcs, STACK_MAX_FRAMES,
-                                       &slot->flags);
+                                       &slot->flags, &slot->gen);
     atomic_fetch_and(&s->snapshots_busy, ~(1u << slot->snapshot));
     slot->snapshot = -1;
 }
@@ -329,7 +338,7 @@ static void ring_drain(struct session *s)
             finish_walk(s, slot);
         int64_t values[2] = {slot->weight, slot->weight * s->period};
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
-                         slot->labels, values) != 0)
+                         slot->gen, slot->labels, values) != 0)
             atomic_fetch_add(&s->lost, slot->weight);
         labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,

@@ -1,0 +1,57 @@
+/*
+ * dlinterpose.c -- dlclose() interposed, so that the unwinder's tables
+ * stop listing an unloaded object before the program can load another one
+ * at its address (issue 18).
+ *
+ * Between refreshes (the sampler's collector looks at the loader's counts
+ * every 100 ms) the walker's table still lists a dlclosed object's
+ * mapping.  A plugin dlopened at the same address meanwhile would be
+ * walked with the old object's rows, and its samples would carry the
+ * generation of the mappings in which that address was the old object's
+ * (unwind.h, "Generations"): the builder would then name them after the
+ * old object.  Refreshing right after the loader's dlclose returns closes
+ * that window: from then on the address is in no table, so a sample that
+ * meets the new object is put off until its table is built (sampler.c,
+ * "Code with no table yet") and carries the new generation.  Left open:
+ * another thread's dlopen that takes the address between the loader's
+ * unmapping and this refresh, and runs code there (its constructors)
+ * before the refresh ends: a sample there is named after the old object.
+ *
+ * Defined here and exported (src/libcpprof.map) as siginterpose.c does
+ * for sigaction: whether the library is linked or preloaded, the
+ * program's call comes here first, then goes to the next definition
+ * (glibc's, or a sanitizer's interceptor).  The refresh costs a read of
+ * /proc/self/maps, and only when the loader really unmapped something
+ * (its counts moved; a dlclose of an object still in use does not).
+ */
+#define _GNU_SOURCE
+#include "collect.h"
+#include "unwind.h"
+
+#include <dlfcn.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int dlclose_fn(void *);
+static dlclose_fn *next_dlclose;
+
+/* Looked up by the constructor; a call before it (another library's
+ * constructor) looks up itself. */
+__attribute__((constructor)) static void find_next_dlclose(void)
+{
+    if (!next_dlclose)
+        next_dlclose = (dlclose_fn *)dlsym(RTLD_NEXT, "dlclose");
+}
+
+EXPORT int dlclose(void *handle)
+{
+    if (!next_dlclose)
+        find_next_dlclose();
+    if (!next_dlclose)
+        return -1; /* no loader to forward to: nothing was unloaded */
+    int rc = next_dlclose(handle);
+    collect_internal_enter(); /* the tables' memory is cpprof's */
+    unwind_refresh_if_loaded();
+    collect_internal_leave();
+    return rc;
+}
