@@ -442,6 +442,17 @@ static uint64_t pseudo_location_id(builder *b, const char *frame)
 
 /* ---- Samples ------------------------------------------------------------ */
 
+/* Whether two gone mappings are one object at one place: a plugin
+ * dlclosed and reopened in a loop, at the same address each time, is one
+ * Mapping in the profile, not one per dlclose. */
+static bool same_gone(const unwind_gone *a, const unwind_gone *b)
+{
+    return a->start == b->start && a->limit == b->limit &&
+           a->offset == b->offset && a->bias == b->bias &&
+           a->dev == b->dev && a->ino == b->ino &&
+           strcmp(a->path, b->path) == 0;
+}
+
 /* 1 + the index in b->gone of the mapping that held pc in generation
  * `gen` and has gone away since; 0 when pc is in the mapping there now
  * (or gen is 0, unknown); negative when out of memory. */
@@ -451,7 +462,7 @@ static int64_t gone_mapping(builder *b, uint64_t gen, uintptr_t pc)
     if (!unwind_gone_at(gen, pc, &g))
         return 0;
     for (size_t i = 0; i < b->ngone; i++)
-        if (b->gone[i].at.serial == g.serial)
+        if (same_gone(&b->gone[i].at, &g))
             return (int64_t)i + 1;
     char *path = strdup(g.path);
     if (!path || RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {

@@ -17,15 +17,24 @@
  * unmapping and this refresh, and runs code there (its constructors)
  * before the refresh ends: a sample there is named after the old object.
  *
+ * Before the loader's dlclose, the tables are brought up to date too (an
+ * object loaded since the last refresh is listed, so that its mapping is
+ * kept once gone), and the CPU sampler's walks put off for code without a
+ * table are done now by this thread (sampler_walk_put_off): after the
+ * unload they could not be, the code being gone.
+ *
  * Defined here and exported (src/libcpprof.map) as siginterpose.c does
  * for sigaction: whether the library is linked or preloaded, the
  * program's call comes here first, then goes to the next definition
- * (glibc's, or a sanitizer's interceptor).  The refresh costs a read of
- * /proc/self/maps, and only when the loader really unmapped something
- * (its counts moved; a dlclose of an object still in use does not).
+ * (glibc's, or a sanitizer's interceptor).  A refresh costs a read of
+ * /proc/self/maps, and only when the loader's counts moved: before, when
+ * an object was loaded since the last refresh; after, when the loader
+ * really unmapped something (a dlclose of an object still in use does
+ * not).
  */
 #define _GNU_SOURCE
 #include "collect.h"
+#include "sampler.h"
 #include "unwind.h"
 
 #include <dlfcn.h>
@@ -49,8 +58,12 @@ EXPORT int dlclose(void *handle)
         find_next_dlclose();
     if (!next_dlclose)
         return -1; /* no loader to forward to: nothing was unloaded */
-    int rc = next_dlclose(handle);
     collect_internal_enter(); /* the tables' memory is cpprof's */
+    unwind_refresh_if_loaded();
+    sampler_walk_put_off();
+    collect_internal_leave();
+    int rc = next_dlclose(handle);
+    collect_internal_enter();
     unwind_refresh_if_loaded();
     collect_internal_leave();
     return rc;

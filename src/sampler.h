@@ -37,6 +37,13 @@ void sampler_thread_started(void);
  * is woken to check the handler now.  A no-op otherwise. */
 void sampler_signal_claimed(int signo);
 
+/* An object is about to be unloaded (dlinterpose.c, before the loader's
+ * dlclose, with the unwinder's tables refreshed): the walks put off
+ * because their code had no table yet are done now, while it is mapped,
+ * by the calling thread.  No lock, no allocation; a no-op when no
+ * profile runs or no walk is pending. */
+void sampler_walk_put_off(void);
+
 /* CPU time the collector threads of every profile so far have used,
  * including the running one's (the index page). */
 int64_t sampler_collector_cpu_ns(void);

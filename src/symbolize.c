@@ -27,6 +27,14 @@
  * are) are allocated here.  A flush therefore frees the cache and the
  * tables before the modules go.
  *
+ * A PC of an object dlclosed since its sample was taken (unwind.h's
+ * "Generations"; another object may be mapped at its address now) is
+ * looked up in that object's file alone, reported at its old address in a
+ * Dwfl of its own (symbolize_gone_pc), only while the file is still the
+ * one that was mapped (device and inode); otherwise its frame says
+ * "[unloaded NAME]+0xADDR".  Those results are not cached (the process's
+ * cache is keyed by address) and those Dwfls go with the others' modules.
+ *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
  */
@@ -221,16 +229,84 @@ static const Dwfl_Callbacks callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
+/* Whether a line of /proc/self/maps is libelf's own reading of a file
+ * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
+ * offset 0) or the unwinder's (unwind.c maps object files the same way):
+ * never a segment the loader mapped.  dwfl_linux_proc_report takes
+ * consecutive lines of one file for one module, so such a mapping placed
+ * next to its loaded object (mmap hands out addresses top-down, just
+ * below the newest objects) gave the module a wrong start and bias after
+ * the next dlopen or dlclose: a plugin symbolized once showed as
+ * "plugin.so+0x6133" without names (test/dlclose_reuse). */
+static bool is_file_reading(const char *line)
+{
+    char perms[8];
+    unsigned long offset;
+    int path_at = 0;
+    return sscanf(line, "%*x-%*x %7s %lx %*s %*u %n", perms, &offset,
+                  &path_at) == 2 &&
+           path_at > 0 && line[path_at] == '/' && offset == 0 &&
+           strcmp(perms, "rw-p") == 0;
+}
+
+/* /proc/self/maps without the files' readings (is_file_reading), as a
+ * stream in memory (*buf, freed by the caller), and the vDSO's range.
+ * NULL when it cannot be read. */
+static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
+                             uintptr_t *vdso_hi)
+{
+    FILE *in = fopen("/proc/self/maps", "re");
+    size_t size = 0;
+    FILE *out = in ? open_memstream(buf, &size) : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    *vdso_lo = *vdso_hi = 0;
+    while (out && getline(&line, &cap, in) > 0) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi,
+                   &path_at) == 2 && path_at > 0 &&
+            strncmp(line + path_at, "[vdso]", 6) == 0) {
+            *vdso_lo = lo;
+            *vdso_hi = hi;
+        }
+        if (!is_file_reading(line))
+            fputs(line, out);
+    }
+    free(line);
+    if (in)
+        fclose(in);
+    if (!out || fflush(out) != 0) {
+        if (out)
+            fclose(out);
+        return NULL;
+    }
+    fclose(out);
+    return fmemopen(*buf, size, "r");
+}
+
 /* Reports the process's modules again; unchanged ones keep what libdw has
- * loaded for them. */
+ * loaded for them.  From the mappings of loaded objects only
+ * (maps_of_objects), plus the vDSO under the name libdwfl's own report
+ * gives it, which its find_elf reads from our memory. */
 static void report_modules(void)
 {
     if (!S.dwfl)
         S.dwfl = dwfl_begin(&callbacks);
     if (!S.dwfl)
         return;
+    char *buf = NULL, vdso[32];
+    uintptr_t vdso_lo, vdso_hi;
+    FILE *maps = maps_of_objects(&buf, &vdso_lo, &vdso_hi);
     dwfl_report_begin(S.dwfl);
-    int rc = dwfl_linux_proc_report(S.dwfl, getpid());
+    int rc = maps ? dwfl_linux_proc_maps_report(S.dwfl, maps) : -1;
+    snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
+    if (rc == 0 && vdso_hi &&
+        !dwfl_report_module(S.dwfl, vdso, vdso_lo, vdso_hi))
+        rc = -1;
+    if (maps)
+        fclose(maps);
+    free(buf);
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);
         S.dwfl = NULL;

@@ -67,6 +67,17 @@
  * the readers of the table that last did have drained.  So a dlclosed
  * object's rows are never freed under a walk.
  *
+ * Generations (unwind.h).  Samples keep raw PCs until a profile is built,
+ * by which time a dlclosed object's address may hold another object.  As
+ * perf keeps its mmap events, the writer keeps what each gone mapping
+ * was, with the range of table generations that listed it, found by
+ * comparing each new table with the published one (both sorted: one
+ * pass).  The generation moves on only when a mapping went away, so
+ * samples of one stack aggregate across refreshes that only add objects.
+ * Kept only while a pinned generation may refer to them: a program that
+ * dlopens and dlcloses in a loop holds a record per dlclose for the
+ * length of one profile, none otherwise.
+ *
  * What it costs: see README ("Stacks") and bench/unwind for the figures.
  */
 #define _GNU_SOURCE
@@ -195,7 +206,10 @@ static void build_object(struct object *o, const uint8_t *img, size_t size,
 
 /* Maps the object's file (checked to be the mapped one: same device and
  * inode) and builds its rows; on any failure the object has none and its
- * frames are walked by frame pointers. */
+ * frames are walked by frame pointers.  Mapped writable though never
+ * written (no page is copied), as libelf maps the files it reads: the
+ * symbolizer tells such readings from the loader's segments by that
+ * (symbolize.c, is_file_reading). */
 static void build_from_file(struct object *o, uint64_t map_offset)
 {
     int fd = open(o->path, O_RDONLY | O_CLOEXEC);
@@ -204,8 +218,8 @@ static void build_from_file(struct object *o, uint64_t map_offset)
     struct stat st;
     if (fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino &&
         st.st_size > 0) {
-        void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
-                         fd, 0);
+        void *img = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE, fd, 0);
         if (img != MAP_FAILED) {
             build_object(o, img, (size_t)st.st_size, map_offset);
             munmap(img, (size_t)st.st_size);
@@ -348,7 +362,6 @@ struct gone {
 static struct gone *gone_list;  /* under writer_mu */
 static atomic_size_t ngone;     /* its length, for a lookup without lock */
 static uint64_t last_gen;       /* the newest table's; under writer_mu */
-static uint64_t gone_serials;   /* under writer_mu */
 static uint64_t pins[PINS];     /* pinned generations, 0 free; writer_mu */
 
 static bool same_code(const struct code *a, const struct code *b)
@@ -373,8 +386,7 @@ static void remember_gone(const struct code *c)
                             "in the object loaded next at its address\n");
         return;
     }
-    g->pub = (unwind_gone){.serial = ++gone_serials,
-                           .start = c->lo,
+    g->pub = (unwind_gone){.start = c->lo,
                            .limit = c->hi,
                            .offset = c->offset,
                            .bias = c->bias,
@@ -575,16 +587,24 @@ void unwind_learn_own_stack(void)
 
 /* ---- Reader side: everything below is SIGNAL-SAFE --------------------- */
 
-/* SIGNAL-SAFE: the current table with a reader count held, or NULL. */
+/* SIGNAL-SAFE: the current table with a reader count held, or NULL.  A
+ * table swapped out between the load and the count may be refilled: the
+ * new current one is taken instead.  Refreshes come with every dlclose
+ * (dlinterpose.c), and a walk that gave up at once met a swap often
+ * enough, in a program reopening a plugin in a loop, to leave samples
+ * with their leaf alone; a few tries, since a writer could swap again. */
+#define ACQUIRE_TRIES 4
 static struct maps_table *table_acquire(void)
 {
-    struct maps_table *t = atomic_load(&current);
-    if (!t)
-        return NULL;
-    atomic_fetch_add(&t->readers, 1);
-    if (atomic_load(&current) == t)
-        return t;
-    atomic_fetch_sub(&t->readers, 1); /* swapped meanwhile: not safe */
+    for (int i = 0; i < ACQUIRE_TRIES; i++) {
+        struct maps_table *t = atomic_load(&current);
+        if (!t)
+            return NULL;
+        atomic_fetch_add(&t->readers, 1);
+        if (atomic_load(&current) == t)
+            return t;
+        atomic_fetch_sub(&t->readers, 1); /* swapped meanwhile: not safe */
+    }
     return NULL;
 }
 
@@ -1009,17 +1029,20 @@ size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
 {
     struct regs regs = {.pc = snap->pc, .sp = snap->sp, .fp = snap->fp,
                         .lr = snap->lr, .exact = true};
-    *flags = STACK_LEAF_EXACT;
-    pcs[0] = regs.pc;
     uintptr_t lo = snap->sp & ~(uintptr_t)7;
     struct reader r = {.copy = snap->stack,
                        .copy_lo = lo,
                        .copy_hi = snap->len ? lo + snap->len : 0,
                        .copy_only = true};
     struct maps_table *t = table_acquire();
+    if (t && *gen && t->gen != *gen) {
+        table_release(t, NULL); /* unloaded since: leave it as it was */
+        return 0;
+    }
+    *flags = STACK_LEAF_EXACT;
+    pcs[0] = regs.pc;
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, false);
-    if (gen)
-        *gen = 0;
+    *gen = 0;
     table_release(t, gen);
     return n;
 }

@@ -66,8 +66,13 @@ struct unwind_snapshot {
 bool unwind_snapshot_take(const void *ucontext, struct unwind_snapshot *snap);
 
 /* Walks *snap as unwind_context would have, with the tables as they are
- * now; reads outside the copy end the walk.  Not from a signal handler
- * (it is not one in practice; it is as signal-safe as unwind_context). */
+ * now; reads outside the copy end the walk.  *gen is the generation the
+ * handler's own walk saw (0: unknown): when a mapping has gone away since
+ * (the current generation differs), the code the stack was in may be
+ * another object's by now, and it returns 0 leaving pcs, *flags and *gen
+ * alone (the handler's partial walk stands).  Otherwise *gen becomes the
+ * generation of the walk.  Not from a signal handler (it is not one in
+ * practice; it is as signal-safe as unwind_context). */
 size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
                             uintptr_t *pcs, size_t max, unsigned *flags,
                             uint64_t *gen);
@@ -123,7 +128,6 @@ void unwind_learn_own_stack(void);
 
 /* An executable mapping of an object that is no longer mapped there. */
 typedef struct {
-    uint64_t serial;  /* distinct for every mapping that went away */
     uintptr_t start, limit, offset; /* as /proc/self/maps said */
     uintptr_t bias;   /* address minus the object's ELF address */
     const char *path; /* valid while the generation is pinned */

@@ -167,8 +167,9 @@ START_TEST(snapshot_walks_like_the_handler_after_the_stack_moved_on)
     ck_assert_uint_gt(snap.len, 0);
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
+    uint64_t gen = 0;
     size_t n = unwind_snapshot_walk(&snap, pcs, STACK_MAX_FRAMES, &flags,
-                                    NULL);
+                                    &gen);
     ck_assert_msg(nwalked >= 3, "the handler walked only %zu frames",
                   nwalked);
     ck_assert_uint_eq(n, nwalked);
@@ -211,8 +212,9 @@ START_TEST(snapshot_copy_stops_at_an_unmapped_page)
     ck_assert_uint_lt(snap.len, UNWIND_SNAPSHOT_BYTES);
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
+    uint64_t gen = 0;
     size_t n = unwind_snapshot_walk(&snap, pcs, STACK_MAX_FRAMES, &flags,
-                                    NULL);
+                                    &gen);
     ck_assert_uint_ge(n, 1);
     munmap(m, 3 * page);
 }
@@ -261,10 +263,13 @@ END_TEST
 
 /* ---- Generations --------------------------------------------------------- */
 
+static ucontext_t before_unload;
+
 /* A plugin's mapping is kept once it is dlclosed (the interposed dlclose
  * refreshes the tables at once) for the generation pinned before, found
  * by its PC with its file, place and bias; not for a later generation,
- * in which the address is not the plugin's; and freed at the last unpin. */
+ * in which the address is not the plugin's; and freed at the last unpin.
+ * A walk put off before the dlclose is not done again after it. */
 START_TEST(unloaded_object_is_kept_while_its_generation_is_pinned)
 {
     void *h = dlopen(PLUGIN_A, RTLD_NOW | RTLD_LOCAL);
@@ -279,8 +284,18 @@ START_TEST(unloaded_object_is_kept_while_its_generation_is_pinned)
     ck_assert_uint_gt(gen, 0);
     unwind_gone g;
     ck_assert(!unwind_gone_at(gen, pc, &g)); /* still mapped */
+    static struct unwind_snapshot snap;
+    getcontext(&before_unload);
+    ck_assert(unwind_snapshot_take(&before_unload, &snap));
     ck_assert_int_eq(dlclose(h), 0);
     ck_assert(unwind_gone_at(gen, pc, &g));
+    uintptr_t pcs[STACK_MAX_FRAMES] = {1};
+    unsigned flags = 7;
+    uint64_t walked_gen = gen;
+    ck_assert_uint_eq(unwind_snapshot_walk(&snap, pcs, STACK_MAX_FRAMES,
+                                           &flags, &walked_gen),
+                      0);
+    ck_assert(pcs[0] == 1 && flags == 7 && walked_gen == gen);
     ck_assert_str_eq(g.path, path);
     ck_assert(g.start <= pc && pc < g.limit);
     ck_assert_uint_eq(g.bias, (uintptr_t)info.dli_fbase);
