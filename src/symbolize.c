@@ -300,12 +300,12 @@ static void report_modules(void)
     FILE *maps = maps_of_objects(&buf, &vdso_lo, &vdso_hi);
     dwfl_report_begin(S.dwfl);
     int rc = maps ? dwfl_linux_proc_maps_report(S.dwfl, maps) : -1;
+    if (rc == 0)
+        fclose(maps); /* a failed report: older libdwfl has closed it */
     snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
     if (rc == 0 && vdso_hi &&
         !dwfl_report_module(S.dwfl, vdso, vdso_lo, vdso_hi))
         rc = -1;
-    if (maps)
-        fclose(maps);
     free(buf);
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);

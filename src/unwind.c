@@ -533,11 +533,14 @@ static void writer_unlock(void)
 }
 
 /* In a forked child only the forking thread exists: walks that other
- * threads had under way will never end, so their reader counts go. */
+ * threads had under way will never end, so their reader counts go, and so
+ * do the pins of profiles it does not have (the CPU profile's session is
+ * dropped there; sampler.c). */
 static void writer_unlock_in_child(void)
 {
     atomic_store(&tables[0].readers, 0);
     atomic_store(&tables[1].readers, 0);
+    memset(pins, 0, sizeof pins);
     pthread_mutex_unlock(&writer_mu);
 }
 
