@@ -55,7 +55,7 @@
  * sample (its code may be another object's by now); so that a plugin
  * unloaded soon after it was loaded keeps its samples' stacks, the thread
  * that dlcloses it does the pending walks itself first
- * (sampler_walk_put_off, from dlinterpose.c), while the plugin is still
+ * (sampler_before_unload, from dlinterpose.c), while the plugin is still
  * mapped and in the tables: the collector may come after the unload.
  *
  * Threads without a timer.  A thread that blocks the signal (xz's workers
@@ -368,11 +368,14 @@ static void finish_walk(struct session *s, struct slot *slot)
 }
 
 /* Not from a signal handler; counted in `in_handler` like
- * sampler_thread_started, so that the session stays. */
-void sampler_walk_put_off(void)
+ * sampler_thread_started, so that the session stays.  The refresh it may
+ * do is the one the collector was woken for. */
+void sampler_before_unload(void)
 {
     atomic_fetch_add(&in_handler, 1);
     struct session *s = atomic_load(&active);
+    if (s && atomic_exchange(&s->tables_wanted, false))
+        unwind_refresh_if_loaded();
     for (int i = 0; s && i < SNAPSHOTS; i++)
         walk_put_off(s, i);
     atomic_fetch_sub(&in_handler, 1);

@@ -38,11 +38,12 @@ void sampler_thread_started(void);
 void sampler_signal_claimed(int signo);
 
 /* An object is about to be unloaded (dlinterpose.c, before the loader's
- * dlclose, with the unwinder's tables refreshed): the walks put off
- * because their code had no table yet are done now, while it is mapped,
- * by the calling thread.  No lock, no allocation; a no-op when no
- * profile runs or no walk is pending. */
-void sampler_walk_put_off(void);
+ * dlclose): when a sample met code without a table since the last
+ * refresh, the unwinder's tables are refreshed (that code is listed, and
+ * its mapping kept once gone), and the walks put off for it are done now,
+ * while it is mapped, by the calling thread.  A no-op when no profile
+ * runs; otherwise a refresh at most. */
+void sampler_before_unload(void);
 
 /* CPU time the collector threads of every profile so far have used,
  * including the running one's (the index page). */

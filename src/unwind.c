@@ -363,6 +363,7 @@ static struct gone *gone_list;  /* under writer_mu */
 static atomic_size_t ngone;     /* its length, for a lookup without lock */
 static uint64_t last_gen;       /* the newest table's; under writer_mu */
 static uint64_t pins[PINS];     /* pinned generations, 0 free; writer_mu */
+static atomic_int npins;        /* how many, for a test without lock */
 
 static bool same_code(const struct code *a, const struct code *b)
 {
@@ -454,8 +455,10 @@ uint64_t unwind_pin_generation(void)
     int i = 0;
     while (gen && i < PINS && pins[i])
         i++;
-    if (i < PINS)
+    if (gen && i < PINS) {
         pins[i] = gen;
+        atomic_fetch_add(&npins, 1);
+    }
     pthread_mutex_unlock(&writer_mu);
     if (gen && i == PINS) {
         static atomic_bool said;
@@ -477,10 +480,16 @@ void unwind_unpin_generation(uint64_t gen)
     for (int i = 0; i < PINS; i++)
         if (pins[i] == gen) {
             pins[i] = 0;
+            atomic_fetch_sub(&npins, 1);
             break;
         }
     prune_gone();
     pthread_mutex_unlock(&writer_mu);
+}
+
+bool unwind_generation_pinned(void)
+{
+    return atomic_load(&npins) > 0;
 }
 
 bool unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
@@ -541,6 +550,7 @@ static void writer_unlock_in_child(void)
     atomic_store(&tables[0].readers, 0);
     atomic_store(&tables[1].readers, 0);
     memset(pins, 0, sizeof pins);
+    atomic_store(&npins, 0);
     pthread_mutex_unlock(&writer_mu);
 }
 

@@ -141,6 +141,10 @@ typedef struct {
 uint64_t unwind_pin_generation(void);
 void unwind_unpin_generation(uint64_t gen);
 
+/* Whether any generation is pinned (one atomic load): whether a mapping
+ * going away now must be recorded at once (dlinterpose.c). */
+bool unwind_generation_pinned(void);
+
 /* Whether pc, taken in generation `gen`, lay in a mapping that has gone
  * away since; if so *out describes it.  `gen` must be pinned.  Never from
  * a signal handler. */
