@@ -67,7 +67,7 @@ static int walk_leaf(void *arg)
     for (int round = 0; round < 5; round++) {
         double t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         for (int i = 0; i < WALKS; i++)
-            w->frames = unwind_context(&uc, pcs, 64, &w->flags);
+            w->frames = unwind_context(&uc, pcs, 64, &w->flags, NULL);
         double ns = (clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / WALKS;
         if (ns < w->ns)
             w->ns = ns;

@@ -14,6 +14,14 @@
  * parser has (see profile.proto) is enforced here rather than by callers:
  * string 0 is "", ids are index + 1, every location has a line with a
  * function, at least one mapping exists.
+ *
+ * Samples walked under an older generation of the mappings (unwind.h,
+ * "Generations"; the stacktab's samples carry theirs) may hold PCs of an
+ * object dlclosed since, whose address another object may have taken by
+ * now.  Such a PC gets a location of its own, keyed by the gone mapping
+ * as well as the address, symbolized from the gone object's file
+ * (symbolize_gone_pc), under a Mapping of its own after the symbolizer's:
+ * never as the function that is at that address now.
  */
 #include "builder.h"
 #include "collect.h"
@@ -21,6 +29,7 @@
 #include "labels.h"
 #include "profile.pb-c.h"
 #include "symbolize.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -143,8 +152,16 @@ static uint64_t string_hash(const char *s)
 struct loc {
     uintptr_t address; /* 0 for a pseudo-frame */
     uint64_t pseudo_function; /* function id of a pseudo-frame, else 0 */
+    size_t gone; /* 1 + index in b->gone: in an object unloaded since */
     size_t lines_at, nlines; /* in b->lines */
-    int mapping; /* symbolizer's index, -1 for none */
+    int mapping; /* index in the profile's mappings, -1 for none */
+};
+
+/* A mapping of an object unloaded since its samples were taken. */
+struct gone_map {
+    unwind_gone at; /* at.path points at `path` */
+    char *path;
+    const char *build_id; /* the symbolizer's, during symbolize_all */
 };
 
 struct sample {
@@ -191,6 +208,9 @@ struct builder {
     struct set_labels *sets;
     size_t nsets, capsets;
     struct index set_index;
+
+    struct gone_map *gone;
+    size_t ngone, capgone;
 };
 
 /* ---- Strings ------------------------------------------------------------ */
@@ -251,6 +271,9 @@ void builder_free(builder *b)
     free(b->labels);
     free(b->sets);
     free(b->set_index.slots);
+    for (size_t i = 0; i < b->ngone; i++)
+        free(b->gone[i].path);
+    free(b->gone);
     free(b);
 }
 
@@ -354,25 +377,27 @@ static uint64_t function_id(builder *b, const char *name,
     return key.id;
 }
 
-/* Locations are keyed by address, or for pseudo-frames (address 0) by
- * their function. */
+/* Locations are keyed by address and the gone mapping it was in, if any,
+ * or for pseudo-frames (address 0) by their function. */
 struct loc_key {
     uintptr_t address;
     uint64_t pseudo_function;
+    size_t gone;
 };
 
 static bool same_loc(const builder *b, size_t item, const void *key)
 {
     const struct loc *l = &b->locs[item];
     const struct loc_key *k = key;
-    return l->address == k->address && l->pseudo_function == k->pseudo_function;
+    return l->address == k->address &&
+           l->pseudo_function == k->pseudo_function && l->gone == k->gone;
 }
 
 /* Id of the location for key, added (unsymbolized) when new; 0 when out
  * of memory. */
 static uint64_t location_id(builder *b, struct loc_key key)
 {
-    uint64_t hash = mix(key.address, key.pseudo_function);
+    uint64_t hash = mix(mix(key.address, key.pseudo_function), key.gone);
     struct slot *slot = index_find(&b->loc_index, hash, same_loc, b, &key);
     if (!slot)
         return 0;
@@ -382,6 +407,7 @@ static uint64_t location_id(builder *b, struct loc_key key)
         return 0;
     b->locs[b->nlocs] = (struct loc){.address = key.address,
                                      .pseudo_function = key.pseudo_function,
+                                     .gone = key.gone,
                                      .mapping = -1};
     index_set(&b->loc_index, slot, hash, b->nlocs++);
     return b->nlocs;
@@ -403,7 +429,7 @@ static uint64_t pseudo_location_id(builder *b, const char *frame)
     uint64_t fn = function_id(b, frame, frame, "", 0);
     if (!fn)
         return 0;
-    uint64_t id = location_id(b, (struct loc_key){0, fn});
+    uint64_t id = location_id(b, (struct loc_key){0, fn, 0});
     struct loc *l = id ? &b->locs[id - 1] : NULL;
     if (l && !l->nlines) {
         l->lines_at = b->nlines;
@@ -416,11 +442,43 @@ static uint64_t pseudo_location_id(builder *b, const char *frame)
 
 /* ---- Samples ------------------------------------------------------------ */
 
-/* Appends the location ids of a stack to b->location_ids.  A return address
- * is looked up one byte back so that its line is the call's, not the
- * next statement's. */
+/* Whether two gone mappings are one object at one place: a plugin
+ * dlclosed and reopened in a loop, at the same address each time, is one
+ * Mapping in the profile, not one per dlclose. */
+static bool same_gone(const unwind_gone *a, const unwind_gone *b)
+{
+    return a->start == b->start && a->limit == b->limit &&
+           a->offset == b->offset && a->bias == b->bias &&
+           a->dev == b->dev && a->ino == b->ino &&
+           strcmp(a->path, b->path) == 0;
+}
+
+/* 1 + the index in b->gone of the mapping that held pc in generation
+ * `gen` and has gone away since; 0 when pc is in the mapping there now
+ * (or gen is 0, unknown); negative when out of memory. */
+static int64_t gone_mapping(builder *b, uint64_t gen, uintptr_t pc)
+{
+    unwind_gone g;
+    if (!unwind_gone_at(gen, pc, &g))
+        return 0;
+    for (size_t i = 0; i < b->ngone; i++)
+        if (same_gone(&b->gone[i].at, &g))
+            return (int64_t)i + 1;
+    char *path = strdup(g.path);
+    if (!path || RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {
+        free(path);
+        return -ENOMEM;
+    }
+    g.path = path;
+    b->gone[b->ngone] = (struct gone_map){.at = g, .path = path};
+    return (int64_t)++b->ngone;
+}
+
+/* Appends the location ids of a stack walked in generation `gen` to
+ * b->location_ids.  A return address is looked up one byte back so that
+ * its line is the call's, not the next statement's. */
 static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
-                     unsigned flags)
+                     unsigned flags, uint64_t gen)
 {
     bool truncated = flags & STACK_TRUNCATED;
     if (RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
@@ -429,7 +487,10 @@ static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
     for (size_t i = 0; i < depth; i++) {
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
-        uint64_t id = location_id(b, (struct loc_key){pc, 0});
+        int64_t gone = gone_mapping(b, gen, pc);
+        uint64_t id = gone < 0 ? 0
+                               : location_id(b, (struct loc_key){
+                                                    pc, 0, (size_t)gone});
         if (!id)
             return -ENOMEM;
         b->location_ids[b->nlocation_ids++] = id;
@@ -547,20 +608,29 @@ static int finish_sample(builder *b, size_t locs_at, const int64_t *values,
     return 0;
 }
 
-int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
-                       unsigned flags, const int64_t *values,
-                       const cpprof_labelset *labels,
-                       const builder_numlabel *num, size_t nnum)
+/* builder_add_sample for a stack walked in generation `gen`. */
+static int add_sample(builder *b, const uintptr_t *pcs, size_t depth,
+                      unsigned flags, uint64_t gen, const int64_t *values,
+                      const cpprof_labelset *labels,
+                      const builder_numlabel *num, size_t nnum)
 {
     if ((depth && !pcs) || (b->nsample_types && !values) || (nnum && !num))
         return -EINVAL;
     size_t locs_at = b->nlocation_ids;
-    int rc = add_stack(b, pcs, depth, flags);
+    int rc = add_stack(b, pcs, depth, flags, gen);
     if (rc == 0)
         rc = finish_sample(b, locs_at, values, labels, num, nnum);
     if (rc)
         b->nlocation_ids = locs_at;
     return rc;
+}
+
+int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
+                       unsigned flags, const int64_t *values,
+                       const cpprof_labelset *labels,
+                       const builder_numlabel *num, size_t nnum)
+{
+    return add_sample(b, pcs, depth, flags, 0, values, labels, num, nnum);
 }
 
 int builder_add_pseudo_sample(builder *b, const char *frame,
@@ -593,13 +663,14 @@ struct add_stacktab_ctx {
 };
 
 static void add_stacktab_entry(const uintptr_t *pcs, size_t depth,
-                               unsigned flags, const cpprof_labelset *labels,
+                               unsigned flags, uint64_t gen,
+                               const cpprof_labelset *labels,
                                const int64_t *values, void *arg)
 {
     struct add_stacktab_ctx *ctx = arg;
     if (ctx->rc == 0)
-        ctx->rc = builder_add_sample(ctx->b, pcs, depth, flags, values,
-                                     labels, NULL, 0);
+        ctx->rc = add_sample(ctx->b, pcs, depth, flags, gen, values, labels,
+                             NULL, 0);
 }
 
 int builder_add_stacktab(builder *b, const stacktab *t)
@@ -617,15 +688,31 @@ struct mapping_flags {
     bool functions, filenames, line_numbers, inline_frames;
 };
 
+/* The symbolizer's result for l: from the object mapped at its address
+ * now, or for a location in a gone object, from that object (whose
+ * mapping comes after the symbolizer's `nlive`). */
+static const symbolize_result *symbolize_loc_pc(builder *b, struct loc *l,
+                                                size_t nlive)
+{
+    if (!l->gone) {
+        const symbolize_result *r = symbolize_pc(l->address);
+        l->mapping = r->mapping;
+        return r;
+    }
+    struct gone_map *g = &b->gone[l->gone - 1];
+    symbolize_gone o = {g->path, g->at.dev, g->at.ino, g->at.bias};
+    l->mapping = (int)(nlive + l->gone - 1);
+    return symbolize_gone_pc(&o, l->address, &g->build_id);
+}
+
 /* Gives location l its lines (once) and mapping from the symbolizer, and
  * lowers the flags of that mapping to what l has. */
 static int symbolize_loc(builder *b, struct loc *l,
-                         struct mapping_flags *flags)
+                         struct mapping_flags *flags, size_t nlive)
 {
-    const symbolize_result *r = symbolize_pc(l->address);
-    l->mapping = r->mapping;
-    if (r->mapping >= 0) {
-        struct mapping_flags *f = &flags[r->mapping];
+    const symbolize_result *r = symbolize_loc_pc(b, l, nlive);
+    if (l->mapping >= 0) {
+        struct mapping_flags *f = &flags[l->mapping];
         f->functions &= r->has_function;
         f->filenames &= r->has_file;
         f->line_numbers &= r->has_line;
@@ -647,20 +734,24 @@ static int symbolize_loc(builder *b, struct loc *l,
     return 0;
 }
 
-/* Makes the mapping messages, ids being the symbolizer's index + 1. */
+/* Makes the mapping messages: the symbolizer's first (ids being its index
+ * + 1), then the gone objects' (nlive + their index + 1). */
 static int make_mappings(builder *b, const struct mapping_flags *flags,
-                         size_t n, Mapping *out)
+                         size_t nlive, Mapping *out)
 {
-    for (size_t i = 0; i < n; i++) {
-        const symbolize_mapping *sm = symbolize_mapping_at(i);
+    for (size_t i = 0; i < nlive + b->ngone; i++) {
+        const symbolize_mapping *sm = i < nlive ? symbolize_mapping_at(i)
+                                                : NULL;
+        const struct gone_map *g = sm ? NULL : &b->gone[i - nlive];
         Mapping *m = &out[i];
         *m = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
         m->id = i + 1;
-        m->memory_start = sm->start;
-        m->memory_limit = sm->limit;
-        m->file_offset = sm->offset;
-        m->filename = string_id(b, sm->file);
-        m->build_id = string_id(b, sm->build_id);
+        m->memory_start = sm ? sm->start : g->at.start;
+        m->memory_limit = sm ? sm->limit : g->at.limit;
+        m->file_offset = sm ? sm->offset : g->at.offset;
+        m->filename = string_id(b, sm ? sm->file : g->path);
+        m->build_id = string_id(b, sm ? sm->build_id
+                                      : g->build_id ? g->build_id : "");
         if (m->filename < 0 || m->build_id < 0)
             return -ENOMEM;
         m->has_functions = flags[i].functions;
@@ -677,7 +768,7 @@ static int make_mappings(builder *b, const struct mapping_flags *flags,
 static int symbolize_all(builder *b, Mapping **maps, size_t *nmaps)
 {
     symbolize_begin();
-    size_t n = symbolize_mapping_count();
+    size_t nlive = symbolize_mapping_count(), n = nlive + b->ngone;
     struct mapping_flags *flags = malloc((n ? n : 1) * sizeof *flags);
     Mapping *out = malloc((n ? n : 1) * sizeof *out);
     int rc = flags && out ? 0 : -ENOMEM;
@@ -685,9 +776,11 @@ static int symbolize_all(builder *b, Mapping **maps, size_t *nmaps)
         flags[i] = (struct mapping_flags){true, true, true, true};
     for (size_t i = 0; rc == 0 && i < b->nlocs; i++)
         if (!b->locs[i].pseudo_function)
-            rc = symbolize_loc(b, &b->locs[i], flags);
+            rc = symbolize_loc(b, &b->locs[i], flags, nlive);
     if (rc == 0)
-        rc = make_mappings(b, flags, n, out);
+        rc = make_mappings(b, flags, nlive, out);
+    for (size_t i = 0; i < b->ngone; i++)
+        b->gone[i].build_id = NULL; /* the symbolizer's, until its end */
     symbolize_end();
     free(flags);
     if (rc) {

@@ -168,7 +168,7 @@ static void answer(struct round *r, struct slot *slot, const void *uc)
                                         SLOT_WRITING))
         return;
     slot->depth = unwind_context(uc, slot->pcs, STACK_MAX_FRAMES,
-                                 &slot->flags);
+                                 &slot->flags, NULL);
     atomic_store(&slot->state, SLOT_DONE);
     if (atomic_fetch_sub(&r->remaining, 1) == 1)
         futex(&r->remaining, FUTEX_WAKE_PRIVATE, 1, NULL);

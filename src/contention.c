@@ -137,7 +137,7 @@ static void record(stacktab **tab, const uintptr_t *pcs, size_t depth,
     if (!*tab)
         *tab = stacktab_new(CONT_NVALUES);
     if (*tab)
-        stacktab_add(*tab, pcs, depth, flags, NULL, v);
+        stacktab_add(*tab, pcs, depth, flags, 0, NULL, v);
     collect_spin_unlock(&table_lock);
 }
 

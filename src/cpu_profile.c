@@ -14,7 +14,10 @@
  * signal-blocking workers shows where the CPU went instead of looking
  * idle; the last profile's figures are also kept for the index page.
  * Building happens after the sampler has stopped, so a new profile can start
- * while this one is symbolized and encoded.
+ * while this one is symbolized and encoded.  The mappings' generation is
+ * pinned from the start until the profile is built (unwind.h,
+ * "Generations"), so that samples in a plugin dlclosed meanwhile are
+ * shown in that plugin, never in whatever was loaded at its address.
  */
 #include "collect.h"
 #include "atfork.h"
@@ -22,6 +25,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "sampler.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,6 +37,7 @@ static pthread_mutex_t window_mu = PTHREAD_MUTEX_INITIALIZER;
 static long window_hz;          /* under window_mu, while a profile runs */
 static int64_t window_start_ns; /* CLOCK_REALTIME */
 static int64_t window_start_mono_ns;
+static uint64_t window_gen; /* pinned from start until the build */
 static sampler_unsampled last_unsampled[SAMPLER_NREASONS]; /* window_mu */
 
 static int64_t clock_ns(clockid_t clock)
@@ -54,9 +59,13 @@ int cpprof_cpu_profile_start(void)
     long hz = cfg_int(CFG_CPU_HZ);
     pthread_mutex_lock(&window_mu);
     collect_internal_enter(); /* the collector thread is cpprof's own */
+    uint64_t gen = unwind_pin_generation();
     int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
+    if (rc != 0)
+        unwind_unpin_generation(gen);
     collect_internal_leave();
     if (rc == 0) {
+        window_gen = gen;
         window_hz = hz;
         window_start_ns = clock_ns(CLOCK_REALTIME);
         window_start_mono_ns = clock_ns(CLOCK_MONOTONIC);
@@ -121,6 +130,7 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     long hz = window_hz;
     int64_t start_ns = window_start_ns;
     int64_t duration_ns = clock_ns(CLOCK_MONOTONIC) - window_start_mono_ns;
+    uint64_t gen = window_gen;
     if (rc == 0)
         memcpy(last_unsampled, r.unsampled, sizeof last_unsampled);
     pthread_mutex_unlock(&window_mu);
@@ -129,6 +139,7 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     collect_internal_enter();
     rc = build_profile(&r, hz, start_ns, duration_ns, buf, len);
     stacktab_free(r.samples);
+    unwind_unpin_generation(gen);
     collect_internal_leave();
     return rc;
 }

@@ -201,7 +201,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
     int saved_errno = errno;
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
-    size_t depth = unwind_context(uc, pcs, STACK_MAX_FRAMES, &flags);
+    size_t depth = unwind_context(uc, pcs, STACK_MAX_FRAMES, &flags, NULL);
     write_signal(sig, si, pcs[0]);
     write_thread();
     write_stack(pcs, depth, flags);

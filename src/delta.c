@@ -174,11 +174,15 @@ struct add_ctx {
     int rc;
 };
 
+/* The tables copied here (contention's) are walked without a generation
+ * (gen 0: resolved against the mappings when built). */
 static void add_stacktab_entry(const uintptr_t *pcs, size_t depth,
-                               unsigned flags, const cpprof_labelset *labels,
+                               unsigned flags, uint64_t gen,
+                               const cpprof_labelset *labels,
                                const int64_t *values, void *arg)
 {
     struct add_ctx *c = arg;
+    (void)gen;
     if (c->rc == 0)
         c->rc = sampleset_add(c->s, pcs, depth, flags, labels, 0, values);
 }

@@ -45,6 +45,19 @@
  * sample enters the profile.  With every buffer busy the sample keeps its
  * partial stack and STACK_NO_TABLE, as before.
  *
+ * Code unloaded since (issue 18).  A sample keeps the generation of the
+ * mappings its walk saw (unwind.h), one word from the table the walk
+ * already holds, and its stack table entry is keyed by it, so that the
+ * builder resolves its PCs against the object that was mapped when it
+ * was taken, not one dlopened at the same address before the profile is
+ * built.  cpu_profile.c pins the generation for the window and the build.
+ * A put-off walk is done again only if no object went away since its
+ * sample (its code may be another object's by now); so that a plugin
+ * unloaded soon after it was loaded keeps its samples' stacks, the thread
+ * that dlcloses it does the pending walks itself first
+ * (sampler_before_unload, from dlinterpose.c), while the plugin is still
+ * mapped and in the tables: the collector may come after the unload.
+ *
  * Threads without a timer.  A thread that blocks the signal (xz's workers
  * block every signal) would never be sampled, and a profile of it would
  * look idle; a thread past the queued-signal budget (sigbudget.h: each
@@ -81,6 +94,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -106,9 +120,19 @@
 #define SNAPSHOTS 8          /* put-off walks in flight; 128 KiB mapped */
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
 
+/* A put-off walk is done again once, by the collector or, when an object
+ * is about to be unloaded, by the thread unloading it (sampler.h):
+ * whichever moves it from READY to WALKING. */
+enum { PUT_OFF_FREE, PUT_OFF_READY, PUT_OFF_WALKING, PUT_OFF_DONE };
+struct put_off {
+    atomic_int state;
+    struct slot *slot; /* the sample's, set before READY */
+};
+
 struct slot {
     atomic_size_t seq; /* == position: free; position + 1: filled */
     unsigned depth, flags;
+    uint64_t gen;   /* the mappings' generation the walk saw (unwind.h) */
     int64_t weight; /* expirations this sample stands for */
     const cpprof_labelset *labels; /* holds a reference */
     int snapshot;                  /* index into session.snapshots, or -1 */
@@ -145,9 +169,11 @@ struct session {
     size_t tail;        /* next position the collector reads */
     atomic_llong lost;  /* weight of dropped samples */
     /* Put-off walks (mmap'd: 128 KiB the program's allocator never sees);
-     * bit i of snapshots_busy is set while a slot holds snapshot i. */
+     * bit i of snapshots_busy is set while a slot holds snapshot i, and
+     * put_off[i] says who walks it again (finish_walk). */
     struct unwind_snapshot *snapshots;
     atomic_uint snapshots_busy;
+    struct put_off put_off[SNAPSHOTS];
 
     stacktab *samples;   /* the collector's, until stop */
     struct thread_timer *timers; /* every thread seen, sorted by tid */
@@ -255,12 +281,15 @@ static void defer_walk(struct session *s, struct slot *slot,
     int i = snapshot_claim(s);
     if (i < 0)
         return;
-    if (unwind_snapshot_take(ucontext, &s->snapshots[i]))
+    if (unwind_snapshot_take(ucontext, &s->snapshots[i])) {
         slot->snapshot = i;
-    else
+        s->put_off[i].slot = slot;
+        atomic_store(&s->put_off[i].state, PUT_OFF_READY);
+    } else
         atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
 }
 
+/* SIGNAL-SAFE */
 static void record_sample(struct session *s, const void *ucontext,
                           int64_t weight)
 {
@@ -271,7 +300,7 @@ static void record_sample(struct session *s, const void *ucontext,
         return;
     }
     slot->depth = unwind_context(ucontext, slot->pcs, STACK_MAX_FRAMES,
-                                 &slot->flags);
+                                 &slot->flags, &slot->gen);
     slot->snapshot = -1;
     if (slot->flags & STACK_NO_TABLE)
         defer_walk(s, slot, ucontext);
@@ -304,17 +333,52 @@ static void on_profiling_signal(int signo, siginfo_t *si, void *ucontext)
 
 /* ---- Collector side --------------------------------------------------- */
 
-/* Walks a put-off sample again, from its stack's copy, with the table
- * its handler asked for (built here if the collector has not yet). */
+/* Walks put-off walk i again, from its stack's copy, with the tables as
+ * they are, unless an object was unloaded since the sample (then its
+ * partial walk stands) or another thread has taken it. */
+static void walk_put_off(struct session *s, int i)
+{
+    struct put_off *p = &s->put_off[i];
+    int ready = PUT_OFF_READY;
+    if (!atomic_compare_exchange_strong(&p->state, &ready, PUT_OFF_WALKING))
+        return;
+    struct slot *slot = p->slot;
+    size_t depth = unwind_snapshot_walk(&s->snapshots[i], slot->pcs,
+                                        STACK_MAX_FRAMES, &slot->flags,
+                                        &slot->gen);
+    if (depth)
+        slot->depth = (unsigned)depth;
+    atomic_store(&p->state, PUT_OFF_DONE);
+}
+
+/* A put-off sample's walk, done again with the table its handler asked
+ * for (built here if the collector has not yet), unless a dlclose did it
+ * already; its buffer back. */
 static void finish_walk(struct session *s, struct slot *slot)
 {
+    int i = slot->snapshot;
     if (atomic_exchange(&s->tables_wanted, false))
         unwind_refresh_if_loaded();
-    slot->depth = unwind_snapshot_walk(&s->snapshots[slot->snapshot],
-                                       slot->pcs, STACK_MAX_FRAMES,
-                                       &slot->flags);
-    atomic_fetch_and(&s->snapshots_busy, ~(1u << slot->snapshot));
+    walk_put_off(s, i);
+    while (atomic_load(&s->put_off[i].state) != PUT_OFF_DONE)
+        sched_yield(); /* a dlclosing thread is walking it */
+    atomic_store(&s->put_off[i].state, PUT_OFF_FREE);
+    atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
     slot->snapshot = -1;
+}
+
+/* Not from a signal handler; counted in `in_handler` like
+ * sampler_thread_started, so that the session stays.  The refresh it may
+ * do is the one the collector was woken for. */
+void sampler_before_unload(void)
+{
+    atomic_fetch_add(&in_handler, 1);
+    struct session *s = atomic_load(&active);
+    if (s && atomic_exchange(&s->tables_wanted, false))
+        unwind_refresh_if_loaded();
+    for (int i = 0; s && i < SNAPSHOTS; i++)
+        walk_put_off(s, i);
+    atomic_fetch_sub(&in_handler, 1);
 }
 
 /* Moves every published slot into s->samples. */
@@ -329,7 +393,7 @@ static void ring_drain(struct session *s)
             finish_walk(s, slot);
         int64_t values[2] = {slot->weight, slot->weight * s->period};
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
-                         slot->labels, values) != 0)
+                         slot->gen, slot->labels, values) != 0)
             atomic_fetch_add(&s->lost, slot->weight);
         labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,

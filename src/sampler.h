@@ -37,6 +37,14 @@ void sampler_thread_started(void);
  * is woken to check the handler now.  A no-op otherwise. */
 void sampler_signal_claimed(int signo);
 
+/* An object is about to be unloaded (dlinterpose.c, before the loader's
+ * dlclose): when a sample met code without a table since the last
+ * refresh, the unwinder's tables are refreshed (that code is listed, and
+ * its mapping kept once gone), and the walks put off for it are done now,
+ * while it is mapped, by the calling thread.  A no-op when no profile
+ * runs; otherwise a refresh at most. */
+void sampler_before_unload(void);
+
 /* CPU time the collector threads of every profile so far have used,
  * including the running one's (the index page). */
 int64_t sampler_collector_cpu_ns(void);

@@ -1,5 +1,6 @@
 /*
- * stacktab.c -- aggregation of samples by (stack, flags, label set).
+ * stacktab.c -- aggregation of samples by (stack, flags, generation, label
+ * set).
  *
  * Entries live in insertion order in one array, their PCs in one flat
  * array and their values in another, so that a table of a hundred thousand
@@ -19,6 +20,7 @@ struct entry {
     size_t pcs_at; /* index of pcs[0] in t->pcs */
     size_t depth;
     unsigned flags;
+    uint64_t gen;
     const cpprof_labelset *labels; /* a reference of the table's */
 };
 
@@ -40,9 +42,9 @@ static uint64_t mix(uint64_t h, uint64_t v)
 }
 
 static uint64_t key_hash(const uintptr_t *pcs, size_t depth, unsigned flags,
-                         const cpprof_labelset *labels)
+                         uint64_t gen, const cpprof_labelset *labels)
 {
-    uint64_t h = mix(mix(depth, flags), (uintptr_t)labels);
+    uint64_t h = mix(mix(mix(depth, flags), gen), (uintptr_t)labels);
     for (size_t i = 0; i < depth; i++)
         h = mix(h, pcs[i]);
     return h ^ (h >> 29);
@@ -58,22 +60,22 @@ stacktab *stacktab_new(size_t nvalues)
 
 static bool entry_is(const stacktab *t, const struct entry *e, uint64_t hash,
                      const uintptr_t *pcs, size_t depth, unsigned flags,
-                     const cpprof_labelset *labels)
+                     uint64_t gen, const cpprof_labelset *labels)
 {
     return e->hash == hash && e->depth == depth && e->flags == flags &&
-           e->labels == labels &&
+           e->gen == gen && e->labels == labels &&
            (depth == 0 || memcmp(&t->pcs[e->pcs_at], pcs, depth * sizeof *pcs) == 0);
 }
 
 /* The slot holding the entry for the key, or the empty slot where it goes. */
 static size_t *find_slot(const stacktab *t, uint64_t hash,
                          const uintptr_t *pcs, size_t depth, unsigned flags,
-                         const cpprof_labelset *labels)
+                         uint64_t gen, const cpprof_labelset *labels)
 {
     for (size_t i = hash & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
         size_t *slot = &t->slots[i];
         if (*slot == 0 || entry_is(t, &t->entries[*slot - 1], hash, pcs,
-                                   depth, flags, labels))
+                                   depth, flags, gen, labels))
             return slot;
     }
 }
@@ -127,7 +129,7 @@ static int reserve(stacktab *t, size_t depth)
 }
 
 int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
-                 unsigned flags, const cpprof_labelset *labels,
+                 unsigned flags, uint64_t gen, const cpprof_labelset *labels,
                  const int64_t *values)
 {
     if (!t || (depth && !pcs) || (t->nvalues && !values))
@@ -137,13 +139,13 @@ int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
         if (rc)
             return rc;
     }
-    uint64_t hash = key_hash(pcs, depth, flags, labels);
-    size_t *slot = find_slot(t, hash, pcs, depth, flags, labels);
+    uint64_t hash = key_hash(pcs, depth, flags, gen, labels);
+    size_t *slot = find_slot(t, hash, pcs, depth, flags, gen, labels);
     if (*slot == 0) {
         int rc = reserve(t, depth);
         if (rc)
             return rc;
-        t->entries[t->n] = (struct entry){hash, t->npcs, depth, flags,
+        t->entries[t->n] = (struct entry){hash, t->npcs, depth, flags, gen,
                                           labelset_hold(labels)};
         if (depth)
             memcpy(&t->pcs[t->npcs], pcs, depth * sizeof *pcs);
@@ -162,7 +164,7 @@ void stacktab_foreach(const stacktab *t, stacktab_visit_fn fn, void *arg)
 {
     for (size_t i = 0; i < t->n; i++) {
         const struct entry *e = &t->entries[i];
-        fn(&t->pcs[e->pcs_at], e->depth, e->flags, e->labels,
+        fn(&t->pcs[e->pcs_at], e->depth, e->flags, e->gen, e->labels,
            &t->values[i * t->nvalues], arg);
     }
 }

@@ -30,14 +30,17 @@ typedef struct stacktab stacktab;
 /* A table whose entries carry `nvalues` int64 values each. */
 stacktab *stacktab_new(size_t nvalues);
 
-/* Adds `values` to the entry for (pcs[0..depth), flags, labels), creating it
- * (and taking a reference to labels) when new.  pcs[0] is the leaf. */
+/* Adds `values` to the entry for (pcs[0..depth), flags, gen, labels),
+ * creating it (and taking a reference to labels) when new.  pcs[0] is the
+ * leaf; gen is the generation of the mappings the stack was walked in
+ * (unwind.h), 0 when the builder may resolve it against the mappings of
+ * the moment. */
 int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
-                 unsigned flags, const cpprof_labelset *labels,
+                 unsigned flags, uint64_t gen, const cpprof_labelset *labels,
                  const int64_t *values);
 
 typedef void (*stacktab_visit_fn)(const uintptr_t *pcs, size_t depth,
-                                  unsigned flags,
+                                  unsigned flags, uint64_t gen,
                                   const cpprof_labelset *labels,
                                   const int64_t *values, void *arg);
 /* Visits every entry, in insertion order. */

@@ -27,6 +27,14 @@
  * are) are allocated here.  A flush therefore frees the cache and the
  * tables before the modules go.
  *
+ * A PC of an object dlclosed since its sample was taken (unwind.h's
+ * "Generations"; another object may be mapped at its address now) is
+ * looked up in that object's file alone, reported at its old address in a
+ * Dwfl of its own (symbolize_gone_pc), only while the file is still the
+ * one that was mapped (device and inode); otherwise its frame says
+ * "[unloaded NAME]+0xADDR".  Those results are not cached (the process's
+ * cache is keyed by address) and those Dwfls go with the others' modules.
+ *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
  */
@@ -41,12 +49,14 @@
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +81,16 @@ struct entry {
     symbolize_frame frames[];
 };
 
+/* An object no longer mapped (symbolize_gone_pc): its file reported alone
+ * in a Dwfl of its own at its old address, since another object may be
+ * mapped there now. */
+struct gone_module {
+    symbolize_gone key; /* key.file is `file` */
+    char *file, *build_id;
+    Dwfl *dwfl; /* NULL: the file is gone or is another one now */
+    Dwfl_Module *mod;
+};
+
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 static struct {
@@ -83,6 +103,10 @@ static struct {
     size_t nslots, nentries;
     char **owned; /* names made up here, freed with the cache */
     size_t nowned, capowned;
+    struct gone_module *gone; /* dropped with the modules */
+    size_t ngone, capgone;
+    struct entry **gone_results; /* not cached; freed with the cache */
+    size_t ngone_results, capgone_results;
     size_t cache_bytes;      /* entries, slots and owned names */
     struct timespec last_used; /* end of the last session */
     demangle_fn demangle;
@@ -205,16 +229,84 @@ static const Dwfl_Callbacks callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
+/* Whether a line of /proc/self/maps is libelf's own reading of a file
+ * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
+ * offset 0) or the unwinder's (unwind.c maps object files the same way):
+ * never a segment the loader mapped.  dwfl_linux_proc_report takes
+ * consecutive lines of one file for one module, so such a mapping placed
+ * next to its loaded object (mmap hands out addresses top-down, just
+ * below the newest objects) gave the module a wrong start and bias after
+ * the next dlopen or dlclose: a plugin symbolized once showed as
+ * "plugin.so+0x6133" without names (test/dlclose_reuse). */
+static bool is_file_reading(const char *line)
+{
+    char perms[8];
+    unsigned long offset;
+    int path_at = 0;
+    return sscanf(line, "%*x-%*x %7s %lx %*s %*u %n", perms, &offset,
+                  &path_at) == 2 &&
+           path_at > 0 && line[path_at] == '/' && offset == 0 &&
+           strcmp(perms, "rw-p") == 0;
+}
+
+/* /proc/self/maps without the files' readings (is_file_reading), as a
+ * stream in memory (*buf, freed by the caller), and the vDSO's range.
+ * NULL when it cannot be read. */
+static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
+                             uintptr_t *vdso_hi)
+{
+    FILE *in = fopen("/proc/self/maps", "re");
+    size_t size = 0;
+    FILE *out = in ? open_memstream(buf, &size) : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    *vdso_lo = *vdso_hi = 0;
+    while (out && getline(&line, &cap, in) > 0) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi,
+                   &path_at) == 2 && path_at > 0 &&
+            strncmp(line + path_at, "[vdso]", 6) == 0) {
+            *vdso_lo = lo;
+            *vdso_hi = hi;
+        }
+        if (!is_file_reading(line))
+            fputs(line, out);
+    }
+    free(line);
+    if (in)
+        fclose(in);
+    if (!out || fflush(out) != 0) {
+        if (out)
+            fclose(out);
+        return NULL;
+    }
+    fclose(out);
+    return fmemopen(*buf, size, "r");
+}
+
 /* Reports the process's modules again; unchanged ones keep what libdw has
- * loaded for them. */
+ * loaded for them.  From the mappings of loaded objects only
+ * (maps_of_objects), plus the vDSO under the name libdwfl's own report
+ * gives it, which its find_elf reads from our memory. */
 static void report_modules(void)
 {
     if (!S.dwfl)
         S.dwfl = dwfl_begin(&callbacks);
     if (!S.dwfl)
         return;
+    char *buf = NULL, vdso[32];
+    uintptr_t vdso_lo, vdso_hi;
+    FILE *maps = maps_of_objects(&buf, &vdso_lo, &vdso_hi);
     dwfl_report_begin(S.dwfl);
-    int rc = dwfl_linux_proc_report(S.dwfl, getpid());
+    int rc = maps ? dwfl_linux_proc_maps_report(S.dwfl, maps) : -1;
+    if (rc == 0)
+        fclose(maps); /* a failed report: older libdwfl has closed it */
+    snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
+    if (rc == 0 && vdso_hi &&
+        !dwfl_report_module(S.dwfl, vdso, vdso_lo, vdso_hi))
+        rc = -1;
+    free(buf);
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);
         S.dwfl = NULL;
@@ -284,6 +376,11 @@ static void flush_cache(void)
     free(S.owned);
     S.owned = NULL;
     S.nowned = S.capowned = 0;
+    for (size_t i = 0; i < S.ngone_results; i++)
+        free(S.gone_results[i]);
+    free(S.gone_results);
+    S.gone_results = NULL;
+    S.ngone_results = S.capgone_results = 0;
 }
 
 static struct entry *cache_find(uintptr_t pc)
@@ -490,12 +587,12 @@ static void source_line(Dwarf_Die *cudie, Dwarf_Addr addr,
     f->line = file ? lineno : 0;
 }
 
-/* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
-static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
-                               symbolize_frame *frames)
+/* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc, which
+ * lies in module mod (NULL: none) and in mapping number `mapping`. */
+static void symbolize_in(Dwfl_Module *mod, int mapping, uintptr_t pc,
+                         symbolize_result *r, symbolize_frame *frames)
 {
-    Dwfl_Module *mod = module_at(pc);
-    *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
+    *r = (symbolize_result){.frames = frames, .mapping = mapping};
     uintptr_t offset = 0;
     const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
     r->sym_offset = symbol ? offset : 0;
@@ -524,6 +621,21 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
     r->has_line = frames[0].line > 0;
 }
 
+/* A result in memory of its own: r with its frames copied; NULL when out
+ * of memory. */
+static struct entry *entry_of(uintptr_t pc, const symbolize_result *r)
+{
+    struct entry *e = malloc(sizeof *e + r->nframes * sizeof *r->frames);
+    if (!e)
+        return NULL;
+    e->pc = pc;
+    e->r = *r;
+    e->r.frames = e->frames;
+    memcpy(e->frames, r->frames, r->nframes * sizeof *r->frames);
+    S.cache_bytes += sizeof *e + r->nframes * sizeof *r->frames;
+    return e;
+}
+
 const symbolize_result *symbolize_pc(uintptr_t pc)
 {
     struct entry *e = cache_find(pc);
@@ -531,19 +643,144 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         return &e->r;
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    symbolize_uncached(pc, &r, frames);
-    e = malloc(sizeof *e + r.nframes * sizeof *frames);
-    if (!e)
-        return &unknown_result;
-    e->pc = pc;
-    e->r = r;
-    e->r.frames = e->frames;
-    memcpy(e->frames, frames, r.nframes * sizeof *frames);
-    if (cache_insert(e) != 0) {
+    symbolize_in(module_at(pc), mapping_index(pc), pc, &r, frames);
+    e = entry_of(pc, &r);
+    if (!e || cache_insert(e) != 0) {
         free(e);
         return &unknown_result;
     }
-    S.cache_bytes += sizeof *e + r.nframes * sizeof *frames;
+    return &e->r;
+}
+
+/* ---- Objects no longer mapped -------------------------------------------- */
+
+/* Reports o's file alone at its old address, when it is still the file
+ * that was mapped (a plugin rebuilt since is another file). */
+static void report_gone(struct gone_module *g)
+{
+    int fd = open(g->file, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) != 0 || (unsigned long long)st.st_dev != g->key.dev ||
+        (unsigned long long)st.st_ino != g->key.ino ||
+        !(g->dwfl = dwfl_begin(&callbacks))) {
+        close(fd);
+        return;
+    }
+    char *name = NULL;
+    if (asprintf(&name, "%s (unloaded)", g->file) < 0)
+        name = NULL;
+    dwfl_report_begin(g->dwfl);
+    g->mod = name ? dwfl_report_elf(g->dwfl, name, g->file, fd, g->key.bias,
+                                    false)
+                  : NULL;
+    free(name);
+    if (!g->mod)
+        close(fd); /* consumed only on success */
+    if (dwfl_report_end(g->dwfl, NULL, NULL) != 0)
+        g->mod = NULL;
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    Dwarf_Addr bias;
+    int n = g->mod && dwfl_module_getelf(g->mod, &bias)
+                ? dwfl_module_build_id(g->mod, &bits, &vaddr)
+                : 0;
+    g->build_id = malloc(n > 0 ? 2 * (size_t)n + 1 : 1);
+    if (g->build_id) {
+        g->build_id[0] = '\0';
+        for (int i = 0; i < n; i++)
+            sprintf(g->build_id + 2 * i, "%02x", bits[i]);
+    }
+}
+
+/* The gone object o's module record, reported on first use; NULL when
+ * out of memory. */
+static struct gone_module *gone_module(const symbolize_gone *o)
+{
+    for (size_t i = 0; i < S.ngone; i++) {
+        const symbolize_gone *k = &S.gone[i].key;
+        if (k->dev == o->dev && k->ino == o->ino && k->bias == o->bias &&
+            strcmp(k->file, o->file) == 0)
+            return &S.gone[i];
+    }
+    if (S.ngone == S.capgone) {
+        size_t ncap = S.capgone ? 2 * S.capgone : 8;
+        struct gone_module *grown = realloc(S.gone, ncap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        S.gone = grown;
+        S.capgone = ncap;
+    }
+    struct gone_module *g = &S.gone[S.ngone];
+    *g = (struct gone_module){.key = *o, .file = strdup(o->file)};
+    if (!g->file)
+        return NULL;
+    g->key.file = g->file;
+    S.ngone++;
+    report_gone(g);
+    return g;
+}
+
+/* Lets go of the gone objects' modules: with the others, after the tables
+ * known by their handles are flushed. */
+static void drop_gone_modules(void)
+{
+    for (size_t i = 0; i < S.ngone; i++) {
+        if (S.gone[i].dwfl)
+            dwfl_end(S.gone[i].dwfl);
+        free(S.gone[i].file);
+        free(S.gone[i].build_id);
+    }
+    free(S.gone);
+    S.gone = NULL;
+    S.ngone = S.capgone = 0;
+}
+
+/* "[unloaded NAME]+0xADDR": all that is known of a pc in an object whose
+ * file is gone, or is another file now. */
+static void unloaded_frame(const symbolize_gone *o, uintptr_t pc,
+                           symbolize_result *r, symbolize_frame *frame)
+{
+    const char *slash = strrchr(o->file, '/');
+    char *s = NULL;
+    if (asprintf(&s, "[unloaded %s]+0x%" PRIxPTR, slash ? slash + 1 : o->file,
+                 pc - o->bias) < 0)
+        s = NULL;
+    const char *name = own(s);
+    *frame = (symbolize_frame){.name = name ? name : "[unloaded]",
+                               .system_name = name ? name : "[unloaded]",
+                               .file = ""};
+    *r = (symbolize_result){.frames = frame, .nframes = 1, .mapping = -1};
+}
+
+const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
+                                          uintptr_t pc,
+                                          const char **build_id)
+{
+    struct gone_module *g = gone_module(o);
+    *build_id = g && g->build_id ? g->build_id : "";
+    symbolize_frame frames[MAX_INLINE_FRAMES];
+    symbolize_result r;
+    if (g && g->mod)
+        symbolize_in(g->mod, -1, pc, &r, frames);
+    else
+        unloaded_frame(o, pc, &r, frames);
+    struct entry *e = entry_of(pc, &r);
+    if (!e)
+        return &unknown_result;
+    if (S.ngone_results == S.capgone_results) {
+        size_t ncap = S.capgone_results ? 2 * S.capgone_results : 16;
+        struct entry **grown =
+            realloc(S.gone_results, ncap * sizeof *grown);
+        if (!grown) {
+            free(e);
+            return &unknown_result;
+        }
+        S.gone_results = grown;
+        S.capgone_results = ncap;
+    }
+    S.gone_results[S.ngone_results++] = e;
     return &e->r;
 }
 
@@ -578,6 +815,7 @@ static void release_all(void)
     flush_cache(); /* before the modules its strings point into go */
     symdw_flush();
     symst_flush();
+    drop_gone_modules();
     if (S.dwfl)
         dwfl_end(S.dwfl);
     S.dwfl = NULL;
@@ -628,6 +866,7 @@ void symbolize_begin(void)
     flush_cache(); /* before the modules its strings point into go */
     symdw_flush(); /* tables are known by libdw's handles: those may go */
     symst_flush();
+    drop_gone_modules();
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;

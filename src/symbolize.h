@@ -55,6 +55,26 @@ void symbolize_end(void);
  * one, so that the line is the call's.  Never NULL. */
 const symbolize_result *symbolize_pc(uintptr_t pc);
 
+/* An object that was mapped where a PC was taken and is not any more (a
+ * plugin dlclosed since, unwind.h's "Generations"): its file, that file's
+ * device and inode when it was mapped, and its load bias (address minus
+ * ELF address). */
+typedef struct {
+    const char *file;
+    unsigned long long dev, ino;
+    uintptr_t bias;
+} symbolize_gone;
+
+/* The frames at pc in that object, from its file while the file is still
+ * the one that was mapped (same device and inode), else one made-up frame
+ * "[unloaded NAME]+0xADDR" (ADDR: pc minus the bias); never another
+ * object's.  The result's mapping is -1 (the caller has its own); its
+ * build id (or "") into *build_id.  Within a session, like symbolize_pc;
+ * pointers valid until symbolize_end(). */
+const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
+                                          uintptr_t pc,
+                                          const char **build_id);
+
 /* Lets go of all the symbolizer holds (libdw's state of every object, its
  * decoded tables, the cache) once no session ran for
  * symbolize_idle_seconds; the next session opens the objects again.

@@ -56,7 +56,7 @@ static __attribute__((noinline)) void record_creation(void)
     if (!created)
         created = stacktab_new(1);
     if (created)
-        stacktab_add(created, pcs, depth, flags, NULL, &one);
+        stacktab_add(created, pcs, depth, flags, 0, NULL, &one);
     collect_spin_unlock(&table_lock);
     collect_busy = 0;
 }

@@ -67,6 +67,17 @@
  * the readers of the table that last did have drained.  So a dlclosed
  * object's rows are never freed under a walk.
  *
+ * Generations (unwind.h).  Samples keep raw PCs until a profile is built,
+ * by which time a dlclosed object's address may hold another object.  As
+ * perf keeps its mmap events, the writer keeps what each gone mapping
+ * was, with the range of table generations that listed it, found by
+ * comparing each new table with the published one (both sorted: one
+ * pass).  The generation moves on only when a mapping went away, so
+ * samples of one stack aggregate across refreshes that only add objects.
+ * Kept only while a pinned generation may refer to them: a program that
+ * dlopens and dlcloses in a loop holds a record per dlclose for the
+ * length of one profile, none otherwise.
+ *
  * What it costs: see README ("Stacks") and bench/unwind for the figures.
  */
 #define _GNU_SOURCE
@@ -114,9 +125,10 @@ struct region {
 
 /* An executable mapping: object address = pc - bias. */
 struct code {
-    uintptr_t lo, hi, bias;
+    uintptr_t lo, hi, bias, offset;
     const struct cfi_table *cfi;
     struct object *obj; /* NULL: not built (no file, not ELF, failed) */
+    uint64_t since;     /* generation of the first table listing it */
 };
 
 struct maps_table {
@@ -126,6 +138,7 @@ struct maps_table {
     struct region main_stack; /* [stack] */
     struct code *code;        /* executable regions, sorted */
     size_t ncode, capcode;
+    uint64_t gen;             /* unwind.h, "Generations" */
 };
 
 static struct maps_table tables[2];
@@ -193,7 +206,10 @@ static void build_object(struct object *o, const uint8_t *img, size_t size,
 
 /* Maps the object's file (checked to be the mapped one: same device and
  * inode) and builds its rows; on any failure the object has none and its
- * frames are walked by frame pointers. */
+ * frames are walked by frame pointers.  Mapped writable though never
+ * written (no page is copied), as libelf maps the files it reads: the
+ * symbolizer tells such readings from the loader's segments by that
+ * (symbolize.c, is_file_reading). */
 static void build_from_file(struct object *o, uint64_t map_offset)
 {
     int fd = open(o->path, O_RDONLY | O_CLOEXEC);
@@ -202,8 +218,8 @@ static void build_from_file(struct object *o, uint64_t map_offset)
     struct stat st;
     if (fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino &&
         st.st_size > 0) {
-        void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
-                         fd, 0);
+        void *img = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE, fd, 0);
         if (img != MAP_FAILED) {
             build_object(o, img, (size_t)st.st_size, map_offset);
             munmap(img, (size_t)st.st_size);
@@ -270,7 +286,7 @@ static int add_code(struct maps_table *t, uintptr_t lo, uintptr_t hi,
     if (grow((void **)&t->code, &t->capcode, t->ncode, sizeof *t->code))
         return -ENOMEM;
     struct code *c = &t->code[t->ncode++];
-    *c = (struct code){.lo = lo, .hi = hi};
+    *c = (struct code){.lo = lo, .hi = hi, .offset = off};
     if (!*path)
         return 0; /* anonymous code (a JIT): frame pointers */
     c->obj = object_for(path, dev, ino, lo, hi, off);
@@ -331,6 +347,167 @@ void unwind_set_frame_pointers_only(bool on)
     atomic_store(&frame_pointers_only, on);
 }
 
+/* ---- Generations and the mappings that went away ---------------------- */
+
+/* A mapping that went away, with the generations it was mapped in:
+ * [since, until). */
+struct gone {
+    unwind_gone pub;
+    uint64_t since, until;
+    struct gone *next;
+};
+
+#define PINS 8 /* profiles building at once: one CPU profile, and spares */
+
+static struct gone *gone_list;  /* under writer_mu */
+static atomic_size_t ngone;     /* its length, for a lookup without lock */
+static uint64_t last_gen;       /* the newest table's; under writer_mu */
+static uint64_t pins[PINS];     /* pinned generations, 0 free; writer_mu */
+static atomic_int npins;        /* how many, for a test without lock */
+
+static bool same_code(const struct code *a, const struct code *b)
+{
+    return a->lo == b->lo && a->hi == b->hi && a->obj == b->obj &&
+           a->bias == b->bias;
+}
+
+/* Keeps c, a mapping of `cur` that `next` no longer lists; until is set
+ * by the caller.  Out of memory, stderr says once that such PCs will be
+ * resolved against what is mapped at build time. */
+static void remember_gone(const struct code *c)
+{
+    struct gone *g = calloc(1, sizeof *g);
+    char *path = g ? strdup(c->obj->path) : NULL;
+    if (!path) {
+        static atomic_bool said;
+        free(g);
+        if (!atomic_exchange(&said, true))
+            fprintf(stderr, "cpprof: out of memory keeping an unloaded "
+                            "object's mapping; its samples may be shown "
+                            "in the object loaded next at its address\n");
+        return;
+    }
+    g->pub = (unwind_gone){.start = c->lo,
+                           .limit = c->hi,
+                           .offset = c->offset,
+                           .bias = c->bias,
+                           .path = path,
+                           .dev = c->obj->dev,
+                           .ino = c->obj->ino};
+    g->since = c->since;
+    g->next = gone_list;
+    gone_list = g;
+    atomic_fetch_add(&ngone, 1);
+}
+
+/* Gives `next` its generation by comparing it with `cur`, the published
+ * table: the same as cur's unless an object's mapping went away, which is
+ * then kept.  Both tables' code is sorted by address. */
+static void track_generation(const struct maps_table *cur,
+                             struct maps_table *next)
+{
+    struct gone *before = gone_list;
+    size_t j = 0;
+    for (size_t i = 0; i < next->ncode; i++)
+        next->code[i].since = 0;
+    for (size_t i = 0; cur && i < cur->ncode; i++) {
+        const struct code *c = &cur->code[i];
+        while (j < next->ncode && next->code[j].lo < c->lo)
+            j++;
+        if (j < next->ncode && same_code(c, &next->code[j]))
+            next->code[j].since = c->since;
+        else if (c->obj)
+            remember_gone(c);
+    }
+    next->gen = !cur || gone_list != before ? ++last_gen : cur->gen;
+    for (struct gone *g = gone_list; g != before; g = g->next)
+        g->until = next->gen;
+    for (size_t i = 0; i < next->ncode; i++)
+        if (!next->code[i].since)
+            next->code[i].since = next->gen;
+}
+
+/* Frees the mappings no pinned generation can refer to: those that went
+ * away before the oldest pin (all of them when nothing is pinned). */
+static void prune_gone(void)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (int i = 0; i < PINS; i++)
+        if (pins[i] && pins[i] < oldest)
+            oldest = pins[i];
+    for (struct gone **p = &gone_list; *p;) {
+        struct gone *g = *p;
+        if (g->until > oldest) {
+            p = &g->next;
+            continue;
+        }
+        *p = g->next;
+        free((char *)g->pub.path);
+        free(g);
+        atomic_fetch_sub(&ngone, 1);
+    }
+}
+
+uint64_t unwind_pin_generation(void)
+{
+    pthread_mutex_lock(&writer_mu);
+    uint64_t gen = atomic_load(&current) ? last_gen : 0;
+    int i = 0;
+    while (gen && i < PINS && pins[i])
+        i++;
+    if (gen && i < PINS) {
+        pins[i] = gen;
+        atomic_fetch_add(&npins, 1);
+    }
+    pthread_mutex_unlock(&writer_mu);
+    if (gen && i == PINS) {
+        static atomic_bool said;
+        if (!atomic_exchange(&said, true))
+            fprintf(stderr, "cpprof: more than %d profiles at once keep "
+                            "unloaded objects' mappings; another one's "
+                            "samples are shown in the objects mapped when "
+                            "it is built\n", PINS);
+        return 0;
+    }
+    return gen;
+}
+
+void unwind_unpin_generation(uint64_t gen)
+{
+    if (!gen)
+        return;
+    pthread_mutex_lock(&writer_mu);
+    for (int i = 0; i < PINS; i++)
+        if (pins[i] == gen) {
+            pins[i] = 0;
+            atomic_fetch_sub(&npins, 1);
+            break;
+        }
+    prune_gone();
+    pthread_mutex_unlock(&writer_mu);
+}
+
+bool unwind_generation_pinned(void)
+{
+    return atomic_load(&npins) > 0;
+}
+
+bool unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
+{
+    if (!gen || atomic_load(&ngone) == 0)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&writer_mu);
+    for (struct gone *g = gone_list; g && !found; g = g->next)
+        if (g->since <= gen && gen < g->until && pc >= g->pub.start &&
+            pc < g->pub.limit) {
+            *out = g->pub;
+            found = true;
+        }
+    pthread_mutex_unlock(&writer_mu);
+    return found;
+}
+
 int unwind_refresh_maps(void)
 {
     /* Counted before the maps are read: an object loaded meanwhile makes
@@ -343,6 +520,8 @@ int unwind_refresh_maps(void)
     release_objects(next);
     int rc = read_maps(next);
     if (rc == 0) {
+        track_generation(cur, next);
+        prune_gone();
         atomic_store(&current, next);
         refreshed_counts = counts;
     } else {
@@ -363,11 +542,15 @@ static void writer_unlock(void)
 }
 
 /* In a forked child only the forking thread exists: walks that other
- * threads had under way will never end, so their reader counts go. */
+ * threads had under way will never end, so their reader counts go, and so
+ * do the pins of profiles it does not have (the CPU profile's session is
+ * dropped there; sampler.c). */
 static void writer_unlock_in_child(void)
 {
     atomic_store(&tables[0].readers, 0);
     atomic_store(&tables[1].readers, 0);
+    memset(pins, 0, sizeof pins);
+    atomic_store(&npins, 0);
     pthread_mutex_unlock(&writer_mu);
 }
 
@@ -417,17 +600,36 @@ void unwind_learn_own_stack(void)
 
 /* ---- Reader side: everything below is SIGNAL-SAFE --------------------- */
 
-/* SIGNAL-SAFE: the current table with a reader count held, or NULL. */
+/* SIGNAL-SAFE: the current table with a reader count held, or NULL.  A
+ * table swapped out between the load and the count may be refilled: the
+ * new current one is taken instead.  Refreshes come with every dlclose
+ * (dlinterpose.c), and a walk that gave up at once met a swap often
+ * enough, in a program reopening a plugin in a loop, to leave samples
+ * with their leaf alone; a few tries, since a writer could swap again. */
+#define ACQUIRE_TRIES 4
 static struct maps_table *table_acquire(void)
 {
-    struct maps_table *t = atomic_load(&current);
-    if (!t)
-        return NULL;
-    atomic_fetch_add(&t->readers, 1);
-    if (atomic_load(&current) == t)
-        return t;
-    atomic_fetch_sub(&t->readers, 1); /* swapped meanwhile: not safe */
+    for (int i = 0; i < ACQUIRE_TRIES; i++) {
+        struct maps_table *t = atomic_load(&current);
+        if (!t)
+            return NULL;
+        atomic_fetch_add(&t->readers, 1);
+        if (atomic_load(&current) == t)
+            return t;
+        atomic_fetch_sub(&t->readers, 1); /* swapped meanwhile: not safe */
+    }
     return NULL;
+}
+
+/* SIGNAL-SAFE: gives back table_acquire's table (NULL: none), with its
+ * generation into *gen unless gen is NULL. */
+static void table_release(struct maps_table *t, uint64_t *gen)
+{
+    if (!t)
+        return;
+    if (gen)
+        *gen = t->gen;
+    atomic_fetch_sub(&t->readers, 1);
 }
 
 /* SIGNAL-SAFE: the region of `r[0..n)` containing `a`, or NULL. */
@@ -762,10 +964,12 @@ static size_t walk(const struct maps_table *t, struct reader *r,
 
 /* SIGNAL-SAFE */
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
-                      unsigned *flags)
+                      unsigned *flags, uint64_t *gen)
 {
     struct regs regs;
     *flags = STACK_LEAF_EXACT;
+    if (gen)
+        *gen = 0;
     if (!context_regs(ucontext, &regs)) {
         pcs[0] = 0;
         return 1;
@@ -775,8 +979,7 @@ size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
     struct reader r;
     direct_bounds(&r, t, regs.sp);
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, false);
-    if (t)
-        atomic_fetch_sub(&t->readers, 1);
+    table_release(t, gen);
     return n;
 }
 
@@ -794,8 +997,7 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
     struct reader r;
     direct_bounds(&r, t, regs.sp);
     size_t n = walk(t, &r, regs, all, 1, room, flags, false);
-    if (t)
-        atomic_fetch_sub(&t->readers, 1);
+    table_release(t, NULL);
     n = n > skip ? n - skip : 0;
     memcpy(pcs, all + skip, n * sizeof *pcs);
     return n;
@@ -835,21 +1037,26 @@ bool unwind_snapshot_take(const void *ucontext, struct unwind_snapshot *snap)
 }
 
 size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
-                            uintptr_t *pcs, size_t max, unsigned *flags)
+                            uintptr_t *pcs, size_t max, unsigned *flags,
+                            uint64_t *gen)
 {
     struct regs regs = {.pc = snap->pc, .sp = snap->sp, .fp = snap->fp,
                         .lr = snap->lr, .exact = true};
-    *flags = STACK_LEAF_EXACT;
-    pcs[0] = regs.pc;
     uintptr_t lo = snap->sp & ~(uintptr_t)7;
     struct reader r = {.copy = snap->stack,
                        .copy_lo = lo,
                        .copy_hi = snap->len ? lo + snap->len : 0,
                        .copy_only = true};
     struct maps_table *t = table_acquire();
+    if (t && *gen && t->gen != *gen) {
+        table_release(t, NULL); /* unloaded since: leave it as it was */
+        return 0;
+    }
+    *flags = STACK_LEAF_EXACT;
+    pcs[0] = regs.pc;
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, false);
-    if (t)
-        atomic_fetch_sub(&t->readers, 1);
+    *gen = 0;
+    table_release(t, gen);
     return n;
 }
 
@@ -945,7 +1152,6 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
                        .copy_hi = got > 0 ? (uintptr_t)remote.iov_base + got
                                           : 0};
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, true);
-    if (t)
-        atomic_fetch_sub(&t->readers, 1);
+    table_release(t, NULL);
     return n;
 }

@@ -41,10 +41,12 @@ int unwind_refresh_if_loaded(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return
- * addresses, at most `max` in all.  Sets *flags to STACK_* (stacktab.h) and
- * returns the depth, at least 1. */
+ * addresses, at most `max` in all.  Sets *flags to STACK_* (stacktab.h),
+ * *gen (unless NULL) to the generation of the mappings the walk saw (see
+ * "Generations" below; 0 when it had no table), and returns the depth, at
+ * least 1. */
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
-                      unsigned *flags);
+                      unsigned *flags, uint64_t *gen);
 
 /* A walk put off until its code has a table: the interrupted registers
  * and a copy of the stack above them, taken by a handler whose walk met
@@ -64,10 +66,16 @@ struct unwind_snapshot {
 bool unwind_snapshot_take(const void *ucontext, struct unwind_snapshot *snap);
 
 /* Walks *snap as unwind_context would have, with the tables as they are
- * now; reads outside the copy end the walk.  Not from a signal handler
- * (it is not one in practice; it is as signal-safe as unwind_context). */
+ * now; reads outside the copy end the walk.  *gen is the generation the
+ * handler's own walk saw (0: unknown): when a mapping has gone away since
+ * (the current generation differs), the code the stack was in may be
+ * another object's by now, and it returns 0 leaving pcs, *flags and *gen
+ * alone (the handler's partial walk stands).  Otherwise *gen becomes the
+ * generation of the walk.  Not from a signal handler (it is not one in
+ * practice; it is as signal-safe as unwind_context). */
 size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
-                            uintptr_t *pcs, size_t max, unsigned *flags);
+                            uintptr_t *pcs, size_t max, unsigned *flags,
+                            uint64_t *gen);
 
 /* Where a walk from an ordinary call starts: a return address and the
  * stack pointer and frame pointer its caller had when the call returns. */
@@ -106,5 +114,40 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
  * walks of this thread read its stack directly; without them they read
  * through the fault-proof path.  Never from a signal handler. */
 void unwind_learn_own_stack(void);
+
+/* Generations (issue 18: samples in a dlclosed plugin were credited to
+ * the plugin loaded next at its address).  Every published table has a
+ * generation, which moves on when a refresh finds that an object's
+ * executable mapping went away (dlclose); a walk reports the generation
+ * of the table it read.  The mappings that went away are kept, with the
+ * generations they were mapped in, for as long as a generation from
+ * before they went is pinned, so that a PC stored with its generation is
+ * resolved later against the object that was there when it was taken,
+ * not against whatever is mapped at that address by then.  Generation 0
+ * means "unknown": resolve against the mappings as they are. */
+
+/* An executable mapping of an object that is no longer mapped there. */
+typedef struct {
+    uintptr_t start, limit, offset; /* as /proc/self/maps said */
+    uintptr_t bias;   /* address minus the object's ELF address */
+    const char *path; /* valid while the generation is pinned */
+    unsigned long long dev, ino; /* of the file that was mapped */
+} unwind_gone;
+
+/* Pins the current generation: mappings that go away from now on are kept
+ * until it is unpinned.  Returns it, or 0 when there is no table yet or
+ * every pin slot is taken (then samples are resolved against the mappings
+ * at build time, and stderr says so once).  Never from a signal handler. */
+uint64_t unwind_pin_generation(void);
+void unwind_unpin_generation(uint64_t gen);
+
+/* Whether any generation is pinned (one atomic load): whether a mapping
+ * going away now must be recorded at once (dlinterpose.c). */
+bool unwind_generation_pinned(void);
+
+/* Whether pc, taken in generation `gen`, lay in a mapping that has gone
+ * away since; if so *out describes it.  `gen` must be pinned.  Never from
+ * a signal handler. */
+bool unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out);
 
 #endif

@@ -385,8 +385,8 @@ START_TEST(profile_from_stacktab)
     uintptr_t stack[] = {a.pc, b2.pc};
     int64_t v[] = {1, 10000000};
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(stacktab_add(t, stack, 2, 0, acme, v), 0);
-    ck_assert_int_eq(stacktab_add(t, stack, 1, 0, NULL, v), 0);
+        ck_assert_int_eq(stacktab_add(t, stack, 2, 0, 0, acme, v), 0);
+    ck_assert_int_eq(stacktab_add(t, stack, 1, 0, 0, NULL, v), 0);
     cpprof_labelset_release(acme);
     builder *b = cpu_builder();
     ck_assert_int_eq(builder_add_stacktab(b, t), 0);
@@ -443,42 +443,47 @@ struct collected {
     size_t n;
     size_t depth[8];
     unsigned flags[8];
+    uint64_t gen[8];
     const cpprof_labelset *labels[8];
     int64_t v0[8], v1[8];
 };
 
 static void collect(const uintptr_t *pcs, size_t depth, unsigned flags,
-                    const cpprof_labelset *labels, const int64_t *values,
-                    void *arg)
+                    uint64_t gen, const cpprof_labelset *labels,
+                    const int64_t *values, void *arg)
 {
     (void)pcs;
     struct collected *c = arg;
     ck_assert_uint_lt(c->n, 8);
     c->depth[c->n] = depth;
     c->flags[c->n] = flags;
+    c->gen[c->n] = gen;
     c->labels[c->n] = labels;
     c->v0[c->n] = values[0];
     c->v1[c->n++] = values[1];
 }
 
-START_TEST(stacktab_sums_by_stack_flags_and_set)
+START_TEST(stacktab_sums_by_stack_flags_generation_and_set)
 {
     cpprof_labelset *x = labels2("k", "x", NULL, NULL);
     cpprof_labelset *y = labels2("k", "y", NULL, NULL);
     stacktab *t = stacktab_new(2);
     uintptr_t s1[] = {0x1000, 0x2000}, s1b[] = {0x1000, 0x2000};
     int64_t v[] = {1, 10};
-    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, x, v), 0);
-    ck_assert_int_eq(stacktab_add(t, s1b, 2, 0, x, v), 0); /* same content */
-    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, y, v), 0);
-    ck_assert_int_eq(stacktab_add(t, s1, 2, STACK_TRUNCATED, x, v), 0);
-    ck_assert_int_eq(stacktab_add(t, s1, 1, 0, x, v), 0);
-    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, NULL, v), 0);
-    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, x, v), 0);
-    ck_assert_uint_eq(stacktab_count(t), 5);
+    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, 0, x, v), 0);
+    ck_assert_int_eq(stacktab_add(t, s1b, 2, 0, 0, x, v), 0); /* same */
+    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, 0, y, v), 0);
+    ck_assert_int_eq(stacktab_add(t, s1, 2, STACK_TRUNCATED, 0, x, v), 0);
+    ck_assert_int_eq(stacktab_add(t, s1, 1, 0, 0, x, v), 0);
+    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, 0, NULL, v), 0);
+    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, 0, x, v), 0);
+    /* The same stack walked in another generation of the mappings (a
+     * plugin unloaded in between) is another entry. */
+    ck_assert_int_eq(stacktab_add(t, s1, 2, 0, 7, x, v), 0);
+    ck_assert_uint_eq(stacktab_count(t), 6);
     struct collected c = {0};
     stacktab_foreach(t, collect, &c);
-    ck_assert_uint_eq(c.n, 5);
+    ck_assert_uint_eq(c.n, 6);
     /* Insertion order, with sums. */
     ck_assert(c.labels[0] == x && c.depth[0] == 2 && c.flags[0] == 0);
     ck_assert_int_eq(c.v0[0], 3);
@@ -487,6 +492,7 @@ START_TEST(stacktab_sums_by_stack_flags_and_set)
     ck_assert(c.flags[2] == STACK_TRUNCATED && c.v0[2] == 1);
     ck_assert(c.depth[3] == 1 && c.v0[3] == 1);
     ck_assert(c.labels[4] == NULL && c.v0[4] == 1);
+    ck_assert(c.gen[0] == 0 && c.gen[5] == 7 && c.v0[5] == 1);
     stacktab_free(t);
     cpprof_labelset_release(x);
     cpprof_labelset_release(y);
@@ -500,7 +506,7 @@ START_TEST(stacktab_many_stacks)
     for (int round = 0; round < 2; round++)
         for (uintptr_t i = 0; i < 50000; i++) {
             uintptr_t pcs[3] = {i, i * 7, 42};
-            ck_assert_int_eq(stacktab_add(t, pcs, 3, 0, NULL, &one), 0);
+            ck_assert_int_eq(stacktab_add(t, pcs, 3, 0, 0, NULL, &one), 0);
         }
     ck_assert_uint_eq(stacktab_count(t), 50000);
     stacktab_free(t);
@@ -516,8 +522,8 @@ START_TEST(stacktab_releases_references_on_free)
     stacktab *t = stacktab_new(1);
     uintptr_t pc = 0x1000;
     int64_t one = 1;
-    ck_assert_int_eq(stacktab_add(t, &pc, 1, 0, held, &one), 0);
-    ck_assert_int_eq(stacktab_add(t, &pc, 1, 0, held, &one), 0);
+    ck_assert_int_eq(stacktab_add(t, &pc, 1, 0, 0, held, &one), 0);
+    ck_assert_int_eq(stacktab_add(t, &pc, 1, 0, 0, held, &one), 0);
     cpprof_labelset_release(held);
     ck_assert_int_eq(cpprof_set("label_cap", "1"), 0);
 
@@ -552,7 +558,7 @@ static Suite *builder_suite(void)
     tcase_add_test(p, library_loaded_between_profiles);
     suite_add_tcase(s, p);
     TCase *t = tcase_create("stacktab");
-    tcase_add_test(t, stacktab_sums_by_stack_flags_and_set);
+    tcase_add_test(t, stacktab_sums_by_stack_flags_generation_and_set);
     tcase_add_test(t, stacktab_many_stacks);
     tcase_add_test(t, stacktab_releases_references_on_free);
     suite_add_tcase(s, t);
