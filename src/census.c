@@ -103,6 +103,7 @@
 #include "interpose.h"
 #include "sigbudget.h"
 #include "labels.h"
+#include "procfile.h"
 #include "thread.h"
 #include "unwind.h"
 
@@ -225,35 +226,7 @@ static ssize_t read_task_file(const struct task_dir *td, pid_t tid,
 {
     char path[48];
     snprintf(path, sizeof path, "%d/%s", (int)tid, file);
-    int fd = openat(td->fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, len - 1);
-    int err = errno;
-    close(fd);
-    if (n < 0)
-        return -err;
-    buf[n] = '\0';
-    return n;
-}
-
-/* The value of "Key:\t..." in a status file, up to its newline, or NULL. */
-static const char *status_field(const char *status, const char *key,
-                                size_t *len)
-{
-    size_t klen = strlen(key);
-    for (const char *line = status; line && *line;) {
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            const char *v = line + klen + 1;
-            v += strspn(v, " \t");
-            *len = strcspn(v, "\n");
-            return v;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    return NULL;
+    return procfile_read(td->fd, path, buf, len);
 }
 
 static void copy_field(char *dst, size_t cap, const char *v, size_t len)
@@ -334,11 +307,11 @@ static int recheck_before_signal(const struct task_dir *td, census_thread *t,
     if (n < 0)
         return (int)n;
     size_t len;
-    const char *v = status_field(buf, "State", &len);
+    const char *v = procfile_status_field(buf, "State", &len);
     if (!v || len < 1)
         return -ESRCH;
     set_state(t, v[0]);
-    v = status_field(buf, "SigBlk", &len);
+    v = procfile_status_field(buf, "SigBlk", &len);
     unsigned long long blocked = v ? strtoull(v, NULL, 16) : 0;
     if (!t->missing[0] && (blocked & (1ULL << (signo - 1))))
         strcpy(t->missing, "signal blocked");

@@ -86,6 +86,7 @@
 #include "sampler.h"
 #include "atfork.h"
 #include "labels.h"
+#include "procfile.h"
 #include "sigbudget.h"
 #include "thread.h"
 #include "unwind.h"
@@ -504,16 +505,11 @@ static bool blocks_signal(pid_t tid, int signo)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    const char *line = strstr(buf, "\nSigBlk:");
-    return line && (strtoull(line + 8, NULL, 16) >> (signo - 1)) & 1;
+    size_t len;
+    const char *v = procfile_read(AT_FDCWD, path, buf, sizeof buf) > 0
+                        ? procfile_status_field(buf, "SigBlk", &len)
+                        : NULL;
+    return v && (strtoull(v, NULL, 16) >> (signo - 1)) & 1;
 }
 
 /* Moves the CPU an untimed thread used since its mark into its reason's

@@ -11,6 +11,7 @@
  * user draw on the same count.
  */
 #include "sigbudget.h"
+#include "procfile.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -25,16 +26,12 @@ static atomic_long held; /* cpprof's units now */
 static bool read_sigq(unsigned long long *used, unsigned long long *limit)
 {
     char buf[8192];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    const char *line = strstr(buf, "\nSigQ:");
-    return line && sscanf(line + 6, " %llu/%llu", used, limit) == 2;
+    size_t len;
+    const char *v = procfile_read(AT_FDCWD, "/proc/self/status", buf,
+                                  sizeof buf) > 0
+                        ? procfile_status_field(buf, "SigQ", &len)
+                        : NULL;
+    return v && sscanf(v, "%llu/%llu", used, limit) == 2;
 }
 
 bool sigbudget_take(void)

@@ -1,0 +1,21 @@
+/* procfile.h -- small /proc files read whole, and the fields of a status
+ * file.  Shared by the census, the sampler and the queued-signal budget,
+ * which each read a thread's or the process's status file. */
+#ifndef CPPROF_PROCFILE_H
+#define CPPROF_PROCFILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Reads the file `path` (relative to the directory descriptor dirfd, or
+ * AT_FDCWD) into buf, NUL-terminated, in one read: enough for /proc's
+ * files, which the kernel fills in one go.  Returns its length or
+ * -errno. */
+ssize_t procfile_read(int dirfd, const char *path, char *buf, size_t cap);
+
+/* The value of "Key:" in a status file's text, past the blanks after the
+ * colon and up to the newline (its length in *len), or NULL. */
+const char *procfile_status_field(const char *status, const char *key,
+                                  size_t *len);
+
+#endif
