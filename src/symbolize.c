@@ -2,30 +2,36 @@
  * symbolize.c -- program counters to function, file, line and inline
  * frames, with elfutils' libdwfl on our own process.
  *
- * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
- * profiles because loading a module's symbols and DWARF is what costs; on
- * it, tables decoded once per compilation unit (symbolize_dwarf.c: inline
- * chains) and per module (symbolize_symtab.c: symbols), so that each
- * address is a few binary searches instead of a walk of its unit or of
- * its symbol table; and a cache from pc to result, since profiles see the
- * same addresses again and again.  The cache and the tables are emptied
- * between sessions once they hold more than CACHE_KEPT_ENTRIES or
- * symbolize_max_kb (the memory is the host's); everything, the Dwfl
- * included, goes after symbolize_idle_seconds without a session
- * (symbolize_release_if_idle), and the next session reports the modules
- * again.  All is refreshed when the set of executable mappings changes
+ * Shape: tables decoded once per compilation unit (symbolize_dwarf.c:
+ * inline chains and line rows) and per module (symbolize_symtab.c:
+ * symbols), so that each address is a few binary searches instead of a
+ * walk of its unit or of its symbol table; and a cache from pc to result,
+ * since profiles see the same addresses again and again.  The tables own
+ * every string they answer with, so libdw is needed only to find and
+ * decode what a session has not seen yet: a Dwfl, reported from
+ * /proc/self/maps, is opened by the first lookup the cache cannot answer
+ * and closed at the end of that session, and malloc_trim() then gives
+ * the pages libdw freed back to the system.  libdw's state is large for
+ * what it serves (its copy of every mapped debug file's pages touched,
+ * each compressed debug section inflated whole), and the host pays for
+ * it in RSS for as long as it is kept; reopening costs a few
+ * milliseconds for an ordinary object, and re-inflating a compressed
+ * debug file (glibc's) tens, in the sessions that meet new addresses
+ * only.  The cache and the tables are emptied between sessions once they
+ * hold more than CACHE_KEPT_ENTRIES or symbolize_max_kb (the memory is
+ * the host's); all of it goes after symbolize_idle_seconds without a
+ * session (symbolize_release_if_idle).  All is refreshed when the set of executable mappings changes
  * (dlopen, dlclose): symbolize_begin() compares the mappings with those
  * of the last session, reading /proc/self/maps only when the loader's
  * counts of objects loaded and unloaded moved (loader.h).  Checking at the start of a session is enough:
  * every pc a session looks up was collected before it began, so its
  * module was mapped by then (or is gone for good).
  *
- * Strings in results point into libdw's own data (symbol tables, DWARF
- * string sections), valid while the module stays reported; only names we
- * make up (demangled, "module+0xoffset" when there is no symbol, and
+ * Strings in results point into the decoded tables (names, files) or are
+ * made up here (demangled, "module+0xoffset" when there is no symbol, and
  * source paths made absolute with the compile unit's directory, as Go's
- * are) are allocated here.  A flush therefore frees the cache and the
- * tables before the modules go.
+ * are) and kept with the cache: tables are therefore never flushed
+ * without the cache.
  *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
@@ -42,6 +48,7 @@
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,7 +82,9 @@ typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 static struct {
     pthread_mutex_t lock;
-    Dwfl *dwfl; /* NULL when libdw could not report the process */
+    Dwfl *dwfl; /* open during a session that needed libdw, else NULL */
+    bool dwfl_failed; /* libdw could not report the process this session */
+    bool maps_known; /* maps is the view of the loader's counts below */
     struct mapping *maps;
     size_t nmaps;
     loader_counts counts; /* the loader's, when maps was read */
@@ -205,12 +214,15 @@ static const Dwfl_Callbacks callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
-/* Reports the process's modules again; unchanged ones keep what libdw has
- * loaded for them. */
-static void report_modules(void)
+/* Opens libdw on the process's modules, when the session has not yet:
+ * S.dwfl stays NULL when libdw cannot report them (lookups then find
+ * nothing but made-up names). */
+static void open_modules(void)
 {
-    if (!S.dwfl)
-        S.dwfl = dwfl_begin(&callbacks);
+    if (S.dwfl || S.dwfl_failed)
+        return;
+    S.dwfl = dwfl_begin(&callbacks);
+    S.dwfl_failed = !S.dwfl;
     if (!S.dwfl)
         return;
     dwfl_report_begin(S.dwfl);
@@ -218,13 +230,27 @@ static void report_modules(void)
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);
         S.dwfl = NULL;
+        S.dwfl_failed = true;
     }
+}
+
+/* libdw's state goes at the end of the session that opened it: the
+ * tables hold what later sessions need. */
+static void close_modules(void)
+{
+    S.dwfl_failed = false;
+    if (!S.dwfl)
+        return;
+    dwfl_end(S.dwfl);
+    S.dwfl = NULL;
+    malloc_trim(0); /* libdw frees much in small blocks: give pages back */
 }
 
 /* The module holding pc, or NULL.  dwfl_addrmodule() alone answers some
  * module for an address past every one (as [vsyscall] is). */
 static Dwfl_Module *module_at(uintptr_t pc)
 {
+    open_modules();
     Dwfl_Module *mod = S.dwfl ? dwfl_addrmodule(S.dwfl, pc) : NULL;
     Dwarf_Addr low, high;
     if (mod && dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL,
@@ -393,13 +419,6 @@ static const char *absolute_path(const char *dir, const char *file)
     return kept ? kept : file;
 }
 
-/* The compilation directory of a compile unit, or NULL. */
-static const char *comp_dir(Dwarf_Die *cudie)
-{
-    Dwarf_Attribute attr;
-    return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
-}
-
 /* Readable name for a symbol-table name: demangled C++ when possible. */
 static const char *readable_name(const char *system_name)
 {
@@ -439,16 +458,10 @@ static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
 
 /* Name of entry idx of the unit's file table, made absolute against its
  * compilation directory, or "". */
-static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
+static const char *unit_file(const symdw_unit *unit, int64_t idx)
 {
-    Dwarf_Files *files;
-    size_t nfiles;
     const char *name =
-        idx >= 0 && dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 &&
-                (size_t)idx < nfiles
-            ? dwarf_filesrc(files, (size_t)idx, NULL, NULL)
-            : NULL;
-    name = absolute_path(comp_dir(cudie), name);
+        absolute_path(symdw_comp_dir(unit), symdw_file(unit, idx));
     return name ? name : "";
 }
 
@@ -457,17 +470,17 @@ static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
  * and lines other than the innermost's are call sites; the innermost's are
  * left for the line table.  A function without a name in DWARF gets a
  * NULL name.  Returns the number of frames (0: no DWARF function at pc);
- * *cudie and *bias as symdw_chain() gives them. */
+ * *unit and *bias as symdw_chain() gives them. */
 static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
-                           symbolize_frame *frames, Dwarf_Die **cudie,
+                           symbolize_frame *frames, const symdw_unit **unit,
                            Dwarf_Addr *bias)
 {
     symdw_frame chain[MAX_INLINE_FRAMES];
-    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, cudie, bias);
+    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, unit, bias);
     for (size_t i = 0; i < n; i++) {
         frames[i] = (symbolize_frame){
             .system_name = chain[i].system_name,
-            .file = i > 0 ? unit_file(*cudie, chain[i].call_file) : "",
+            .file = i > 0 ? unit_file(*unit, chain[i].call_file) : "",
             .line = chain[i].call_line,
             .start_line = chain[i].start_line,
         };
@@ -475,19 +488,16 @@ static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
     return n;
 }
 
-/* The innermost frame's file and line, from the unit's line table (libdw
- * decodes it once per unit and searches it). */
-static void source_line(Dwarf_Die *cudie, Dwarf_Addr addr,
+/* The innermost frame's file and line, from the unit's line table. */
+static void source_line(const symdw_unit *unit, Dwarf_Addr addr,
                         symbolize_frame *f)
 {
-    Dwarf_Line *line = cudie ? dwarf_getsrc_die(cudie, addr) : NULL;
-    int lineno = 0;
-    const char *file =
-        line && dwarf_lineno(line, &lineno) == 0
-            ? absolute_path(comp_dir(cudie), dwarf_linesrc(line, NULL, NULL))
-            : NULL;
+    const char *file = NULL;
+    int64_t line = 0;
+    if (unit && symdw_line(unit, addr, &file, &line) == 0)
+        file = absolute_path(symdw_comp_dir(unit), file);
     f->file = file ? file : "";
-    f->line = file ? lineno : 0;
+    f->line = file ? line : 0;
 }
 
 /* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
@@ -499,10 +509,10 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
     uintptr_t offset = 0;
     const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
     r->sym_offset = symbol ? offset : 0;
-    Dwarf_Die *cudie = NULL;
+    const symdw_unit *unit = NULL;
     Dwarf_Addr bias = 0;
-    r->nframes = mod ? dwarf_frames(mod, pc, frames, &cudie, &bias) : 0;
-    r->has_inline_frames = cudie != NULL;
+    r->nframes = mod ? dwarf_frames(mod, pc, frames, &unit, &bias) : 0;
+    r->has_inline_frames = unit != NULL;
     if (r->nframes == 0) {
         frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
         r->nframes = 1;
@@ -519,7 +529,7 @@ static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
         }
         frames[i].name = readable_name(frames[i].system_name);
     }
-    source_line(cudie, pc - bias, &frames[0]);
+    source_line(unit, pc - bias, &frames[0]);
     r->has_file = frames[0].file[0] != '\0';
     r->has_line = frames[0].line > 0;
 }
@@ -555,6 +565,14 @@ static size_t tables_bytes(void)
     return symdw_bytes() + symst_bytes();
 }
 
+/* Empties the cache and the tables its results point into. */
+static void flush_all_tables(void)
+{
+    flush_cache();
+    symdw_flush();
+    symst_flush();
+}
+
 /* Empties an overgrown cache, and the decoded units with it when both
  * hold more than symbolize_max_kb; only between sessions, when no result
  * of an earlier one is in use.  A session itself is never cut short: it
@@ -564,26 +582,20 @@ static void bound_cache(void)
     size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
     if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
-    if (S.cache_bytes + tables_bytes() > max) {
-        symdw_flush();
-        symst_flush();
-    }
+    if (S.cache_bytes + tables_bytes() > max)
+        flush_all_tables();
 }
 
-/* Lets go of everything: cache, decoded units, libdw's modules (their
- * debug files mapped and sections inflated), mappings.  The next session
- * reports the modules again. */
+/* Lets go of everything: cache, decoded units, symbols, mappings.  The
+ * next session reads the mappings and opens the modules again. */
 static void release_all(void)
 {
-    flush_cache(); /* before the modules its strings point into go */
-    symdw_flush();
-    symst_flush();
-    if (S.dwfl)
-        dwfl_end(S.dwfl);
-    S.dwfl = NULL;
+    flush_all_tables();
     free_mappings(S.maps, S.nmaps);
     S.maps = NULL;
     S.nmaps = 0;
+    S.maps_known = false;
+    malloc_trim(0);
     atomic_store(&own_bytes, 0);
 }
 
@@ -593,7 +605,7 @@ void symbolize_release_if_idle(void)
         return; /* a session is running: not idle */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (S.dwfl &&
+    if (S.maps_known &&
         now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
         collect_internal_enter(); /* frees what the internal scope took */
         release_all();
@@ -614,29 +626,29 @@ void symbolize_begin(void)
     bound_cache();
     /* No dlopen or dlclose since the last look: the modules are those. */
     loader_counts counts = loader_counts_now();
-    if (S.dwfl && loader_counts_equal(counts, S.counts))
+    if (S.maps_known && loader_counts_equal(counts, S.counts))
         return;
     struct mapping *maps;
     size_t n;
     if (read_exec_mappings(&maps, &n) != 0)
         return; /* keep the last view; lookups still work from it */
     S.counts = counts;
-    if (S.dwfl && same_mappings(maps, n, S.maps, S.nmaps)) {
+    if (S.maps_known && same_mappings(maps, n, S.maps, S.nmaps)) {
         free_mappings(maps, n);
         return;
     }
-    flush_cache(); /* before the modules its strings point into go */
-    symdw_flush(); /* tables are known by libdw's handles: those may go */
-    symst_flush();
+    flush_all_tables(); /* known by load addresses, which may be others' now */
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;
-    report_modules();
+    S.maps_known = true;
+    open_modules(); /* for the build ids */
     publish_mappings();
 }
 
 void symbolize_end(void)
 {
+    close_modules();
     clock_gettime(CLOCK_MONOTONIC, &S.last_used);
     atomic_store(&own_bytes, S.cache_bytes + tables_bytes());
     pthread_mutex_unlock(&S.lock);
