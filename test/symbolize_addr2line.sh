@@ -7,8 +7,9 @@
 # test/symbolize_dump.  Also with DWARF 4, with the debug sections
 # compressed (zlib), which libdw must inflate, and with the debug
 # information in a separate file named by .gnu_debuglink, and without
-# debug information (the symbol table's names, no file or line); and the
-# release of everything after symbolize_idle_seconds.
+# debug information (the symbol table's names, no file or line); the line
+# tables of the same objects against libdw's (test/check_symlines); and
+# the release of everything after symbolize_idle_seconds.
 set -u
 : "${top_builddir:=.}"
 srcdir=$(dirname "$0")/..
@@ -114,6 +115,11 @@ variant c c-symtab symtab
 for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-symtab; do
     compare $name
 done
+
+# cpprof's line tables are libdw's, on each kind of object.
+"$top_builddir/test/check_symlines" "$tmp/c.so" "$tmp/cxx.so" \
+    "$tmp/cxx-dwarf4.so" "$tmp/c-compressed.so" "$tmp/cxx-debuglink.debug" ||
+    fail "line tables differ from libdw's"
 
 # Left idle, the symbolizer lets go of everything, and answers the same
 # when asked again (the object opened anew).
