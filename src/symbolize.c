@@ -41,6 +41,7 @@
 #include "collect.h"
 #include "config.h"
 #include "loader.h"
+#include "symbolize_debuginfo.h"
 #include "symbolize_dwarf.h"
 #include "symbolize_symtab.h"
 
@@ -210,7 +211,7 @@ static int mapping_index(uintptr_t pc)
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = symdi_find_debuginfo, /* never debuginfod */
     .debuginfo_path = &debuginfo_path,
 };
 

@@ -95,6 +95,13 @@ variant() { # from to how
         objcopy --only-keep-debug "$tmp/$1.so" "$tmp/$2.debug" &&
             objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
                 "$tmp/$1.so" "$tmp/$2.so" ;;
+    debuglink-crc) # the same, the object without a build id: the link's
+        # CRC is what ties the debug file to it
+        objcopy --remove-section=.note.gnu.build-id "$tmp/$1.so" \
+            "$tmp/$2.nobid.so" &&
+            objcopy --only-keep-debug "$tmp/$2.nobid.so" "$tmp/$2.debug" &&
+            objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
+                "$tmp/$2.nobid.so" "$tmp/$2.so" ;;
     symtab) objcopy --strip-debug "$tmp/$1.so" "$tmp/$2.so" ;;
     esac || fail "$2: objcopy failed"
     case $3 in
@@ -111,10 +118,32 @@ g++ -gdwarf-4 -O2 -shared -fPIC -o "$tmp/cxx-dwarf4.so" "$tmp/cxx.cc" ||
     fail "cxx-dwarf4: could not compile"
 variant c c-compressed compressed
 variant cxx cxx-debuglink debuglink
+variant c c-debuglink-crc debuglink-crc
 variant c c-symtab symtab
-for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-symtab; do
+for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-debuglink-crc \
+    c-symtab; do
     compare $name
 done
+
+# A debug file whose CRC is not the link's is not the object's: unused.
+printf x >>"$tmp/c-debuglink-crc.debug"
+"$DUMP" "$tmp/c-debuglink-crc.so" <"$tmp/c.addrs" >"$tmp/stale" ||
+    fail "stale: symbolize_dump failed"
+! grep -v '^??:0$' "$tmp/stale" | grep -q ':[0-9]*$' ||
+    fail "stale: lines from a debug file whose CRC differs"
+echo "stale: a debug file with another CRC is not read"
+
+# An object without debug information anywhere: the symbolizer looks on
+# disk only, never through debuginfod (whose client would load libcurl
+# into the host and fetch from the network).
+DEBUGINFOD_URLS=http://127.0.0.1:9 LD_DEBUG=files "$DUMP" "$tmp/c-symtab.so" \
+    <"$tmp/c-symtab.addrs" 2>"$tmp/loaded" >/dev/null ||
+    fail "debuginfod: symbolize_dump failed"
+grep -q 'c-symtab.so' "$tmp/loaded" ||
+    fail "debuginfod: LD_DEBUG shows no objects loaded"
+! grep -q libdebuginfod "$tmp/loaded" ||
+    fail "debuginfod: the debuginfod client was loaded"
+echo "debuginfod: not loaded for an object without debug files"
 
 # cpprof's line tables are libdw's, on each kind of object.
 "$top_builddir/test/check_symlines" "$tmp/c.so" "$tmp/cxx.so" \
