@@ -210,7 +210,7 @@ static int mapping_index(uintptr_t pc)
 
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = symdi_find_elf,             /* inflated copies */
     .find_debuginfo = symdi_find_debuginfo, /* never debuginfod */
     .debuginfo_path = &debuginfo_path,
 };
