@@ -5,8 +5,9 @@
 # bench/gen_symbolize.sh (a C file with inlined helpers, a template-heavy
 # C++ file; small versions, compiled -g -O2 as shared objects), through
 # test/symbolize_dump.  Also with DWARF 4, with the debug sections
-# compressed (zlib), which libdw must inflate, and with the debug
-# information in a separate file named by .gnu_debuglink, and without
+# compressed (zlib), which cpprof inflates into a memfd for libdw, with
+# the debug information in a separate file named by .gnu_debuglink
+# (compressed too; without a build id, found by the link's CRC), and without
 # debug information (the symbol table's names, no file or line); the line
 # tables of the same objects against libdw's (test/check_symlines); and
 # the release of everything after symbolize_idle_seconds.
@@ -95,6 +96,11 @@ variant() { # from to how
         objcopy --only-keep-debug "$tmp/$1.so" "$tmp/$2.debug" &&
             objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
                 "$tmp/$1.so" "$tmp/$2.so" ;;
+    debuglink-compressed) # the debug file's sections compressed
+        objcopy --only-keep-debug --compress-debug-sections=zlib \
+            "$tmp/$1.so" "$tmp/$2.debug" &&
+            objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
+                "$tmp/$1.so" "$tmp/$2.so" ;;
     debuglink-crc) # the same, the object without a build id: the link's
         # CRC is what ties the debug file to it
         objcopy --remove-section=.note.gnu.build-id "$tmp/$1.so" \
@@ -119,11 +125,27 @@ g++ -gdwarf-4 -O2 -shared -fPIC -o "$tmp/cxx-dwarf4.so" "$tmp/cxx.cc" ||
 variant c c-compressed compressed
 variant cxx cxx-debuglink debuglink
 variant c c-debuglink-crc debuglink-crc
+variant cxx cxx-debuglink-compressed debuglink-compressed
+readelf -S "$tmp/cxx-debuglink-compressed.debug" | grep -A1 debug_info |
+    grep -q ' C ' || fail "cxx-debuglink-compressed: not compressed"
 variant c c-symtab symtab
-for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-debuglink-crc \
-    c-symtab; do
+for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink \
+    cxx-debuglink-compressed c-debuglink-crc c-symtab; do
     compare $name
 done
+
+# A compressed debug file reaches libdw inflated in a memfd (not in the
+# heap), which is gone once the session ends; an uncompressed one is read
+# as it is.
+"$DUMP" "$tmp/cxx-debuglink-compressed.so" memfd <"$tmp/cxx.addrs" \
+    2>"$tmp/memfd" >/dev/null || fail "memfd: symbolize_dump failed"
+grep -q '^memfd: during [1-9][0-9]*, after 0$' "$tmp/memfd" ||
+    fail "memfd: $(cat "$tmp/memfd") (want an inflated copy, closed after)"
+"$DUMP" "$tmp/cxx-debuglink.so" memfd <"$tmp/cxx.addrs" 2>"$tmp/memfd" \
+    >/dev/null || fail "memfd: symbolize_dump failed"
+grep -q '^memfd: during 0, after 0$' "$tmp/memfd" ||
+    fail "memfd: $(cat "$tmp/memfd") for an uncompressed debug file"
+echo "memfd: a compressed debug file inflated in a memfd, closed after the session"
 
 # A debug file whose CRC is not the link's is not the object's: unused.
 printf x >>"$tmp/c-debuglink-crc.debug"
