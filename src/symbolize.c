@@ -73,6 +73,14 @@ struct mapping {
     char *file, *build_id;
 };
 
+/* A module a lookup met, remembered (with the tables) so that a later
+ * session can answer from the tables alone. */
+struct module {
+    uintptr_t low, high; /* libdw's load address and end */
+    char *name;
+    bool no_dwarf; /* libdw found no DWARF for it: symbols only */
+};
+
 struct entry {
     uintptr_t pc;
     symbolize_result r;
@@ -91,6 +99,8 @@ static struct {
     loader_counts counts; /* the loader's, when maps was read */
     struct entry **slots; /* open addressing on pc; NULL is empty */
     size_t nslots, nentries;
+    struct module *modules; /* those libdw reported and a lookup used */
+    size_t nmodules, capmodules;
     char **owned; /* names made up here, freed with the cache */
     size_t nowned, capowned;
     size_t cache_bytes;      /* entries, slots and owned names */
@@ -291,6 +301,53 @@ static void publish_mappings(void)
     }
 }
 
+/* ---- Modules met -------------------------------------------------------- */
+
+static void forget_modules(void)
+{
+    for (size_t i = 0; i < S.nmodules; i++)
+        free(S.modules[i].name);
+    free(S.modules);
+    S.modules = NULL;
+    S.nmodules = S.capmodules = 0;
+}
+
+/* The module met earlier that holds pc, or NULL. */
+static const struct module *known_module(uintptr_t pc)
+{
+    for (size_t i = 0; i < S.nmodules; i++)
+        if (S.modules[i].low <= pc && pc < S.modules[i].high)
+            return &S.modules[i];
+    return NULL;
+}
+
+/* mod's record, made on its first lookup; NULL when out of memory. */
+static const struct module *remember_module(Dwfl_Module *mod)
+{
+    Dwarf_Addr low = 0, high = 0;
+    const char *name =
+        dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    const struct module *known = known_module((uintptr_t)low);
+    if (known && known->low == (uintptr_t)low)
+        return known;
+    if (S.nmodules == S.capmodules) {
+        size_t ncap = S.capmodules ? 2 * S.capmodules : 16;
+        struct module *grown = realloc(S.modules, ncap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        S.modules = grown;
+        S.capmodules = ncap;
+    }
+    char *copy = name ? strdup(name) : NULL;
+    if (name && !copy)
+        return NULL;
+    Dwarf_Addr bias;
+    S.modules[S.nmodules] =
+        (struct module){(uintptr_t)low, (uintptr_t)high, copy,
+                        dwfl_module_getdwarf(mod, &bias) == NULL};
+    return &S.modules[S.nmodules++];
+}
+
 /* ---- Cache -------------------------------------------------------------- */
 
 static size_t slot_of(uintptr_t pc, size_t nslots)
@@ -438,17 +495,13 @@ static const char *readable_name(const char *system_name)
 
 /* "libfoo.so+0x1234" (offset from the module's load address), or the bare
  * address outside every module. */
-static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
+static const char *made_up_name(const struct module *m, uintptr_t pc)
 {
     char *s = NULL;
-    Dwarf_Addr low = 0;
-    const char *modname =
-        mod ? dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL)
-            : NULL;
-    if (modname) {
-        const char *slash = strrchr(modname, '/');
-        if (asprintf(&s, "%s+0x%" PRIxPTR, slash ? slash + 1 : modname,
-                     pc - (uintptr_t)low) < 0)
+    if (m && m->name) {
+        const char *slash = strrchr(m->name, '/');
+        if (asprintf(&s, "%s+0x%" PRIxPTR, slash ? slash + 1 : m->name,
+                     pc - m->low) < 0)
             s = NULL;
     } else if (asprintf(&s, "0x%" PRIxPTR, pc) < 0) {
         s = NULL;
@@ -466,29 +519,6 @@ static const char *unit_file(const symdw_unit *unit, int64_t idx)
     return name ? name : "";
 }
 
-/* The chain of functions at pc from DWARF (symbolize_dwarf.c): frames[0]
- * the innermost inlined one, the last the subprogram holding pc.  Files
- * and lines other than the innermost's are call sites; the innermost's are
- * left for the line table.  A function without a name in DWARF gets a
- * NULL name.  Returns the number of frames (0: no DWARF function at pc);
- * *unit and *bias as symdw_chain() gives them. */
-static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
-                           symbolize_frame *frames, const symdw_unit **unit,
-                           Dwarf_Addr *bias)
-{
-    symdw_frame chain[MAX_INLINE_FRAMES];
-    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, unit, bias);
-    for (size_t i = 0; i < n; i++) {
-        frames[i] = (symbolize_frame){
-            .system_name = chain[i].system_name,
-            .file = i > 0 ? unit_file(*unit, chain[i].call_file) : "",
-            .line = chain[i].call_line,
-            .start_line = chain[i].start_line,
-        };
-    }
-    return n;
-}
-
 /* The innermost frame's file and line, from the unit's line table. */
 static void source_line(const symdw_unit *unit, Dwarf_Addr addr,
                         symbolize_frame *f)
@@ -501,36 +531,84 @@ static void source_line(const symdw_unit *unit, Dwarf_Addr addr,
     f->line = file ? line : 0;
 }
 
-/* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc. */
-static void symbolize_uncached(uintptr_t pc, symbolize_result *r,
-                               symbolize_frame *frames)
+/* What one pc's frames are made of: its module, symbol and chain of
+ * functions from DWARF (symbolize_dwarf.c: chain[0] the innermost inlined
+ * one, the last the subprogram holding pc). */
+struct lookup {
+    const struct module *module; /* NULL: outside every module */
+    const char *symbol;
+    uintptr_t offset;
+    const symdw_unit *unit; /* NULL: no DWARF for pc */
+    Dwarf_Addr bias;
+    symdw_frame chain[MAX_INLINE_FRAMES];
+    size_t nchain;
+};
+
+/* From the tables alone, when they hold pc: its module met before, that
+ * module's symbols sorted, and pc in a unit already decoded or the module
+ * without DWARF.  false when libdw must be asked. */
+static bool look_up_in_tables(uintptr_t pc, struct lookup *l)
+{
+    l->module = known_module(pc);
+    l->unit = NULL;
+    l->bias = 0;
+    l->nchain = 0;
+    if (!l->module ||
+        symst_lookup_built(l->module->low, pc, &l->symbol, &l->offset) != 0)
+        return false;
+    if (l->module->no_dwarf)
+        return true;
+    l->nchain = symdw_chain_decoded(pc, l->chain, MAX_INLINE_FRAMES,
+                                    &l->unit, &l->bias);
+    return l->unit != NULL;
+}
+
+/* Through libdw, opened for the session if it is not yet; what it finds
+ * is decoded into the tables on the way. */
+static void look_up_in_libdw(uintptr_t pc, struct lookup *l)
 {
     Dwfl_Module *mod = module_at(pc);
+    l->module = mod ? remember_module(mod) : NULL;
+    l->symbol = mod ? symst_lookup(mod, pc, &l->offset) : NULL;
+    l->nchain = mod ? symdw_chain(mod, pc, l->chain, MAX_INLINE_FRAMES,
+                                  &l->unit, &l->bias)
+                    : 0;
+}
+
+/* Fills r (frames allocated for MAX_INLINE_FRAMES) from l.  Files and
+ * lines of frames but the innermost are call sites; the innermost's come
+ * from the line table.  A function DWARF leaves unnamed is the symbol
+ * when outermost, else a made-up name. */
+static void make_result(uintptr_t pc, const struct lookup *l,
+                        symbolize_result *r, symbolize_frame *frames)
+{
     *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
-    uintptr_t offset = 0;
-    const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
-    r->sym_offset = symbol ? offset : 0;
-    const symdw_unit *unit = NULL;
-    Dwarf_Addr bias = 0;
-    r->nframes = mod ? dwarf_frames(mod, pc, frames, &unit, &bias) : 0;
-    r->has_inline_frames = unit != NULL;
+    r->sym_offset = l->symbol ? l->offset : 0;
+    for (size_t i = 0; i < l->nchain; i++)
+        frames[i] = (symbolize_frame){
+            .system_name = l->chain[i].system_name,
+            .file = i > 0 ? unit_file(l->unit, l->chain[i].call_file) : "",
+            .line = l->chain[i].call_line,
+            .start_line = l->chain[i].start_line,
+        };
+    r->nframes = l->nchain;
+    r->has_inline_frames = l->unit != NULL;
     if (r->nframes == 0) {
-        frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
+        frames[0] = (symbolize_frame){.system_name = l->symbol, .file = ""};
         r->nframes = 1;
     }
-    /* A function DWARF leaves unnamed is the symbol when outermost. */
     symbolize_frame *outer = &frames[r->nframes - 1];
     if (!outer->system_name)
-        outer->system_name = symbol;
+        outer->system_name = l->symbol;
     r->has_function = true;
     for (size_t i = 0; i < r->nframes; i++) {
         if (!frames[i].system_name) {
-            frames[i].system_name = made_up_name(mod, pc);
+            frames[i].system_name = made_up_name(l->module, pc);
             r->has_function = false;
         }
         frames[i].name = readable_name(frames[i].system_name);
     }
-    source_line(unit, pc - bias, &frames[0]);
+    source_line(l->unit, pc - l->bias, &frames[0]);
     r->has_file = frames[0].file[0] != '\0';
     r->has_line = frames[0].line > 0;
 }
@@ -542,7 +620,10 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         return &e->r;
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    symbolize_uncached(pc, &r, frames);
+    struct lookup l;
+    if (!look_up_in_tables(pc, &l))
+        look_up_in_libdw(pc, &l);
+    make_result(pc, &l, &r, frames);
     e = malloc(sizeof *e + r.nframes * sizeof *frames);
     if (!e)
         return &unknown_result;
@@ -566,12 +647,14 @@ static size_t tables_bytes(void)
     return symdw_bytes() + symst_bytes();
 }
 
-/* Empties the cache and the tables its results point into. */
+/* Empties the cache, the tables its results point into, and the modules
+ * they are known by. */
 static void flush_all_tables(void)
 {
     flush_cache();
     symdw_flush();
     symst_flush();
+    forget_modules();
 }
 
 /* Empties an overgrown cache, and the decoded units with it when both

@@ -68,6 +68,7 @@ struct range {
 struct symdw_unit {
     uintptr_t module; /* the module's load address */
     Dwarf_Off offset; /* the unit's in .debug_info */
+    Dwarf_Addr bias;  /* process address minus the unit's */
     struct fn *fns;
     struct span *spans;
     struct range *ranges;
@@ -88,9 +89,18 @@ struct copied {
 
 typedef struct symdw_unit unit;
 
+/* An address range of a decoded unit, in the process's addresses. */
+struct unit_range {
+    uintptr_t lo, hi;
+    const unit *u;
+};
+
 static struct {
     unit **slots; /* open addressing on (module, offset); NULL is empty */
     size_t nslots, nunits;
+    struct unit_range *ranges; /* of every decoded unit */
+    size_t nranges, capranges;
+    bool ranges_sorted;
     size_t bytes;
 } U;
 
@@ -380,13 +390,14 @@ static int decode_lines(unit *u, Dwfl_Module *mod, Dwarf_Die *cudie)
 }
 
 static unit *decode_unit(Dwfl_Module *mod, uintptr_t module,
-                         Dwarf_Die *cudie)
+                         Dwarf_Die *cudie, Dwarf_Addr bias)
 {
     unit *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
     u->module = module;
     u->offset = dwarf_dieoffset(cudie);
+    u->bias = bias;
     Dwarf_Attribute attr;
     int failed = 0;
     u->comp_dir = copy_name(
@@ -443,9 +454,31 @@ static int grow_units(void)
     return 0;
 }
 
+/* Remembers the unit's own address ranges, by which later sessions find
+ * it without libdw (symdw_unit_at).  A unit whose ranges could not all be
+ * kept is only found through libdw, as before. */
+static void add_unit_ranges(const unit *u, Dwarf_Die *cudie)
+{
+    size_t first = U.nranges;
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(cudie, off, &base, &lo, &hi)) > 0) {
+        if (lo >= hi)
+            continue;
+        if (!grow((void **)&U.ranges, &U.capranges, U.nranges,
+                  sizeof *U.ranges)) {
+            U.nranges = first;
+            return;
+        }
+        U.ranges[U.nranges++] =
+            (struct unit_range){lo + u->bias, hi + u->bias, u};
+    }
+    U.ranges_sorted = U.nranges == first && U.ranges_sorted;
+}
+
 /* The decoded unit of cudie in mod, decoding it on first use; NULL when
  * out of memory. */
-static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie)
+static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie, Dwarf_Addr bias)
 {
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
@@ -453,11 +486,12 @@ static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie)
         return NULL;
     unit **slot = unit_slot((uintptr_t)low, dwarf_dieoffset(cudie));
     if (!*slot) {
-        *slot = decode_unit(mod, (uintptr_t)low, cudie);
+        *slot = decode_unit(mod, (uintptr_t)low, cudie, bias);
         if (!*slot)
             return NULL;
         U.nunits++;
         U.bytes += unit_bytes(*slot);
+        add_unit_ranges(*slot, cudie);
     }
     return *slot;
 }
@@ -467,13 +501,15 @@ void symdw_flush(void)
     for (size_t i = 0; i < U.nslots; i++)
         free_unit(U.slots[i]);
     free(U.slots);
+    free(U.ranges);
     U.slots = NULL;
-    U.nslots = U.nunits = U.bytes = 0;
+    U.ranges = NULL;
+    U.nslots = U.nunits = U.bytes = U.nranges = U.capranges = 0;
 }
 
 size_t symdw_bytes(void)
 {
-    return U.bytes;
+    return U.bytes + U.capranges * sizeof *U.ranges;
 }
 
 /* ---- Lookup ------------------------------------------------------------- */
@@ -511,16 +547,13 @@ static int32_t innermost_at(const unit *u, Dwarf_Addr a)
     return f;
 }
 
-size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
-                   size_t max, const symdw_unit **unitp, Dwarf_Addr *bias)
+/* The chain at a (the unit's address) in u. */
+static size_t chain_in(const unit *u, Dwarf_Addr a, symdw_frame *frames,
+                       size_t max)
 {
-    *bias = 0;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, bias);
-    const unit *u = cudie ? unit_of(mod, cudie) : NULL;
-    *unitp = u;
     size_t n = 0;
     int32_t inner = -1;
-    for (int32_t f = u ? innermost_at(u, pc - *bias) : -1; f >= 0 && n < max;
+    for (int32_t f = innermost_at(u, a); f >= 0 && n < max;
          f = u->fns[f].parent) {
         const struct fn *fn = &u->fns[f];
         frames[n++] = (symdw_frame){
@@ -534,6 +567,43 @@ size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
             break;
     }
     return n;
+}
+
+size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
+                   size_t max, const symdw_unit **unitp, Dwarf_Addr *bias)
+{
+    *bias = 0;
+    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, bias);
+    const unit *u = cudie ? unit_of(mod, cudie, *bias) : NULL;
+    *unitp = u;
+    return u ? chain_in(u, pc - *bias, frames, max) : 0;
+}
+
+static int by_range_start(const void *a, const void *b)
+{
+    const struct unit_range *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+size_t symdw_chain_decoded(uintptr_t pc, symdw_frame *frames, size_t max,
+                           const symdw_unit **unitp, Dwarf_Addr *bias)
+{
+    if (!U.ranges_sorted) {
+        qsort(U.ranges, U.nranges, sizeof *U.ranges, by_range_start);
+        U.ranges_sorted = true;
+    }
+    size_t lo = 0, hi = U.nranges; /* first range starting above pc */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (U.ranges[mid].lo <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const struct unit_range *r = lo > 0 ? &U.ranges[lo - 1] : NULL;
+    *unitp = r && pc < r->hi ? r->u : NULL;
+    *bias = *unitp ? (*unitp)->bias : 0;
+    return *unitp ? chain_in(*unitp, pc - *bias, frames, max) : 0;
 }
 
 const char *symdw_comp_dir(const symdw_unit *u)

@@ -43,6 +43,12 @@ typedef struct {
 size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
                    size_t max, const symdw_unit **unit, Dwarf_Addr *bias);
 
+/* The same without libdw, from the units already decoded: *unit NULL when
+ * pc is in none of them (libdw must then be asked: the unit may not be
+ * decoded yet). */
+size_t symdw_chain_decoded(uintptr_t pc, symdw_frame *frames, size_t max,
+                           const symdw_unit **unit, Dwarf_Addr *bias);
+
 /* The unit's compilation directory, or NULL. */
 const char *symdw_comp_dir(const symdw_unit *u);
 

@@ -140,11 +140,10 @@ static struct table *table_of(Dwfl_Module *mod)
     return &T.tables[T.n++];
 }
 
-const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
+/* The symbol of t holding pc, or NULL. */
+static const char *search(const struct table *t, uintptr_t pc,
+                          uintptr_t *offset)
 {
-    const struct table *t = table_of(mod);
-    if (!t)
-        return NULL;
     size_t lo = 0, hi = t->n;
     while (lo < hi) { /* first symbol starting above pc */
         size_t mid = lo + (hi - lo) / 2;
@@ -163,6 +162,23 @@ const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
         return NULL;
     *offset = pc - s->start;
     return t->names + s->name;
+}
+
+const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
+{
+    const struct table *t = table_of(mod);
+    return t ? search(t, pc, offset) : NULL;
+}
+
+int symst_lookup_built(uintptr_t module, uintptr_t pc, const char **name,
+                       uintptr_t *offset)
+{
+    for (size_t i = 0; i < T.n; i++)
+        if (T.tables[i].module == module) {
+            *name = search(&T.tables[i], pc, offset);
+            return 0;
+        }
+    return -1;
 }
 
 size_t symst_bytes(void)

@@ -21,6 +21,12 @@
  * is none. */
 const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset);
 
+/* The same from a table already built, without libdw: the module by its
+ * load address.  0 (*name NULL when no symbol holds pc), or -1 when the
+ * module's table is not built. */
+int symst_lookup_built(uintptr_t module, uintptr_t pc, const char **name,
+                       uintptr_t *offset);
+
 /* Bytes the sorted tables hold. */
 size_t symst_bytes(void);
 
