@@ -7,25 +7,29 @@
  * symbols), so that each address is a few binary searches instead of a
  * walk of its unit or of its symbol table; and a cache from pc to result,
  * since profiles see the same addresses again and again.  The tables own
- * every string they answer with, so libdw is needed only to find and
- * decode what a session has not seen yet: a Dwfl, reported from
- * /proc/self/maps, is opened by the first lookup the cache cannot answer
- * and closed at the end of that session, and malloc_trim() then gives
- * the pages libdw freed back to the system.  libdw's state is large for
- * what it serves (its copy of every mapped debug file's pages touched,
- * each compressed debug section inflated whole), and the host pays for
- * it in RSS for as long as it is kept; reopening costs a few
- * milliseconds for an ordinary object, and re-inflating a compressed
- * debug file (glibc's) tens, in the sessions that meet new addresses
- * only.  The cache and the tables are emptied between sessions once they
- * hold more than CACHE_KEPT_ENTRIES or symbolize_max_kb (the memory is
- * the host's); all of it goes after symbolize_idle_seconds without a
- * session (symbolize_release_if_idle).  All is refreshed when the set of executable mappings changes
+ * every string they answer with, and remember the modules they came from
+ * and the units' address ranges, so a lookup the cache misses is answered
+ * from them when they cover its address; libdw is needed only for a unit
+ * or module not decoded yet.  Then a Dwfl, reported from /proc/self/maps,
+ * is opened for the rest of the session and closed at its end, and
+ * malloc_trim() gives the pages libdw freed back to the system.  libdw's
+ * state is large for what it serves (the pages of every debug file it
+ * touched, each compressed debug section inflated whole: see
+ * symbolize_debuginfo.h), and the host would pay for it in RSS for as
+ * long as it is kept; reopening costs under a millisecond for an ordinary
+ * object and 37 ms for glibc's compressed debug file, in the sessions
+ * that meet a new unit only.  The cache and the tables are emptied
+ * between sessions once they hold more than CACHE_KEPT_ENTRIES or
+ * symbolize_max_kb (the memory is the host's); all of it goes after
+ * symbolize_idle_seconds without a session (symbolize_release_if_idle).
+ * All is refreshed when the set of executable mappings changes
  * (dlopen, dlclose): symbolize_begin() compares the mappings with those
  * of the last session, reading /proc/self/maps only when the loader's
- * counts of objects loaded and unloaded moved (loader.h).  Checking at the start of a session is enough:
- * every pc a session looks up was collected before it began, so its
- * module was mapped by then (or is gone for good).
+ * counts of objects loaded and unloaded moved (loader.h); the tables are
+ * known by load addresses, which another object may take.  Checking at
+ * the start of a session is enough: every pc a session looks up was
+ * collected before it began, so its module was mapped by then (or is gone
+ * for good).
  *
  * Strings in results point into the decoded tables (names, files) or are
  * made up here (demangled, "module+0xoffset" when there is no symbol, and
