@@ -6,10 +6,11 @@
  * tables decoded from it and a cache of every address looked up are kept
  * from one profile to the next, within a bound (symbolize_max_kb) and
  * until the symbolizer is idle (symbolize_idle_seconds); libdw itself is
- * open only during a session that needs it.  Lookups happen in a session, between symbolize_begin() and
- * symbolize_end(), which holds the symbolizer's lock (libdw is not
- * thread-safe) and gives the session one consistent view of the mappings;
- * every pointer handed out stays valid until symbolize_end().
+ * open only during a session that needs it.  Lookups happen in a
+ * session, between symbolize_begin() and symbolize_end(), which holds the
+ * symbolizer's lock (libdw is not thread-safe) and gives the session one
+ * consistent view of the mappings; every pointer handed out stays valid
+ * until symbolize_end().
  * Never used from a signal handler.
  */
 #ifndef CPPROF_SYMBOLIZE_H

@@ -455,7 +455,7 @@ static int grow_units(void)
 }
 
 /* Remembers the unit's own address ranges, by which later sessions find
- * it without libdw (symdw_unit_at).  A unit whose ranges could not all be
+ * it without libdw (symdw_chain_decoded).  A unit whose ranges could not all be
  * kept is only found through libdw, as before. */
 static void add_unit_ranges(const unit *u, Dwarf_Die *cudie)
 {

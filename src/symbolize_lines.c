@@ -730,9 +730,12 @@ void symln_free(symln_table *t)
 /* Whether name is .debug_<what> or GNU's compressed .zdebug_<what>. */
 static bool is_section(const char *name, const char *what)
 {
-    return name &&
-           ((strncmp(name, ".debug_", 7) == 0 && strcmp(name + 7, what) == 0) ||
-            (strncmp(name, ".zdebug_", 8) == 0 && strcmp(name + 8, what) == 0));
+    if (!name)
+        return false;
+    size_t skip = strncmp(name, ".debug_", 7) == 0    ? 7
+                  : strncmp(name, ".zdebug_", 8) == 0 ? 8
+                                                      : 0;
+    return skip && strcmp(name + skip, what) == 0;
 }
 
 /* A section's bytes, when libdw left them readable (inflated). */
