@@ -347,7 +347,7 @@ static void read_header(struct reader *r, const symln_sections *sec,
  * (and their span, and whether they come sorted), the second stores. */
 struct rows {
     bool store;
-    size_t n;
+    size_t n, cap; /* cap: rows the second pass has room for */
     bool sorted, any;
     uint64_t lo, hi, last_addr;
     bool last_end;
@@ -364,6 +364,11 @@ static void put_row(struct rows *w, struct reader *r, uint64_t addr,
         return;
     }
     if (w->store) {
+        if (w->n == w->cap || addr < w->base ||
+            addr - w->base > UINT32_MAX) { /* the bytes changed under us */
+            r->bad = true;
+            return;
+        }
         w->offs[w->n] = (uint32_t)(addr - w->base);
         w->lines[w->n] = (int32_t)line;
         w->files[w->n] = end ? NO_FILE : (uint32_t)file;
@@ -621,7 +626,7 @@ static int store_rows(symln_table *t, const struct header *h,
     if (count->any && count->hi - count->lo > UINT32_MAX)
         return -EINVAL; /* offsets are 32 bits: a unit within 4 GiB */
     size_t n = count->n ? count->n : 1;
-    struct rows w = {.store = true, .base = count->lo};
+    struct rows w = {.store = true, .cap = count->n, .base = count->lo};
     w.offs = malloc(n * sizeof *w.offs);
     w.lines = malloc(n * sizeof *w.lines);
     w.files = malloc(n * sizeof *w.files);
