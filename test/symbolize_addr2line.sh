@@ -139,13 +139,16 @@ done
 # as it is.
 "$DUMP" "$tmp/cxx-debuglink-compressed.so" memfd <"$tmp/cxx.addrs" \
     2>"$tmp/memfd" >/dev/null || fail "memfd: symbolize_dump failed"
-grep -q '^memfd: during [1-9][0-9]*, after 0$' "$tmp/memfd" ||
+head -n 1 "$tmp/memfd" | grep -q '^memfd: during [1-9][0-9]*, after 0$' ||
     fail "memfd: $(cat "$tmp/memfd") (want an inflated copy, closed after)"
+# New addresses in the units decoded: answered without opening libdw.
+tail -n 1 "$tmp/memfd" | grep -q '^memfd: during 0, after 0$' ||
+    fail "memfd: $(cat "$tmp/memfd") (libdw opened again for decoded units)"
 "$DUMP" "$tmp/cxx-debuglink.so" memfd <"$tmp/cxx.addrs" 2>"$tmp/memfd" \
     >/dev/null || fail "memfd: symbolize_dump failed"
-grep -q '^memfd: during 0, after 0$' "$tmp/memfd" ||
+[ "$(grep -c '^memfd: during 0, after 0$' "$tmp/memfd")" -eq 2 ] ||
     fail "memfd: $(cat "$tmp/memfd") for an uncompressed debug file"
-echo "memfd: a compressed debug file inflated in a memfd, closed after the session"
+echo "memfd: a compressed debug file inflated in a memfd, closed after the session, not opened again for decoded units"
 
 # A debug file whose CRC is not the link's is not the object's: unused.
 printf x >>"$tmp/c-debuglink-crc.debug"

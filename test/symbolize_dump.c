@@ -11,7 +11,9 @@
  * it says on stderr how many of the process's mappings are the
  * symbolizer's inflated copies of debug files, at the end of the session
  * and after it ("memfd: during N, after M"): libdw closes them at the
- * session's end.  With "release",
+ * session's end; then it symbolizes every offset plus one, addresses not
+ * seen yet in the units already decoded, in a second session, and says
+ * the same of it (libdw is not even opened: during 0).  With "release",
  * every offset is symbolized twice, printed both times: between the
  * passes the symbolizer is left idle past symbolize_idle_seconds and must
  * let go of everything (its own-memory figure 0), so that the second pass
@@ -105,6 +107,11 @@ int main(int argc, char **argv)
                                                          sizeof *offsets)))
             return 2;
     dump(lm->l_addr, offsets, n, memfd);
+    if (memfd) {
+        for (size_t k = 0; k < n; k++)
+            offsets[k]++;
+        dump(lm->l_addr, offsets, n, memfd);
+    }
     if (release) {
         if (release_when_idle() != 0)
             return 1;
