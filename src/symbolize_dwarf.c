@@ -61,7 +61,7 @@ struct span {
 };
 
 struct range {
-    Dwarf_Addr lo, hi;
+    Dwarf_Addr lo; /* where it starts: its end is the span's (fn_covers) */
     uint32_t fn, depth;
 };
 
@@ -305,8 +305,8 @@ static int sort_ranges(unit *u)
     for (size_t f = 0; f < u->nfns; f++)
         for (uint32_t s = 0; s < u->fns[f].nspans; s++) {
             const struct span *sp = &u->spans[u->fns[f].first_span + s];
-            u->ranges[u->fns[f].first_span + s] = (struct range){
-                sp->lo, sp->hi, (uint32_t)f, u->fns[f].depth};
+            u->ranges[u->fns[f].first_span + s] =
+                (struct range){sp->lo, (uint32_t)f, u->fns[f].depth};
         }
     qsort(u->ranges, u->nspans, sizeof *u->ranges, by_start_outer_first);
     return 0;
