@@ -51,7 +51,6 @@
 #include "symbolize_symtab.h"
 
 #include <dlfcn.h>
-#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <malloc.h>
