@@ -18,7 +18,7 @@
  *   and libdw's private copies; the rest is file pages of the debug
  *   information, which the kernel can drop), the second pass over the same
  *   addresses (should be free), a third session with 10 addresses not yet
- *   seen (libdw opened again, the units already decoded),
+ *   seen, in the units already decoded (answered without opening libdw),
  *   addr2line's and llvm-symbolizer's CPU time;
  * then per program the cold encode of a one-second CPU profile (200 samples
  * of 8 frames in the program): the in-process time a first
