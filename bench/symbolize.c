@@ -17,10 +17,15 @@
  *   cpprof CPU seconds (first pass), RSS added (all, and anonymous: the heap
  *   and libdw's private copies; the rest is file pages of the debug
  *   information, which the kernel can drop), the second pass over the same
- *   addresses (should be free), addr2line's and llvm-symbolizer's CPU time;
+ *   addresses (should be free), a third session with 10 addresses not yet
+ *   seen, in the units already decoded (answered without opening libdw),
+ *   addr2line's and llvm-symbolizer's CPU time;
  * then per program the cold encode of a one-second CPU profile (200 samples
  * of 8 frames in the program): the in-process time a first
- * `profile?seconds=1` spends beyond its window.
+ * `profile?seconds=1` spends beyond its window; then the demo
+ * (examples/jobrunner, whose samples land in glibc, with its compressed
+ * debug file, too): its RSS before and after each of three
+ * `profile?seconds=1`, and the wall time each took beyond its window.
  */
 #define _GNU_SOURCE
 #include "builder.h"
@@ -29,6 +34,8 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -264,11 +272,19 @@ static int child_symbolize(const char *so, const char *path)
     size_t own = symbolize_own_bytes();
     double second = symbolize_pass(pcs, n, &lines, &inlined);
     long rss2 = status_kb("VmRSS");
+    size_t new_lines, new_inlined;
+    for (size_t i = 0; i < 10 && i < n; i++)
+        pcs[i]++; /* not seen yet (an address one byte on is rarely drawn) */
+    double third =
+        symbolize_pass(pcs, n < 10 ? n : 10, &new_lines, &new_inlined);
+    long rss3 = status_kb("VmRSS");
     printf("  cpprof %.3f s  rss_added %.1f MB (anon %.1f MB; cpprof's "
-           "tables and cache %.1f MB, the rest libdw's)  second_pass %.4f s "
-           "rss_added %.1f MB  [with_line %zu inlined %zu]\n",
+           "tables and cache %.1f MB)  second_pass %.4f s "
+           "rss_added %.1f MB  10_new_addresses %.4f s rss_added %.1f MB  "
+           "[with_line %zu inlined %zu]\n",
            first, (rss1 - rss0) / 1024.0, (anon1 - anon0) / 1024.0,
-           own / 1048576.0, second, (rss2 - rss1) / 1024.0, lines, inlined);
+           own / 1048576.0, second, (rss2 - rss1) / 1024.0, third,
+           (rss3 - rss2) / 1024.0, lines, inlined);
     free(pcs);
     return 0;
 }
@@ -309,6 +325,96 @@ static int child_profile(const char *so, const char *path)
            t[0], t[1]);
     free(pcs);
     return 0;
+}
+
+/* ---- The demo ----------------------------------------------------------- */
+
+/* A field of /proc/PID/status in kB, or -1. */
+static long pid_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    long kb = -1;
+    size_t len = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, len) == 0 && line[len] == ':')
+            kb = strtol(line + len + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* GET path from 127.0.0.1:port, the response read to its end; the bytes
+ * read, or -1 when nothing answered. */
+static long http_get(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    char req[256], buf[65536];
+    long total = -1;
+    int len = snprintf(req, sizeof req,
+                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Connection: close\r\n\r\n",
+                       path);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        write(fd, req, (size_t)len) == len) {
+        total = 0;
+        for (ssize_t got; (got = read(fd, buf, sizeof buf)) > 0;)
+            total += got;
+    }
+    if (fd >= 0)
+        close(fd);
+    return total;
+}
+
+/* The demo serving, three one-second CPU profiles taken from it: its RSS
+ * added by each (since it served its index page) and the wall time beyond
+ * the window. */
+static int bench_demo(const char *dir)
+{
+    char jobrunner[4200], addr[32];
+    snprintf(jobrunner, sizeof jobrunner, "%s/../examples/jobrunner", dir);
+    int port = 20000 + (int)(getpid() % 20000);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    char *argv[] = {jobrunner, "--workers", "2", "--for", "60",
+                    "--addr", addr, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, jobrunner, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        printf("demo: %s did not start (skipped)\n", jobrunner);
+        return -1;
+    }
+    struct timespec tick = {0, 100000000};
+    for (int i = 0; i < 100 && http_get(port, "/debug/pprof/") <= 0; i++)
+        nanosleep(&tick, NULL);
+    long rss0 = pid_status_kb(pid, "VmRSS");
+    printf("demo (%s, 2 workers; RSS %.1f MB serving)\n", jobrunner,
+           rss0 / 1024.0);
+    for (int k = 1; k <= 3 && rss0 > 0; k++) {
+        double t0 = wall_seconds();
+        long bytes = http_get(port, "/debug/pprof/profile?seconds=1");
+        double t = wall_seconds() - t0 - 1;
+        printf("  profile?seconds=1 #%d: %ld bytes, %.3f s beyond the "
+               "window (wall), RSS added since serving %.1f MB\n",
+               k, bytes, t, (pid_status_kb(pid, "VmRSS") - rss0) / 1024.0);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return rss0 > 0 ? 0 : -1;
 }
 
 /* ---- Parent ------------------------------------------------------------- */
@@ -387,5 +493,6 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t i = 0; i < sizeof programs / sizeof *programs; i++)
         rc |= bench_program(self, dir, &programs[i], ns, count);
+    rc |= bench_demo(dir);
     return rc ? 1 : 0;
 }

@@ -2,38 +2,51 @@
  * symbolize.c -- program counters to function, file, line and inline
  * frames, with elfutils' libdwfl on our own process.
  *
- * Shape: one process-wide Dwfl, reported from /proc/self/maps, kept between
- * profiles because loading a module's symbols and DWARF is what costs; on
- * it, tables decoded once per compilation unit (symbolize_dwarf.c: inline
- * chains) and per module (symbolize_symtab.c: symbols), so that each
- * address is a few binary searches instead of a walk of its unit or of
- * its symbol table; and a cache from pc to result, since profiles see the
- * same addresses again and again.  The cache and the tables are emptied
+ * Shape: tables decoded once per compilation unit (symbolize_dwarf.c:
+ * inline chains and line rows) and per module (symbolize_symtab.c:
+ * symbols), so that each address is a few binary searches instead of a
+ * walk of its unit or of its symbol table; and a cache from pc to result,
+ * since profiles see the same addresses again and again.  The tables own
+ * every string they answer with, and remember the modules they came from
+ * and the units' address ranges, so a lookup the cache misses is answered
+ * from them when they cover its address; libdw is needed only for a unit
+ * or module not decoded yet.  Then a Dwfl, reported from /proc/self/maps,
+ * is opened for the rest of the session and closed at its end, and
+ * malloc_trim() gives the pages libdw freed back to the system (in a
+ * process of at most 512 MB: give_back_pages).  libdw's
+ * state is large for what it serves (the pages of every debug file it
+ * touched, each compressed debug section inflated whole: see
+ * symbolize_debuginfo.h), and the host would pay for it in RSS for as
+ * long as it is kept; reopening costs under a millisecond for an ordinary
+ * object and 37 ms for glibc's compressed debug file, in the sessions
+ * that meet a new unit only.  The cache and the tables are emptied
  * between sessions once they hold more than CACHE_KEPT_ENTRIES or
- * symbolize_max_kb (the memory is the host's); everything, the Dwfl
- * included, goes after symbolize_idle_seconds without a session
- * (symbolize_release_if_idle), and the next session reports the modules
- * again.  All is refreshed when the set of executable mappings changes
+ * symbolize_max_kb (the memory is the host's); all of it goes after
+ * symbolize_idle_seconds without a session (symbolize_release_if_idle).
+ * All is refreshed when the set of executable mappings changes
  * (dlopen, dlclose): symbolize_begin() compares the mappings with those
  * of the last session, reading /proc/self/maps only when the loader's
- * counts of objects loaded and unloaded moved (loader.h).  Checking at the start of a session is enough:
- * every pc a session looks up was collected before it began, so its
- * module was mapped by then (or is gone for good).
+ * counts of objects loaded and unloaded moved (loader.h); the tables are
+ * known by load addresses, which another object may take.  Checking at
+ * the start of a session is enough: every pc a session looks up was
+ * collected before it began, so its module was mapped by then (or is gone
+ * for good).
  *
- * Strings in results point into libdw's own data (symbol tables, DWARF
- * string sections), valid while the module stays reported; only names we
- * make up (demangled, "module+0xoffset" when there is no symbol, and
+ * Strings in results point into the decoded tables (names, files) or are
+ * made up here (demangled, "module+0xoffset" when there is no symbol, and
  * source paths made absolute with the compile unit's directory, as Go's
- * are) are allocated here.  A flush therefore frees the cache and the
- * tables before the modules go.
+ * are) and kept with the cache: tables are therefore never flushed
+ * without the cache.
  *
  * A PC of an object dlclosed since its sample was taken (unwind.h's
  * "Generations"; another object may be mapped at its address now) is
  * looked up in that object's file alone, reported at its old address in a
  * Dwfl of its own (symbolize_gone_pc), only while the file is still the
  * one that was mapped (device and inode); otherwise its frame says
- * "[unloaded NAME]+0xADDR".  Those results are not cached (the process's
- * cache is keyed by address) and those Dwfls go with the others' modules.
+ * "[unloaded NAME]+0xADDR".  Its function and line come from libdw
+ * directly, never through the decoded tables or the cache, which are
+ * keyed by address (so no inline frames there); those Dwfls end with the
+ * session, as the process's does.
  *
  * C++ names are demangled with __cxa_demangle when the process has it (any
  * C++ program links libstdc++); we do not link libstdc++ for it.
@@ -43,14 +56,15 @@
 #include "collect.h"
 #include "config.h"
 #include "loader.h"
+#include "symbolize_debuginfo.h"
 #include "symbolize_dwarf.h"
 #include "symbolize_symtab.h"
 
 #include <dlfcn.h>
-#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,6 +89,14 @@ struct mapping {
     char *file, *build_id;
 };
 
+/* A module a lookup met, remembered (with the tables) so that a later
+ * session can answer from the tables alone. */
+struct module {
+    uintptr_t low, high; /* libdw's load address and end */
+    char *name;
+    bool no_dwarf; /* libdw found no DWARF for it: symbols only */
+};
+
 struct entry {
     uintptr_t pc;
     symbolize_result r;
@@ -95,12 +117,16 @@ typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 static struct {
     pthread_mutex_t lock;
-    Dwfl *dwfl; /* NULL when libdw could not report the process */
+    Dwfl *dwfl; /* open during a session that needed libdw, else NULL */
+    bool dwfl_failed; /* libdw could not report the process this session */
+    bool maps_known; /* maps is the view of the loader's counts below */
     struct mapping *maps;
     size_t nmaps;
     loader_counts counts; /* the loader's, when maps was read */
     struct entry **slots; /* open addressing on pc; NULL is empty */
     size_t nslots, nentries;
+    struct module *modules; /* those libdw reported and a lookup used */
+    size_t nmodules, capmodules;
     char **owned; /* names made up here, freed with the cache */
     size_t nowned, capowned;
     struct gone_module *gone; /* dropped with the modules */
@@ -224,8 +250,8 @@ static int mapping_index(uintptr_t pc)
 
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_elf = symdi_find_elf,             /* inflated copies */
+    .find_debuginfo = symdi_find_debuginfo, /* never debuginfod */
     .debuginfo_path = &debuginfo_path,
 };
 
@@ -285,14 +311,17 @@ static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
     return fmemopen(*buf, size, "r");
 }
 
-/* Reports the process's modules again; unchanged ones keep what libdw has
- * loaded for them.  From the mappings of loaded objects only
- * (maps_of_objects), plus the vDSO under the name libdwfl's own report
- * gives it, which its find_elf reads from our memory. */
-static void report_modules(void)
+/* Opens libdw on the process's modules, when the session has not yet:
+ * from the mappings of loaded objects only (maps_of_objects), plus the
+ * vDSO under the name libdwfl's own report gives it, which its find_elf
+ * reads from our memory.  S.dwfl stays NULL when libdw cannot report them
+ * (lookups then find nothing but made-up names). */
+static void open_modules(void)
 {
-    if (!S.dwfl)
-        S.dwfl = dwfl_begin(&callbacks);
+    if (S.dwfl || S.dwfl_failed)
+        return;
+    S.dwfl = dwfl_begin(&callbacks);
+    S.dwfl_failed = !S.dwfl;
     if (!S.dwfl)
         return;
     char *buf = NULL, vdso[32];
@@ -310,13 +339,49 @@ static void report_modules(void)
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);
         S.dwfl = NULL;
+        S.dwfl_failed = true;
     }
+}
+
+/* Processes this large are not trimmed (see give_back_pages). */
+#define TRIM_MAX_RSS_BYTES (512ul << 20)
+
+/* Has glibc give back the pages of what the symbolizer just freed (libdw
+ * frees much in small blocks, which malloc keeps): 6.6 MB of the C++
+ * benchmark's RSS, half the demo's.  malloc_trim() walks the free lists of
+ * every arena, the program's too, holding each arena's lock: 10-60 ms per
+ * GB of fragmented heap, measured.  In a process past TRIM_MAX_RSS_BYTES
+ * a pause of its allocations matters more than a few MB: not done. */
+static void give_back_pages(void)
+{
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f)
+        return;
+    if (fscanf(f, "%*s %ld", &pages) == 1 &&
+        (unsigned long)pages * (unsigned long)sysconf(_SC_PAGESIZE) <=
+            TRIM_MAX_RSS_BYTES)
+        malloc_trim(0);
+    fclose(f);
+}
+
+/* libdw's state goes at the end of the session that opened it: the
+ * tables hold what later sessions need. */
+static void close_modules(void)
+{
+    S.dwfl_failed = false;
+    if (!S.dwfl)
+        return;
+    dwfl_end(S.dwfl);
+    S.dwfl = NULL;
+    give_back_pages();
 }
 
 /* The module holding pc, or NULL.  dwfl_addrmodule() alone answers some
  * module for an address past every one (as [vsyscall] is). */
 static Dwfl_Module *module_at(uintptr_t pc)
 {
+    open_modules();
     Dwfl_Module *mod = S.dwfl ? dwfl_addrmodule(S.dwfl, pc) : NULL;
     Dwarf_Addr low, high;
     if (mod && dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL,
@@ -354,6 +419,53 @@ static void publish_mappings(void)
         m->pub.file = m->file;
         m->pub.build_id = m->build_id ? m->build_id : "";
     }
+}
+
+/* ---- Modules met -------------------------------------------------------- */
+
+static void forget_modules(void)
+{
+    for (size_t i = 0; i < S.nmodules; i++)
+        free(S.modules[i].name);
+    free(S.modules);
+    S.modules = NULL;
+    S.nmodules = S.capmodules = 0;
+}
+
+/* The module met earlier that holds pc, or NULL. */
+static const struct module *known_module(uintptr_t pc)
+{
+    for (size_t i = 0; i < S.nmodules; i++)
+        if (S.modules[i].low <= pc && pc < S.modules[i].high)
+            return &S.modules[i];
+    return NULL;
+}
+
+/* mod's record, made on its first lookup; NULL when out of memory. */
+static const struct module *remember_module(Dwfl_Module *mod)
+{
+    Dwarf_Addr low = 0, high = 0;
+    const char *name =
+        dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    const struct module *known = known_module((uintptr_t)low);
+    if (known && known->low == (uintptr_t)low)
+        return known;
+    if (S.nmodules == S.capmodules) {
+        size_t ncap = S.capmodules ? 2 * S.capmodules : 16;
+        struct module *grown = realloc(S.modules, ncap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        S.modules = grown;
+        S.capmodules = ncap;
+    }
+    char *copy = name ? strdup(name) : NULL;
+    if (name && !copy)
+        return NULL;
+    Dwarf_Addr bias;
+    S.modules[S.nmodules] =
+        (struct module){(uintptr_t)low, (uintptr_t)high, copy,
+                        dwfl_module_getdwarf(mod, &bias) == NULL};
+    return &S.modules[S.nmodules++];
 }
 
 /* ---- Cache -------------------------------------------------------------- */
@@ -490,13 +602,6 @@ static const char *absolute_path(const char *dir, const char *file)
     return kept ? kept : file;
 }
 
-/* The compilation directory of a compile unit, or NULL. */
-static const char *comp_dir(Dwarf_Die *cudie)
-{
-    Dwarf_Attribute attr;
-    return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
-}
-
 /* Readable name for a symbol-table name: demangled C++ when possible. */
 static const char *readable_name(const char *system_name)
 {
@@ -515,17 +620,13 @@ static const char *readable_name(const char *system_name)
 
 /* "libfoo.so+0x1234" (offset from the module's load address), or the bare
  * address outside every module. */
-static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
+static const char *made_up_name(const struct module *m, uintptr_t pc)
 {
     char *s = NULL;
-    Dwarf_Addr low = 0;
-    const char *modname =
-        mod ? dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL)
-            : NULL;
-    if (modname) {
-        const char *slash = strrchr(modname, '/');
-        if (asprintf(&s, "%s+0x%" PRIxPTR, slash ? slash + 1 : modname,
-                     pc - (uintptr_t)low) < 0)
+    if (m && m->name) {
+        const char *slash = strrchr(m->name, '/');
+        if (asprintf(&s, "%s+0x%" PRIxPTR, slash ? slash + 1 : m->name,
+                     pc - m->low) < 0)
             s = NULL;
     } else if (asprintf(&s, "0x%" PRIxPTR, pc) < 0) {
         s = NULL;
@@ -536,87 +637,103 @@ static const char *made_up_name(Dwfl_Module *mod, uintptr_t pc)
 
 /* Name of entry idx of the unit's file table, made absolute against its
  * compilation directory, or "". */
-static const char *unit_file(Dwarf_Die *cudie, int64_t idx)
+static const char *unit_file(const symdw_unit *unit, int64_t idx)
 {
-    Dwarf_Files *files;
-    size_t nfiles;
     const char *name =
-        idx >= 0 && dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 &&
-                (size_t)idx < nfiles
-            ? dwarf_filesrc(files, (size_t)idx, NULL, NULL)
-            : NULL;
-    name = absolute_path(comp_dir(cudie), name);
+        absolute_path(symdw_comp_dir(unit), symdw_file(unit, idx));
     return name ? name : "";
 }
 
-/* The chain of functions at pc from DWARF (symbolize_dwarf.c): frames[0]
- * the innermost inlined one, the last the subprogram holding pc.  Files
- * and lines other than the innermost's are call sites; the innermost's are
- * left for the line table.  A function without a name in DWARF gets a
- * NULL name.  Returns the number of frames (0: no DWARF function at pc);
- * *cudie and *bias as symdw_chain() gives them. */
-static size_t dwarf_frames(Dwfl_Module *mod, uintptr_t pc,
-                           symbolize_frame *frames, Dwarf_Die **cudie,
-                           Dwarf_Addr *bias)
-{
-    symdw_frame chain[MAX_INLINE_FRAMES];
-    size_t n = symdw_chain(mod, pc, chain, MAX_INLINE_FRAMES, cudie, bias);
-    for (size_t i = 0; i < n; i++) {
-        frames[i] = (symbolize_frame){
-            .system_name = chain[i].system_name,
-            .file = i > 0 ? unit_file(*cudie, chain[i].call_file) : "",
-            .line = chain[i].call_line,
-            .start_line = chain[i].start_line,
-        };
-    }
-    return n;
-}
-
-/* The innermost frame's file and line, from the unit's line table (libdw
- * decodes it once per unit and searches it). */
-static void source_line(Dwarf_Die *cudie, Dwarf_Addr addr,
+/* The innermost frame's file and line, from the unit's line table. */
+static void source_line(const symdw_unit *unit, Dwarf_Addr addr,
                         symbolize_frame *f)
 {
-    Dwarf_Line *line = cudie ? dwarf_getsrc_die(cudie, addr) : NULL;
-    int lineno = 0;
-    const char *file =
-        line && dwarf_lineno(line, &lineno) == 0
-            ? absolute_path(comp_dir(cudie), dwarf_linesrc(line, NULL, NULL))
-            : NULL;
+    const char *file = NULL;
+    int64_t line = 0;
+    if (unit && symdw_line(unit, addr, &file, &line) == 0)
+        file = absolute_path(symdw_comp_dir(unit), file);
     f->file = file ? file : "";
-    f->line = file ? lineno : 0;
+    f->line = file ? line : 0;
 }
 
-/* Fills r (frames already allocated for MAX_INLINE_FRAMES) for pc, which
- * lies in module mod (NULL: none) and in mapping number `mapping`. */
-static void symbolize_in(Dwfl_Module *mod, int mapping, uintptr_t pc,
-                         symbolize_result *r, symbolize_frame *frames)
+/* What one pc's frames are made of: its module, symbol and chain of
+ * functions from DWARF (symbolize_dwarf.c: chain[0] the innermost inlined
+ * one, the last the subprogram holding pc). */
+struct lookup {
+    const struct module *module; /* NULL: outside every module */
+    const char *symbol;
+    uintptr_t offset;
+    const symdw_unit *unit; /* NULL: no DWARF for pc */
+    Dwarf_Addr bias;
+    symdw_frame chain[MAX_INLINE_FRAMES];
+    size_t nchain;
+};
+
+/* From the tables alone, when they hold pc: its module met before, that
+ * module's symbols sorted, and pc in a unit already decoded or the module
+ * without DWARF.  false when libdw must be asked. */
+static bool look_up_in_tables(uintptr_t pc, struct lookup *l)
 {
-    *r = (symbolize_result){.frames = frames, .mapping = mapping};
-    uintptr_t offset = 0;
-    const char *symbol = mod ? symst_lookup(mod, pc, &offset) : NULL;
-    r->sym_offset = symbol ? offset : 0;
-    Dwarf_Die *cudie = NULL;
-    Dwarf_Addr bias = 0;
-    r->nframes = mod ? dwarf_frames(mod, pc, frames, &cudie, &bias) : 0;
-    r->has_inline_frames = cudie != NULL;
+    l->module = known_module(pc);
+    l->unit = NULL;
+    l->bias = 0;
+    l->nchain = 0;
+    if (!l->module ||
+        symst_lookup_built(l->module->low, pc, &l->symbol, &l->offset) != 0)
+        return false;
+    if (l->module->no_dwarf)
+        return true;
+    l->nchain = symdw_chain_decoded(pc, l->chain, MAX_INLINE_FRAMES,
+                                    &l->unit, &l->bias);
+    return l->unit != NULL;
+}
+
+/* Through libdw, opened for the session if it is not yet; what it finds
+ * is decoded into the tables on the way. */
+static void look_up_in_libdw(uintptr_t pc, struct lookup *l)
+{
+    Dwfl_Module *mod = module_at(pc);
+    l->module = mod ? remember_module(mod) : NULL;
+    l->symbol = mod ? symst_lookup(mod, pc, &l->offset) : NULL;
+    l->nchain = mod ? symdw_chain(mod, pc, l->chain, MAX_INLINE_FRAMES,
+                                  &l->unit, &l->bias)
+                    : 0;
+}
+
+/* Fills r (frames allocated for MAX_INLINE_FRAMES) from l.  Files and
+ * lines of frames but the innermost are call sites; the innermost's come
+ * from the line table.  A function DWARF leaves unnamed is the symbol
+ * when outermost, else a made-up name. */
+static void make_result(uintptr_t pc, const struct lookup *l,
+                        symbolize_result *r, symbolize_frame *frames)
+{
+    *r = (symbolize_result){.frames = frames, .mapping = mapping_index(pc)};
+    r->sym_offset = l->symbol ? l->offset : 0;
+    for (size_t i = 0; i < l->nchain; i++)
+        frames[i] = (symbolize_frame){
+            .system_name = l->chain[i].system_name,
+            .file = i > 0 ? unit_file(l->unit, l->chain[i].call_file) : "",
+            .line = l->chain[i].call_line,
+            .start_line = l->chain[i].start_line,
+        };
+    r->nframes = l->nchain;
+    r->has_inline_frames = l->unit != NULL;
     if (r->nframes == 0) {
-        frames[0] = (symbolize_frame){.system_name = symbol, .file = ""};
+        frames[0] = (symbolize_frame){.system_name = l->symbol, .file = ""};
         r->nframes = 1;
     }
-    /* A function DWARF leaves unnamed is the symbol when outermost. */
     symbolize_frame *outer = &frames[r->nframes - 1];
     if (!outer->system_name)
-        outer->system_name = symbol;
+        outer->system_name = l->symbol;
     r->has_function = true;
     for (size_t i = 0; i < r->nframes; i++) {
         if (!frames[i].system_name) {
-            frames[i].system_name = made_up_name(mod, pc);
+            frames[i].system_name = made_up_name(l->module, pc);
             r->has_function = false;
         }
         frames[i].name = readable_name(frames[i].system_name);
     }
-    source_line(cudie, pc - bias, &frames[0]);
+    source_line(l->unit, pc - l->bias, &frames[0]);
     r->has_file = frames[0].file[0] != '\0';
     r->has_line = frames[0].line > 0;
 }
@@ -643,7 +760,10 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         return &e->r;
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    symbolize_in(module_at(pc), mapping_index(pc), pc, &r, frames);
+    struct lookup l;
+    if (!look_up_in_tables(pc, &l))
+        look_up_in_libdw(pc, &l);
+    make_result(pc, &l, &r, frames);
     e = entry_of(pc, &r);
     if (!e || cache_insert(e) != 0) {
         free(e);
@@ -754,6 +874,39 @@ static void unloaded_frame(const symbolize_gone *o, uintptr_t pc,
     *r = (symbolize_result){.frames = frame, .nframes = 1, .mapping = -1};
 }
 
+/* pc's function (from the symbol table) and source line (libdw's line
+ * table) in the gone object's own Dwfl; false when no symbol holds pc.
+ * No inline frames: the decoded tables (symbolize_dwarf.c,
+ * symbolize_symtab.c) are known by load address, which the object's
+ * successor may have taken, so nothing of a gone object enters them.  The
+ * strings are copied (own), as the Dwfl goes at the session's end. */
+static bool gone_symbol(struct gone_module *g, uintptr_t pc,
+                        symbolize_result *r, symbolize_frame *frame)
+{
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    const char *symbol = dwfl_module_addrinfo(g->mod, pc, &offset, &sym,
+                                              NULL, NULL, NULL);
+    const char *name = symbol ? own(strdup(symbol)) : NULL;
+    if (!name)
+        return false;
+    Dwfl_Line *line = dwfl_module_getsrc(g->mod, pc);
+    int lineno = 0;
+    const char *file =
+        line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    file = file ? absolute_path(dwfl_line_comp_dir(line), own(strdup(file)))
+                : NULL;
+    *frame = (symbolize_frame){.system_name = name,
+                               .name = readable_name(name),
+                               .file = file ? file : "",
+                               .line = file ? lineno : 0};
+    *r = (symbolize_result){.frames = frame, .nframes = 1, .mapping = -1,
+                            .sym_offset = offset, .has_function = true,
+                            .has_file = file != NULL,
+                            .has_line = file && lineno > 0};
+    return true;
+}
+
 const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
                                           uintptr_t pc,
                                           const char **build_id)
@@ -762,9 +915,7 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
     *build_id = g && g->build_id ? g->build_id : "";
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    if (g && g->mod)
-        symbolize_in(g->mod, -1, pc, &r, frames);
-    else
+    if (!(g && g->mod && gone_symbol(g, pc, &r, frames)))
         unloaded_frame(o, pc, &r, frames);
     struct entry *e = entry_of(pc, &r);
     if (!e)
@@ -792,6 +943,16 @@ static size_t tables_bytes(void)
     return symdw_bytes() + symst_bytes();
 }
 
+/* Empties the cache, the tables its results point into, and the modules
+ * they are known by. */
+static void flush_all_tables(void)
+{
+    flush_cache();
+    symdw_flush();
+    symst_flush();
+    forget_modules();
+}
+
 /* Empties an overgrown cache, and the decoded units with it when both
  * hold more than symbolize_max_kb; only between sessions, when no result
  * of an earlier one is in use.  A session itself is never cut short: it
@@ -801,27 +962,20 @@ static void bound_cache(void)
     size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
     if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
-    if (S.cache_bytes + tables_bytes() > max) {
-        symdw_flush();
-        symst_flush();
-    }
+    if (S.cache_bytes + tables_bytes() > max)
+        flush_all_tables();
 }
 
-/* Lets go of everything: cache, decoded units, libdw's modules (their
- * debug files mapped and sections inflated), mappings.  The next session
- * reports the modules again. */
+/* Lets go of everything: cache, decoded units, symbols, mappings.  The
+ * next session reads the mappings and opens the modules again. */
 static void release_all(void)
 {
-    flush_cache(); /* before the modules its strings point into go */
-    symdw_flush();
-    symst_flush();
-    drop_gone_modules();
-    if (S.dwfl)
-        dwfl_end(S.dwfl);
-    S.dwfl = NULL;
+    flush_all_tables();
     free_mappings(S.maps, S.nmaps);
     S.maps = NULL;
     S.nmaps = 0;
+    S.maps_known = false;
+    give_back_pages();
     atomic_store(&own_bytes, 0);
 }
 
@@ -831,7 +985,7 @@ void symbolize_release_if_idle(void)
         return; /* a session is running: not idle */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (S.dwfl &&
+    if (S.maps_known &&
         now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
         collect_internal_enter(); /* frees what the internal scope took */
         release_all();
@@ -852,30 +1006,30 @@ void symbolize_begin(void)
     bound_cache();
     /* No dlopen or dlclose since the last look: the modules are those. */
     loader_counts counts = loader_counts_now();
-    if (S.dwfl && loader_counts_equal(counts, S.counts))
+    if (S.maps_known && loader_counts_equal(counts, S.counts))
         return;
     struct mapping *maps;
     size_t n;
     if (read_exec_mappings(&maps, &n) != 0)
         return; /* keep the last view; lookups still work from it */
     S.counts = counts;
-    if (S.dwfl && same_mappings(maps, n, S.maps, S.nmaps)) {
+    if (S.maps_known && same_mappings(maps, n, S.maps, S.nmaps)) {
         free_mappings(maps, n);
         return;
     }
-    flush_cache(); /* before the modules its strings point into go */
-    symdw_flush(); /* tables are known by libdw's handles: those may go */
-    symst_flush();
-    drop_gone_modules();
+    flush_all_tables(); /* known by load addresses, which may be others' now */
     free_mappings(S.maps, S.nmaps);
     S.maps = maps;
     S.nmaps = n;
-    report_modules();
+    S.maps_known = true;
+    open_modules(); /* for the build ids */
     publish_mappings();
 }
 
 void symbolize_end(void)
 {
+    close_modules();
+    drop_gone_modules(); /* libdw's state, as for the others */
     clock_gettime(CLOCK_MONOTONIC, &S.last_used);
     atomic_store(&own_bytes, S.cache_bytes + tables_bytes());
     pthread_mutex_unlock(&S.lock);

@@ -2,14 +2,15 @@
  * symbolize.h -- program counters to functions, files and lines, and the
  * process's executable mappings (symbolize.c, using elfutils' libdw).
  *
- * One symbolizer serves the whole process: loading DWARF is costly, so the
- * modules, the tables decoded from them and a cache of every address
- * looked up are kept from one profile to the next, within a bound
- * (symbolize_max_kb) and until the symbolizer is idle
- * (symbolize_idle_seconds).  Lookups happen in a session, between symbolize_begin() and
- * symbolize_end(), which holds the symbolizer's lock (libdw is not
- * thread-safe) and gives the session one consistent view of the mappings;
- * every pointer handed out stays valid until symbolize_end().
+ * One symbolizer serves the whole process: decoding DWARF is costly, so the
+ * tables decoded from it and a cache of every address looked up are kept
+ * from one profile to the next, within a bound (symbolize_max_kb) and
+ * until the symbolizer is idle (symbolize_idle_seconds); libdw itself is
+ * open only during a session that needs it.  Lookups happen in a
+ * session, between symbolize_begin() and symbolize_end(), which holds the
+ * symbolizer's lock (libdw is not thread-safe) and gives the session one
+ * consistent view of the mappings; every pointer handed out stays valid
+ * until symbolize_end().
  * Never used from a signal handler.
  */
 #ifndef CPPROF_SYMBOLIZE_H
@@ -65,8 +66,9 @@ typedef struct {
     uintptr_t bias;
 } symbolize_gone;
 
-/* The frames at pc in that object, from its file while the file is still
- * the one that was mapped (same device and inode), else one made-up frame
+/* The frame at pc in that object (its function and line, without inline
+ * frames), from its file while the file is still the one that was mapped
+ * (same device and inode) and a symbol holds pc, else one made-up frame
  * "[unloaded NAME]+0xADDR" (ADDR: pc minus the bias); never another
  * object's.  The result's mapping is -1 (the caller has its own); its
  * build id (or "") into *build_id.  Within a session, like symbolize_pc;
@@ -75,14 +77,14 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
                                           uintptr_t pc,
                                           const char **build_id);
 
-/* Lets go of all the symbolizer holds (libdw's state of every object, its
- * decoded tables, the cache) once no session ran for
- * symbolize_idle_seconds; the next session opens the objects again.
- * Called periodically (the HTTP server's watch thread); never blocks. */
+/* Lets go of all the symbolizer holds (its decoded tables, the cache, the
+ * mappings) once no session ran for symbolize_idle_seconds; the next
+ * session decodes what it needs again.  Called periodically (the HTTP
+ * server's watch thread); never blocks. */
 void symbolize_release_if_idle(void);
 
 /* Bytes of the symbolizer's decoded tables and cached results, as of the
- * last session (libdw's own state is not counted: see README). */
+ * last session: all it keeps between sessions (libdw is closed). */
 size_t symbolize_own_bytes(void);
 
 /* The executable mappings, in address order (the main binary first in any

@@ -18,14 +18,22 @@
  * subprogram are the callers.  Each function's own ranges are kept in a
  * third array, in tree order, for that check.
  *
- * Units are found again through the address of libdwfl's DIE for them,
- * which stays put while the module is reported; symdw_flush() must run
- * before the modules are reported again.
+ * The same walk copies what the lookups will need out of libdw: the
+ * functions' names (each distinct string once, in one block per unit)
+ * and the compilation directory; the unit's line table is decoded into
+ * compact rows with its file table (symbolize_lines.c).  A decoded unit
+ * therefore holds no pointer into libdw, which symbolize.c closes at the
+ * end of every session: units are found again by their module's load
+ * address and their offset in .debug_info, which stay the same while the
+ * mappings do (symdw_flush() runs when they change).
  */
 #define _GNU_SOURCE
 #include "symbolize_dwarf.h"
+#include "symbolize_lines.h"
 
 #include <dwarf.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +42,11 @@
  * the bound keeps a malformed file from exhausting the stack). */
 #define MAX_DIE_DEPTH 128
 
+/* A name offset for "no name". */
+#define NO_NAME UINT32_MAX
+
 struct fn {
-    const char *name;
+    uint32_t name;       /* offset in the unit's names, or NO_NAME */
     int32_t parent;      /* index of the enclosing function, or -1 */
     uint32_t depth;      /* 0 for a subprogram at the unit's top */
     uint32_t first_span; /* its ranges: spans[first_span..+nspans] */
@@ -50,21 +61,46 @@ struct span {
 };
 
 struct range {
-    Dwarf_Addr lo, hi;
+    Dwarf_Addr lo; /* where it starts: its end is the span's (fn_covers) */
     uint32_t fn, depth;
 };
 
-struct unit {
-    Dwarf_Die *cudie;
+struct symdw_unit {
+    uintptr_t module; /* the module's load address */
+    Dwarf_Off offset; /* the unit's in .debug_info */
+    Dwarf_Addr bias;  /* process address minus the unit's */
     struct fn *fns;
     struct span *spans;
     struct range *ranges;
     size_t nfns, nspans, capfns, capspans;
+    char *names; /* functions' names and the compilation directory */
+    size_t names_size, names_cap;
+    uint32_t comp_dir; /* offset in names, or NO_NAME */
+    symln_table *lines; /* NULL: the unit has no usable line table */
+    /* While decoding: libdw's strings already copied, by address. */
+    struct copied *copied;
+    size_t ncopied, capcopied;
+};
+
+struct copied {
+    const char *libdw;
+    uint32_t name;
+};
+
+typedef struct symdw_unit unit;
+
+/* An address range of a decoded unit, in the process's addresses. */
+struct unit_range {
+    uintptr_t lo, hi;
+    const unit *u;
 };
 
 static struct {
-    struct unit **slots; /* open addressing on cudie; NULL is empty */
+    unit **slots; /* open addressing on (module, offset); NULL is empty */
     size_t nslots, nunits;
+    struct unit_range *ranges; /* of every decoded unit */
+    size_t nranges, capranges;
+    bool ranges_sorted;
     size_t bytes;
 } U;
 
@@ -99,6 +135,67 @@ static const char *die_name(Dwarf_Die *die)
     return name;
 }
 
+static size_t copied_slot(const char *libdw, size_t cap)
+{
+    return (size_t)(((uint64_t)(uintptr_t)libdw * 0x9E3779B97F4A7C15ull) >>
+                    17) &
+           (cap - 1);
+}
+
+static bool grow_copied(unit *u)
+{
+    size_t cap = u->capcopied ? 2 * u->capcopied : 1024;
+    struct copied *table = calloc(cap, sizeof *table);
+    if (!table)
+        return false;
+    for (size_t i = 0; i < u->capcopied; i++) {
+        if (!u->copied[i].libdw)
+            continue;
+        size_t j = copied_slot(u->copied[i].libdw, cap);
+        while (table[j].libdw)
+            j = (j + 1) & (cap - 1);
+        table[j] = u->copied[i];
+    }
+    free(u->copied);
+    u->copied = table;
+    u->capcopied = cap;
+    return true;
+}
+
+/* Offset in u->names of a copy of libdw's string s (each string, which
+ * libdw gives as one address however many DIEs name it, copied once);
+ * NO_NAME for NULL.  -1 in *failed when out of memory. */
+static uint32_t copy_name(unit *u, const char *s, int *failed)
+{
+    if (!s)
+        return NO_NAME;
+    if (2 * (u->ncopied + 1) > u->capcopied && !grow_copied(u)) {
+        *failed = -1;
+        return NO_NAME;
+    }
+    size_t i = copied_slot(s, u->capcopied);
+    for (; u->copied[i].libdw; i = (i + 1) & (u->capcopied - 1))
+        if (u->copied[i].libdw == s)
+            return u->copied[i].name;
+    size_t len = strlen(s) + 1;
+    while (u->names_size + len > u->names_cap) {
+        size_t cap = u->names_cap ? 2 * u->names_cap : 4096;
+        char *grown = cap < NO_NAME ? realloc(u->names, cap) : NULL;
+        if (!grown) {
+            *failed = -1;
+            return NO_NAME;
+        }
+        u->names = grown;
+        u->names_cap = cap;
+    }
+    uint32_t at = (uint32_t)u->names_size;
+    memcpy(u->names + at, s, len);
+    u->names_size += len;
+    u->copied[i] = (struct copied){s, at};
+    u->ncopied++;
+    return at;
+}
+
 static int32_t udata_attr(Dwarf_Die *die, int name, int32_t absent)
 {
     Dwarf_Attribute attr;
@@ -112,7 +209,7 @@ static int32_t udata_attr(Dwarf_Die *die, int name, int32_t absent)
 /* Adds the function at die with its ranges.  Returns its index, -1 when
  * it has no code (an abstract or declared-only function), -2 when out of
  * memory. */
-static int32_t add_function(struct unit *u, Dwarf_Die *die, int32_t parent)
+static int32_t add_function(unit *u, Dwarf_Die *die, int32_t parent)
 {
     size_t first = u->nspans;
     Dwarf_Addr base, lo, hi;
@@ -130,11 +227,14 @@ static int32_t add_function(struct unit *u, Dwarf_Die *die, int32_t parent)
     if (u->nfns >= INT32_MAX ||
         !grow((void **)&u->fns, &u->capfns, u->nfns, sizeof *u->fns))
         return -2;
-    int decl_line = 0;
+    int decl_line = 0, failed = 0;
     dwarf_decl_line(die, &decl_line);
     bool inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
+    uint32_t name = copy_name(u, die_name(die), &failed);
+    if (failed)
+        return -2;
     u->fns[u->nfns] = (struct fn){
-        .name = die_name(die),
+        .name = name,
         .parent = parent,
         .depth = parent < 0 ? 0 : u->fns[parent].depth + 1,
         .first_span = (uint32_t)first,
@@ -164,7 +264,7 @@ static bool may_hold_code(int tag)
 
 /* Adds the functions below die, whose innermost enclosing function is
  * parent.  0, or -1 when out of memory. */
-static int decode_children(struct unit *u, Dwarf_Die *die, int32_t parent,
+static int decode_children(unit *u, Dwarf_Die *die, int32_t parent,
                            int depth)
 {
     Dwarf_Die child;
@@ -197,7 +297,7 @@ static int by_start_outer_first(const void *a, const void *b)
 }
 
 /* The sorted ranges of every function of u. */
-static int sort_ranges(struct unit *u)
+static int sort_ranges(unit *u)
 {
     u->ranges = malloc((u->nspans ? u->nspans : 1) * sizeof *u->ranges);
     if (!u->ranges)
@@ -205,68 +305,144 @@ static int sort_ranges(struct unit *u)
     for (size_t f = 0; f < u->nfns; f++)
         for (uint32_t s = 0; s < u->fns[f].nspans; s++) {
             const struct span *sp = &u->spans[u->fns[f].first_span + s];
-            u->ranges[u->fns[f].first_span + s] = (struct range){
-                sp->lo, sp->hi, (uint32_t)f, u->fns[f].depth};
+            u->ranges[u->fns[f].first_span + s] =
+                (struct range){sp->lo, (uint32_t)f, u->fns[f].depth};
         }
     qsort(u->ranges, u->nspans, sizeof *u->ranges, by_start_outer_first);
     return 0;
 }
 
-static void free_unit(struct unit *u)
+static void free_unit(unit *u)
 {
     if (!u)
         return;
     free(u->fns);
     free(u->spans);
     free(u->ranges);
+    free(u->names);
+    free(u->copied);
+    symln_free(u->lines);
     free(u);
 }
 
-static size_t unit_bytes(const struct unit *u)
+static size_t unit_bytes(const unit *u)
 {
-    return sizeof *u + u->capfns * sizeof *u->fns +
-           u->capspans * sizeof *u->spans + u->nspans * sizeof *u->ranges;
+    return sizeof *u + u->nfns * sizeof *u->fns +
+           u->nspans * (sizeof *u->spans + sizeof *u->ranges) +
+           u->names_size + (u->lines ? symln_bytes(u->lines) : 0);
 }
 
-static struct unit *decode_unit(Dwarf_Die *cudie)
+/* Gives back what growing by doubling left unused, and the table of
+ * copied strings, which only the decoding needs. */
+static void shrink_unit(unit *u)
 {
-    struct unit *u = calloc(1, sizeof *u);
+    struct fn *fns = realloc(u->fns, (u->nfns ? u->nfns : 1) * sizeof *fns);
+    if (fns)
+        u->fns = fns;
+    struct span *spans =
+        realloc(u->spans, (u->nspans ? u->nspans : 1) * sizeof *spans);
+    if (spans)
+        u->spans = spans;
+    char *names = realloc(u->names, u->names_size ? u->names_size : 1);
+    if (names)
+        u->names = names;
+    free(u->copied);
+    u->copied = NULL;
+    u->ncopied = u->capcopied = 0;
+}
+
+/* Says once, on stderr, that a unit's line table could not be used. */
+static void warn_lines(Dwfl_Module *mod, Dwarf_Off offset, int rc)
+{
+    static bool warned;
+    if (warned || rc == -ENOENT)
+        return; /* a unit without a line table is no fault */
+    warned = true;
+    const char *name =
+        dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    fprintf(stderr,
+            "cpprof: symbolizer: the line table of the unit at 0x%llx of %s "
+            "is %s; its addresses get no file or line (said once)\n",
+            (unsigned long long)offset, name ? name : "?",
+            rc == -ENOMEM ? "too large for memory" : "malformed");
+}
+
+/* The unit's line table, through DW_AT_stmt_list.  0, or a negative
+ * code (-ENOENT: the unit has none). */
+static int decode_lines(unit *u, Dwfl_Module *mod, Dwarf_Die *cudie)
+{
+    Dwarf_Addr bias;
+    Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+    Dwarf_Attribute attr;
+    Dwarf_Word offset;
+    Dwarf_Die cu;
+    uint8_t address_size;
+    symln_sections sec;
+    if (!dw ||
+        dwarf_formudata(dwarf_attr(cudie, DW_AT_stmt_list, &attr), &offset) !=
+            0 ||
+        dwarf_diecu(cudie, &cu, &address_size, NULL) == NULL ||
+        symln_sections_of(dw, &sec) != 0)
+        return -ENOENT;
+    const char *comp_dir =
+        u->comp_dir == NO_NAME ? NULL : u->names + u->comp_dir;
+    return symln_decode(&sec, offset, address_size, comp_dir, &u->lines);
+}
+
+static unit *decode_unit(Dwfl_Module *mod, uintptr_t module,
+                         Dwarf_Die *cudie, Dwarf_Addr bias)
+{
+    unit *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
-    u->cudie = cudie;
-    if (decode_children(u, cudie, -1, 0) != 0 || sort_ranges(u) != 0) {
+    u->module = module;
+    u->offset = dwarf_dieoffset(cudie);
+    u->bias = bias;
+    Dwarf_Attribute attr;
+    int failed = 0;
+    u->comp_dir = copy_name(
+        u, dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr)),
+        &failed);
+    if (failed || decode_children(u, cudie, -1, 0) != 0 ||
+        sort_ranges(u) != 0) {
         free_unit(u);
         return NULL;
     }
+    shrink_unit(u);
+    int rc = decode_lines(u, mod, cudie);
+    if (rc != 0)
+        warn_lines(mod, u->offset, rc);
     return u;
 }
 
-/* ---- Units by DIE ------------------------------------------------------- */
+/* ---- Units by module and offset ----------------------------------------- */
 
-static size_t slot_of(const Dwarf_Die *cudie, size_t nslots)
+static size_t slot_of(uintptr_t module, Dwarf_Off offset, size_t nslots)
 {
-    return (size_t)(((uint64_t)(uintptr_t)cudie * 0x9E3779B97F4A7C15ull) >>
+    return (size_t)(((uint64_t)(module ^ offset) * 0x9E3779B97F4A7C15ull) >>
                     17) &
            (nslots - 1);
 }
 
-static struct unit **unit_slot(Dwarf_Die *cudie)
+static unit **unit_slot(uintptr_t module, Dwarf_Off offset)
 {
-    for (size_t i = slot_of(cudie, U.nslots);; i = (i + 1) & (U.nslots - 1))
-        if (!U.slots[i] || U.slots[i]->cudie == cudie)
+    for (size_t i = slot_of(module, offset, U.nslots);;
+         i = (i + 1) & (U.nslots - 1))
+        if (!U.slots[i] ||
+            (U.slots[i]->module == module && U.slots[i]->offset == offset))
             return &U.slots[i];
 }
 
 static int grow_units(void)
 {
     size_t nslots = U.nslots ? 2 * U.nslots : 64;
-    struct unit **slots = calloc(nslots, sizeof *slots);
+    unit **slots = calloc(nslots, sizeof *slots);
     if (!slots)
         return -1;
     for (size_t i = 0; i < U.nslots; i++) {
         if (!U.slots[i])
             continue;
-        size_t j = slot_of(U.slots[i]->cudie, nslots);
+        size_t j = slot_of(U.slots[i]->module, U.slots[i]->offset, nslots);
         while (slots[j])
             j = (j + 1) & (nslots - 1);
         slots[j] = U.slots[i];
@@ -278,19 +454,44 @@ static int grow_units(void)
     return 0;
 }
 
-/* The decoded unit of cudie, decoding it on first use; NULL when out of
- * memory. */
-static struct unit *unit_of(Dwarf_Die *cudie)
+/* Remembers the unit's own address ranges, by which later sessions find
+ * it without libdw (symdw_chain_decoded).  A unit whose ranges could not all be
+ * kept is only found through libdw, as before. */
+static void add_unit_ranges(const unit *u, Dwarf_Die *cudie)
 {
+    size_t first = U.nranges;
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(cudie, off, &base, &lo, &hi)) > 0) {
+        if (lo >= hi)
+            continue;
+        if (!grow((void **)&U.ranges, &U.capranges, U.nranges,
+                  sizeof *U.ranges)) {
+            U.nranges = first;
+            return;
+        }
+        U.ranges[U.nranges++] =
+            (struct unit_range){lo + u->bias, hi + u->bias, u};
+    }
+    U.ranges_sorted = U.nranges == first && U.ranges_sorted;
+}
+
+/* The decoded unit of cudie in mod, decoding it on first use; NULL when
+ * out of memory. */
+static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie, Dwarf_Addr bias)
+{
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
     if (2 * (U.nunits + 1) > U.nslots && grow_units() != 0)
         return NULL;
-    struct unit **slot = unit_slot(cudie);
+    unit **slot = unit_slot((uintptr_t)low, dwarf_dieoffset(cudie));
     if (!*slot) {
-        *slot = decode_unit(cudie);
+        *slot = decode_unit(mod, (uintptr_t)low, cudie, bias);
         if (!*slot)
             return NULL;
         U.nunits++;
         U.bytes += unit_bytes(*slot);
+        add_unit_ranges(*slot, cudie);
     }
     return *slot;
 }
@@ -300,18 +501,20 @@ void symdw_flush(void)
     for (size_t i = 0; i < U.nslots; i++)
         free_unit(U.slots[i]);
     free(U.slots);
+    free(U.ranges);
     U.slots = NULL;
-    U.nslots = U.nunits = U.bytes = 0;
+    U.ranges = NULL;
+    U.nslots = U.nunits = U.bytes = U.nranges = U.capranges = 0;
 }
 
 size_t symdw_bytes(void)
 {
-    return U.bytes;
+    return U.bytes + U.capranges * sizeof *U.ranges;
 }
 
 /* ---- Lookup ------------------------------------------------------------- */
 
-static bool fn_covers(const struct unit *u, int32_t f, Dwarf_Addr a)
+static bool fn_covers(const unit *u, int32_t f, Dwarf_Addr a)
 {
     const struct span *sp = &u->spans[u->fns[f].first_span];
     for (uint32_t i = 0; i < u->fns[f].nspans; i++)
@@ -321,7 +524,7 @@ static bool fn_covers(const struct unit *u, int32_t f, Dwarf_Addr a)
 }
 
 /* Index of the last range starting at or below a, or -1. */
-static ptrdiff_t last_range_at_or_below(const struct unit *u, Dwarf_Addr a)
+static ptrdiff_t last_range_at_or_below(const unit *u, Dwarf_Addr a)
 {
     size_t lo = 0, hi = u->nspans;
     while (lo < hi) {
@@ -335,7 +538,7 @@ static ptrdiff_t last_range_at_or_below(const struct unit *u, Dwarf_Addr a)
 }
 
 /* The innermost function holding a, or -1. */
-static int32_t innermost_at(const struct unit *u, Dwarf_Addr a)
+static int32_t innermost_at(const unit *u, Dwarf_Addr a)
 {
     ptrdiff_t k = last_range_at_or_below(u, a);
     int32_t f = k >= 0 ? (int32_t)u->ranges[k].fn : -1;
@@ -344,19 +547,17 @@ static int32_t innermost_at(const struct unit *u, Dwarf_Addr a)
     return f;
 }
 
-size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
-                   size_t max, Dwarf_Die **cudie, Dwarf_Addr *bias)
+/* The chain at a (the unit's address) in u. */
+static size_t chain_in(const unit *u, Dwarf_Addr a, symdw_frame *frames,
+                       size_t max)
 {
-    *bias = 0;
-    *cudie = dwfl_module_addrdie(mod, pc, bias);
-    struct unit *u = *cudie ? unit_of(*cudie) : NULL;
     size_t n = 0;
     int32_t inner = -1;
-    for (int32_t f = u ? innermost_at(u, pc - *bias) : -1; f >= 0 && n < max;
+    for (int32_t f = innermost_at(u, a); f >= 0 && n < max;
          f = u->fns[f].parent) {
         const struct fn *fn = &u->fns[f];
         frames[n++] = (symdw_frame){
-            .system_name = fn->name,
+            .system_name = fn->name == NO_NAME ? NULL : u->names + fn->name,
             .start_line = fn->start_line,
             .call_file = inner >= 0 ? u->fns[inner].call_file : -1,
             .call_line = inner >= 0 ? u->fns[inner].call_line : 0,
@@ -366,4 +567,57 @@ size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
             break;
     }
     return n;
+}
+
+size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
+                   size_t max, const symdw_unit **unitp, Dwarf_Addr *bias)
+{
+    *bias = 0;
+    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, bias);
+    const unit *u = cudie ? unit_of(mod, cudie, *bias) : NULL;
+    *unitp = u;
+    return u ? chain_in(u, pc - *bias, frames, max) : 0;
+}
+
+static int by_range_start(const void *a, const void *b)
+{
+    const struct unit_range *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+size_t symdw_chain_decoded(uintptr_t pc, symdw_frame *frames, size_t max,
+                           const symdw_unit **unitp, Dwarf_Addr *bias)
+{
+    if (!U.ranges_sorted) {
+        qsort(U.ranges, U.nranges, sizeof *U.ranges, by_range_start);
+        U.ranges_sorted = true;
+    }
+    size_t lo = 0, hi = U.nranges; /* first range starting above pc */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (U.ranges[mid].lo <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const struct unit_range *r = lo > 0 ? &U.ranges[lo - 1] : NULL;
+    *unitp = r && pc < r->hi ? r->u : NULL;
+    *bias = *unitp ? (*unitp)->bias : 0;
+    return *unitp ? chain_in(*unitp, pc - *bias, frames, max) : 0;
+}
+
+const char *symdw_comp_dir(const symdw_unit *u)
+{
+    return u->comp_dir == NO_NAME ? NULL : u->names + u->comp_dir;
+}
+
+const char *symdw_file(const symdw_unit *u, int64_t idx)
+{
+    return u->lines ? symln_file(u->lines, idx) : NULL;
+}
+
+int symdw_line(const symdw_unit *u, Dwarf_Addr addr, const char **file,
+               int64_t *line)
+{
+    return u->lines ? symln_lookup(u->lines, addr, file, line) : -1;
 }

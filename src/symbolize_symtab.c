@@ -9,26 +9,30 @@
  * the same address a global one wins over a weak one over a local one, as
  * in libdwfl.  A sized symbol must hold the address; one without a size
  * is taken as reaching the next symbol (hand-written assembly often has
- * no sizes), as libdwfl does.  Tables are found again by module, whose
- * handle stays put while the module is reported; symst_flush() must run
- * before the modules are reported again.
+ * no sizes), as libdwfl does.  The names are copied into one block per
+ * table, so that a table outlives libdw's state (symbolize.c closes it
+ * after every session); tables are found again by the module's load
+ * address, which stays the same while the mappings do (symst_flush()
+ * runs when they change).
  */
 #define _GNU_SOURCE
 #include "symbolize_symtab.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct sym {
     uintptr_t start, size;
-    const char *name;
-    int rank; /* 0 global, 1 weak, 2 local: lower wins */
+    uint32_t name; /* offset in the table's names */
+    int32_t rank;  /* 0 global, 1 weak, 2 local: lower wins */
 };
 
 struct table {
-    Dwfl_Module *mod;
+    uintptr_t module; /* the module's load address */
     struct sym *syms;
     size_t n;
+    char *names;
 };
 
 static struct {
@@ -65,32 +69,63 @@ static int by_start_then_rank(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
+/* Copies the symbols' names into one block; false when out of memory
+ * (or past 4 GiB of names). */
+static bool copy_names(struct table *t, const char **libdw)
+{
+    size_t size = 0;
+    for (size_t i = 0; i < t->n; i++)
+        size += strlen(libdw[i]) + 1;
+    t->names = size < UINT32_MAX ? malloc(size ? size : 1) : NULL;
+    if (!t->names)
+        return false;
+    char *at = t->names;
+    for (size_t i = 0; i < t->n; i++) {
+        t->syms[i].name = (uint32_t)(at - t->names);
+        at = stpcpy(at, libdw[i]) + 1;
+    }
+    T.bytes += size;
+    return true;
+}
+
 /* The sorted symbols of mod; an empty table when it has none or memory
  * ran out (lookups then find nothing, as without a symbol table). */
-static void build_table(struct table *t, Dwfl_Module *mod)
+static void build_table(struct table *t, Dwfl_Module *mod, uintptr_t module)
 {
-    *t = (struct table){.mod = mod};
+    *t = (struct table){.module = module};
     int count = dwfl_module_getsymtab(mod);
     t->syms = count > 0 ? malloc((size_t)count * sizeof *t->syms) : NULL;
-    for (int i = 0; t->syms && i < count; i++) {
+    const char **libdw =
+        count > 0 ? malloc((size_t)count * sizeof *libdw) : NULL;
+    for (int i = 0; t->syms && libdw && i < count; i++) {
         GElf_Sym s;
         GElf_Addr addr;
         GElf_Word shndx;
         const char *name = dwfl_module_getsym_info(mod, i, &s, &addr, &shndx,
                                                    NULL, NULL);
-        if (name && name[0] && names_code_or_data(&s, shndx))
+        if (name && name[0] && names_code_or_data(&s, shndx)) {
+            libdw[t->n] = name;
             t->syms[t->n++] = (struct sym){(uintptr_t)addr,
-                                           (uintptr_t)s.st_size, name,
+                                           (uintptr_t)s.st_size, 0,
                                            binding_rank(&s)};
+        }
     }
+    if (!libdw || !copy_names(t, libdw)) {
+        free(t->syms);
+        t->syms = NULL;
+        t->n = 0;
+    }
+    free(libdw);
     qsort(t->syms, t->n, sizeof *t->syms, by_start_then_rank);
-    T.bytes += (count > 0 ? (size_t)count : 0) * sizeof *t->syms;
+    T.bytes += t->n * sizeof *t->syms;
 }
 
 static struct table *table_of(Dwfl_Module *mod)
 {
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
     for (size_t i = 0; i < T.n; i++)
-        if (T.tables[i].mod == mod)
+        if (T.tables[i].module == (uintptr_t)low)
             return &T.tables[i];
     if (T.n == T.cap) {
         size_t ncap = T.cap ? 2 * T.cap : 16;
@@ -101,15 +136,14 @@ static struct table *table_of(Dwfl_Module *mod)
         T.tables = grown;
         T.cap = ncap;
     }
-    build_table(&T.tables[T.n], mod);
+    build_table(&T.tables[T.n], mod, (uintptr_t)low);
     return &T.tables[T.n++];
 }
 
-const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
+/* The symbol of t holding pc, or NULL. */
+static const char *search(const struct table *t, uintptr_t pc,
+                          uintptr_t *offset)
 {
-    const struct table *t = table_of(mod);
-    if (!t)
-        return NULL;
     size_t lo = 0, hi = t->n;
     while (lo < hi) { /* first symbol starting above pc */
         size_t mid = lo + (hi - lo) / 2;
@@ -127,7 +161,24 @@ const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
     if (s->size && pc - s->start >= s->size)
         return NULL;
     *offset = pc - s->start;
-    return s->name;
+    return t->names + s->name;
+}
+
+const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset)
+{
+    const struct table *t = table_of(mod);
+    return t ? search(t, pc, offset) : NULL;
+}
+
+int symst_lookup_built(uintptr_t module, uintptr_t pc, const char **name,
+                       uintptr_t *offset)
+{
+    for (size_t i = 0; i < T.n; i++)
+        if (T.tables[i].module == module) {
+            *name = search(&T.tables[i], pc, offset);
+            return 0;
+        }
+    return -1;
 }
 
 size_t symst_bytes(void)
@@ -137,8 +188,10 @@ size_t symst_bytes(void)
 
 void symst_flush(void)
 {
-    for (size_t i = 0; i < T.n; i++)
+    for (size_t i = 0; i < T.n; i++) {
         free(T.tables[i].syms);
+        free(T.tables[i].names);
+    }
     free(T.tables);
     T.tables = NULL;
     T.n = T.cap = T.bytes = 0;

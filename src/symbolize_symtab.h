@@ -16,14 +16,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Name (libdw's string) of the symbol of mod holding pc, with pc's offset
- * from its start in *offset; NULL when there is none. */
+/* Name (the table's copy, valid until symst_flush()) of the symbol of mod
+ * holding pc, with pc's offset from its start in *offset; NULL when there
+ * is none. */
 const char *symst_lookup(Dwfl_Module *mod, uintptr_t pc, uintptr_t *offset);
+
+/* The same from a table already built, without libdw: the module by its
+ * load address.  0 (*name NULL when no symbol holds pc), or -1 when the
+ * module's table is not built. */
+int symst_lookup_built(uintptr_t module, uintptr_t pc, const char **name,
+                       uintptr_t *offset);
 
 /* Bytes the sorted tables hold. */
 size_t symst_bytes(void);
 
-/* Forgets every table: before the modules they describe go. */
+/* Forgets every table, whose names results may point to: with the
+ * results, and when the modules change. */
 void symst_flush(void);
 
 #endif

@@ -5,10 +5,12 @@
 # bench/gen_symbolize.sh (a C file with inlined helpers, a template-heavy
 # C++ file; small versions, compiled -g -O2 as shared objects), through
 # test/symbolize_dump.  Also with DWARF 4, with the debug sections
-# compressed (zlib), which libdw must inflate, and with the debug
-# information in a separate file named by .gnu_debuglink, and without
-# debug information (the symbol table's names, no file or line); and the
-# release of everything after symbolize_idle_seconds.
+# compressed (zlib), which cpprof inflates into a memfd for libdw, with
+# the debug information in a separate file named by .gnu_debuglink
+# (compressed too; without a build id, found by the link's CRC), and without
+# debug information (the symbol table's names, no file or line); the line
+# tables of the same objects against libdw's (test/check_symlines); and
+# the release of everything after symbolize_idle_seconds.
 set -u
 : "${top_builddir:=.}"
 srcdir=$(dirname "$0")/..
@@ -94,6 +96,18 @@ variant() { # from to how
         objcopy --only-keep-debug "$tmp/$1.so" "$tmp/$2.debug" &&
             objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
                 "$tmp/$1.so" "$tmp/$2.so" ;;
+    debuglink-compressed) # the debug file's sections compressed
+        objcopy --only-keep-debug --compress-debug-sections=zlib \
+            "$tmp/$1.so" "$tmp/$2.debug" &&
+            objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
+                "$tmp/$1.so" "$tmp/$2.so" ;;
+    debuglink-crc) # the same, the object without a build id: the link's
+        # CRC is what ties the debug file to it
+        objcopy --remove-section=.note.gnu.build-id "$tmp/$1.so" \
+            "$tmp/$2.nobid.so" &&
+            objcopy --only-keep-debug "$tmp/$2.nobid.so" "$tmp/$2.debug" &&
+            objcopy --strip-debug --add-gnu-debuglink="$tmp/$2.debug" \
+                "$tmp/$2.nobid.so" "$tmp/$2.so" ;;
     symtab) objcopy --strip-debug "$tmp/$1.so" "$tmp/$2.so" ;;
     esac || fail "$2: objcopy failed"
     case $3 in
@@ -110,10 +124,56 @@ g++ -gdwarf-4 -O2 -shared -fPIC -o "$tmp/cxx-dwarf4.so" "$tmp/cxx.cc" ||
     fail "cxx-dwarf4: could not compile"
 variant c c-compressed compressed
 variant cxx cxx-debuglink debuglink
+variant c c-debuglink-crc debuglink-crc
+variant cxx cxx-debuglink-compressed debuglink-compressed
+readelf -S "$tmp/cxx-debuglink-compressed.debug" | grep -A1 debug_info |
+    grep -q ' C ' || fail "cxx-debuglink-compressed: not compressed"
 variant c c-symtab symtab
-for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink c-symtab; do
+for name in c cxx cxx-dwarf4 c-compressed cxx-debuglink \
+    cxx-debuglink-compressed c-debuglink-crc c-symtab; do
     compare $name
 done
+
+# A compressed debug file reaches libdw inflated in a memfd (not in the
+# heap), which is gone once the session ends; an uncompressed one is read
+# as it is.
+"$DUMP" "$tmp/cxx-debuglink-compressed.so" memfd <"$tmp/cxx.addrs" \
+    2>"$tmp/memfd" >/dev/null || fail "memfd: symbolize_dump failed"
+head -n 1 "$tmp/memfd" | grep -q '^memfd: during [1-9][0-9]*, after 0$' ||
+    fail "memfd: $(cat "$tmp/memfd") (want an inflated copy, closed after)"
+# New addresses in the units decoded: answered without opening libdw.
+tail -n 1 "$tmp/memfd" | grep -q '^memfd: during 0, after 0$' ||
+    fail "memfd: $(cat "$tmp/memfd") (libdw opened again for decoded units)"
+"$DUMP" "$tmp/cxx-debuglink.so" memfd <"$tmp/cxx.addrs" 2>"$tmp/memfd" \
+    >/dev/null || fail "memfd: symbolize_dump failed"
+[ "$(grep -c '^memfd: during 0, after 0$' "$tmp/memfd")" -eq 2 ] ||
+    fail "memfd: $(cat "$tmp/memfd") for an uncompressed debug file"
+echo "memfd: a compressed debug file inflated in a memfd, closed after the session, not opened again for decoded units"
+
+# A debug file whose CRC is not the link's is not the object's: unused.
+printf x >>"$tmp/c-debuglink-crc.debug"
+"$DUMP" "$tmp/c-debuglink-crc.so" <"$tmp/c.addrs" >"$tmp/stale" ||
+    fail "stale: symbolize_dump failed"
+! grep -v '^??:0$' "$tmp/stale" | grep -q ':[0-9]*$' ||
+    fail "stale: lines from a debug file whose CRC differs"
+echo "stale: a debug file with another CRC is not read"
+
+# An object without debug information anywhere: the symbolizer looks on
+# disk only, never through debuginfod (whose client would load libcurl
+# into the host and fetch from the network).
+DEBUGINFOD_URLS=http://127.0.0.1:9 LD_DEBUG=files "$DUMP" "$tmp/c-symtab.so" \
+    <"$tmp/c-symtab.addrs" 2>"$tmp/loaded" >/dev/null ||
+    fail "debuginfod: symbolize_dump failed"
+grep -q 'c-symtab.so' "$tmp/loaded" ||
+    fail "debuginfod: LD_DEBUG shows no objects loaded"
+! grep -q libdebuginfod "$tmp/loaded" ||
+    fail "debuginfod: the debuginfod client was loaded"
+echo "debuginfod: not loaded for an object without debug files"
+
+# cpprof's line tables are libdw's, on each kind of object.
+"$top_builddir/test/check_symlines" "$tmp/c.so" "$tmp/cxx.so" \
+    "$tmp/cxx-dwarf4.so" "$tmp/c-compressed.so" "$tmp/cxx-debuglink.debug" ||
+    fail "line tables differ from libdw's"
 
 # Left idle, the symbolizer lets go of everything, and answers the same
 # when asked again (the object opened anew).

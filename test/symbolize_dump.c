@@ -5,9 +5,15 @@
  * offset read from stdin (hex), "0x%016x" then per frame, innermost first,
  * the function's name as in DWARF or the symbol table, and "file:line".
  *
- * Usage: symbolize_dump OBJECT.so [release] < offsets
+ * Usage: symbolize_dump OBJECT.so [release|memfd] < offsets
  * The object is dlopened, so that the symbolizer sees it among the
- * process's mappings, as it sees a program's libraries.  With "release",
+ * process's mappings, as it sees a program's libraries.  With "memfd",
+ * it says on stderr how many of the process's mappings are the
+ * symbolizer's inflated copies of debug files, at the end of the session
+ * and after it ("memfd: during N, after M"): libdw closes them at the
+ * session's end; then it symbolizes every offset plus one, addresses not
+ * seen yet in the units already decoded, in a second session, and says
+ * the same of it (libdw is not even opened: during 0).  With "release",
  * every offset is symbolized twice, printed both times: between the
  * passes the symbolizer is left idle past symbolize_idle_seconds and must
  * let go of everything (its own-memory figure 0), so that the second pass
@@ -25,7 +31,21 @@
 #include <string.h>
 #include <time.h>
 
-static void dump(uintptr_t base, const unsigned long *offsets, size_t n)
+/* Mappings of the symbolizer's inflated copies (memfd:cpprof-debuginfo). */
+static int inflated_copies_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, "memfd:cpprof-debuginfo") != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static void dump(uintptr_t base, const unsigned long *offsets, size_t n,
+                 bool memfd)
 {
     symbolize_begin();
     for (size_t k = 0; k < n; k++) {
@@ -37,7 +57,11 @@ static void dump(uintptr_t base, const unsigned long *offsets, size_t n)
                    f->file[0] ? f->file : "??", f->line);
         }
     }
+    int during = memfd ? inflated_copies_mapped() : 0;
     symbolize_end();
+    if (memfd)
+        fprintf(stderr, "memfd: during %d, after %d\n", during,
+                inflated_copies_mapped());
 }
 
 /* Waits out the idle period (whole seconds of the monotonic clock are
@@ -65,12 +89,14 @@ int main(int argc, char **argv)
     struct link_map *lm;
     bool release = argc == 3 && strcmp(argv[2], "release") == 0 &&
                    getenv("CPPROF_SYMBOLIZE_IDLE_SECONDS");
-    void *h = argc == 2 || release ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)
-                                   : NULL;
+    bool memfd = argc == 3 && strcmp(argv[2], "memfd") == 0;
+    void *h = argc == 2 || release || memfd
+                  ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)
+                  : NULL;
     if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0) {
         fprintf(stderr,
                 "usage: [CPPROF_SYMBOLIZE_IDLE_SECONDS=N] symbolize_dump "
-                "OBJECT.so [release] < offsets (%s)\n",
+                "OBJECT.so [release|memfd] < offsets (%s)\n",
                 dlerror());
         return 2;
     }
@@ -80,11 +106,16 @@ int main(int argc, char **argv)
         if (n == cap && !(offsets = realloc(offsets, (cap = 2 * cap + 256) *
                                                          sizeof *offsets)))
             return 2;
-    dump(lm->l_addr, offsets, n);
+    dump(lm->l_addr, offsets, n, memfd);
+    if (memfd) {
+        for (size_t k = 0; k < n; k++)
+            offsets[k]++;
+        dump(lm->l_addr, offsets, n, memfd);
+    }
     if (release) {
         if (release_when_idle() != 0)
             return 1;
-        dump(lm->l_addr, offsets, n);
+        dump(lm->l_addr, offsets, n, false);
     }
     free(offsets);
     return 0;
