@@ -74,11 +74,12 @@ static double cpu_seconds(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* A field of /proc/self/status in kB, or -1. */
-static long status_kb(const char *field)
+/* A field of /proc/PID/status in kB, or -1. */
+static long pid_status_kb(pid_t pid, const char *field)
 {
-    FILE *f = fopen("/proc/self/status", "re");
-    char line[256];
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
     long kb = -1;
     size_t len = strlen(field);
     while (f && fgets(line, sizeof line, f))
@@ -87,6 +88,12 @@ static long status_kb(const char *field)
     if (f)
         fclose(f);
     return kb;
+}
+
+/* A field of /proc/self/status in kB, or -1. */
+static long status_kb(const char *field)
+{
+    return pid_status_kb(getpid(), field);
 }
 
 /* Runs argv with stdin from `in` and stdout to /dev/null; its CPU
@@ -328,22 +335,6 @@ static int child_profile(const char *so, const char *path)
 }
 
 /* ---- The demo ----------------------------------------------------------- */
-
-/* A field of /proc/PID/status in kB, or -1. */
-static long pid_status_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    long kb = -1;
-    size_t len = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, field, len) == 0 && line[len] == ':')
-            kb = strtol(line + len + 1, NULL, 10);
-    if (f)
-        fclose(f);
-    return kb;
-}
 
 static double wall_seconds(void)
 {

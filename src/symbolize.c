@@ -147,6 +147,20 @@ static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
 static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
                                                 false, false, false, false};
 
+/* The growable array v of n elements of `size` bytes (capacity *cap,
+ * doubled from 16) with room for one more: v itself, or its new place;
+ * NULL when out of memory, v unchanged. */
+static void *make_room(void *v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *grown = realloc(v, ncap * size);
+    if (grown)
+        *cap = ncap;
+    return grown;
+}
+
 /* ---- Mappings ----------------------------------------------------------- */
 
 static void free_mappings(struct mapping *maps, size_t n)
@@ -192,17 +206,13 @@ static int read_exec_mappings(struct mapping **out, size_t *count)
         struct mapping m;
         if (!parse_exec_mapping(line, &m))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 32;
-            struct mapping *grown = realloc(maps, ncap * sizeof *maps);
-            if (!grown) {
-                free(m.file);
-                err = -1;
-                break;
-            }
-            maps = grown;
-            cap = ncap;
+        struct mapping *room = make_room(maps, &cap, n, sizeof *maps);
+        if (!room) {
+            free(m.file);
+            err = -1;
+            break;
         }
+        maps = room;
         maps[n++] = m;
     }
     free(line);
@@ -450,14 +460,11 @@ static const struct module *remember_module(Dwfl_Module *mod)
     const struct module *known = known_module((uintptr_t)low);
     if (known && known->low == (uintptr_t)low)
         return known;
-    if (S.nmodules == S.capmodules) {
-        size_t ncap = S.capmodules ? 2 * S.capmodules : 16;
-        struct module *grown = realloc(S.modules, ncap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        S.modules = grown;
-        S.capmodules = ncap;
-    }
+    struct module *room =
+        make_room(S.modules, &S.capmodules, S.nmodules, sizeof *room);
+    if (!room)
+        return NULL;
+    S.modules = room;
     char *copy = name ? strdup(name) : NULL;
     if (name && !copy)
         return NULL;
@@ -544,16 +551,12 @@ static const char *own(char *s)
 {
     if (!s)
         return NULL;
-    if (S.nowned == S.capowned) {
-        size_t ncap = S.capowned ? S.capowned * 2 : 64;
-        char **grown = realloc(S.owned, ncap * sizeof *grown);
-        if (!grown) {
-            free(s);
-            return NULL;
-        }
-        S.owned = grown;
-        S.capowned = ncap;
+    char **room = make_room(S.owned, &S.capowned, S.nowned, sizeof *room);
+    if (!room) {
+        free(s);
+        return NULL;
     }
+    S.owned = room;
     S.owned[S.nowned++] = s;
     S.cache_bytes += strlen(s) + 1;
     return s;
@@ -824,14 +827,11 @@ static struct gone_module *gone_module(const symbolize_gone *o)
             strcmp(k->file, o->file) == 0)
             return &S.gone[i];
     }
-    if (S.ngone == S.capgone) {
-        size_t ncap = S.capgone ? 2 * S.capgone : 8;
-        struct gone_module *grown = realloc(S.gone, ncap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        S.gone = grown;
-        S.capgone = ncap;
-    }
+    struct gone_module *room =
+        make_room(S.gone, &S.capgone, S.ngone, sizeof *room);
+    if (!room)
+        return NULL;
+    S.gone = room;
     struct gone_module *g = &S.gone[S.ngone];
     *g = (struct gone_module){.key = *o, .file = strdup(o->file)};
     if (!g->file)
@@ -920,17 +920,13 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
     struct entry *e = entry_of(pc, &r);
     if (!e)
         return &unknown_result;
-    if (S.ngone_results == S.capgone_results) {
-        size_t ncap = S.capgone_results ? 2 * S.capgone_results : 16;
-        struct entry **grown =
-            realloc(S.gone_results, ncap * sizeof *grown);
-        if (!grown) {
-            free(e);
-            return &unknown_result;
-        }
-        S.gone_results = grown;
-        S.capgone_results = ncap;
+    struct entry **room = make_room(S.gone_results, &S.capgone_results,
+                                    S.ngone_results, sizeof *room);
+    if (!room) {
+        free(e);
+        return &unknown_result;
     }
+    S.gone_results = room;
     S.gone_results[S.ngone_results++] = e;
     return &e->r;
 }
