@@ -20,21 +20,24 @@
  *   addresses (should be free), a third session with 10 addresses not yet
  *   seen, in the units already decoded (answered without opening libdw),
  *   addr2line's and llvm-symbolizer's CPU time;
- * then per program the cold encode of a one-second CPU profile (200 samples
- * of 8 frames in the program): the in-process time a first
- * `profile?seconds=1` spends beyond its window; then the demo
- * (examples/jobrunner, whose samples land in glibc, with its compressed
- * debug file, too): its RSS before and after each of three
- * `profile?seconds=1`, and the wall time each took beyond its window.
+ * then per program, the program served: a child dlopens it, two threads
+ * call all its functions round and round, cpprof serves on loopback, and
+ * two `profile?seconds=1` are fetched over HTTP: the wall time each took
+ * beyond its window (symbolizing and encoding, cold for the first) and
+ * the RSS each added; then the demo (examples/jobrunner, whose samples
+ * land in glibc, with its compressed debug file, too) the same way, three
+ * times.
  */
 #define _GNU_SOURCE
 #include "builder.h"
+#include "cpprof.h"
 #include "symbolize.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -296,45 +299,7 @@ static int child_symbolize(const char *so, const char *path)
     return 0;
 }
 
-/* The in-process part of a first one-second CPU profile: 200 samples of 8
- * frames in the program, symbolized and encoded cold, then again. */
-static int child_profile(const char *so, const char *path)
-{
-    size_t n;
-    uintptr_t *pcs = load_pcs(so, path, &n);
-    if (!pcs || n < 8)
-        return 1;
-    int64_t v[2] = {1, 10000000};
-    double t[2];
-    for (int round = 0; round < 2; round++) {
-        builder *b = builder_new();
-        if (!b || builder_add_sample_type(b, "samples", "count") ||
-            builder_add_sample_type(b, "cpu", "nanoseconds"))
-            return 1;
-        for (size_t s = 0; s < 200; s++) {
-            uintptr_t stack[8];
-            for (size_t d = 0; d < 8; d++)
-                stack[d] = pcs[(s * 8 + d) % n];
-            if (builder_add_sample(b, stack, 8, 0, v, NULL, NULL, 0))
-                return 1;
-        }
-        double t0 = cpu_seconds();
-        unsigned char *out;
-        size_t len;
-        if (builder_encode(b, &out, &len))
-            return 1;
-        t[round] = cpu_seconds() - t0;
-        free(out);
-        builder_free(b);
-    }
-    printf("  first profile?seconds=1 beyond the window (encode, cold) "
-           "%.3f s, second %.3f s\n",
-           t[0], t[1]);
-    free(pcs);
-    return 0;
-}
-
-/* ---- The demo ----------------------------------------------------------- */
+/* ---- Served: the generated programs and the demo, profiled over HTTP ---- */
 
 static double wall_seconds(void)
 {
@@ -368,6 +333,127 @@ static long http_get(int port, const char *path)
     return total;
 }
 
+/* A function of the generated program: C's fN(unsigned), C++'s
+ * work<N>(int); both take and return a 32-bit integer. */
+typedef unsigned (*gen_fn)(unsigned);
+
+struct served {
+    gen_fn *fns;
+    size_t n;
+    unsigned arg; /* what each call gets: C++'s work<N> loops that often */
+};
+
+static void *call_all_forever(void *arg)
+{
+    const struct served *sv = arg;
+    volatile unsigned sink = 0;
+    for (;;)
+        for (size_t i = 0; i < sv->n; i++)
+            sink += sv->fns[i](sv->arg);
+    return NULL;
+}
+
+/* Child: so's functions called round and round by two threads while
+ * cpprof serves on 127.0.0.1:port, as a program using cpprof would be. */
+static int child_serve(const char *so, const char *kind, int count,
+                       const char *port)
+{
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    struct served sv = {.fns = calloc((size_t)count, sizeof *sv.fns),
+                        .arg = strcmp(kind, "c") == 0 ? 1 : 50};
+    for (int i = 0; h && sv.fns && i < count; i++) {
+        char name[64];
+        snprintf(name, sizeof name,
+                 strcmp(kind, "c") == 0 ? "f%d" : "_Z4workILi%dEEii", i);
+        gen_fn f = (gen_fn)dlsym(h, name);
+        if (f)
+            sv.fns[sv.n++] = f;
+    }
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
+    int rc = sv.n ? cpprof_http_start(addr) : -1;
+    if (rc != 0) {
+        fprintf(stderr, "symbolize: serving %s: %d functions, %s\n", so,
+                (int)sv.n, rc ? cpprof_strerror(rc) : "");
+        return 1;
+    }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, call_all_forever, &sv);
+    pause();
+    return 0;
+}
+
+/* Starts `argv` and waits until it serves the index on port; its pid, or
+ * -1 when it did not start or never served. */
+static pid_t start_server(char *const argv[], int port)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return -1;
+    struct timespec tick = {0, 100000000};
+    for (int i = 0; i < 100; i++) {
+        if (http_get(port, "/debug/pprof/") > 0)
+            return pid;
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return -1;
+        nanosleep(&tick, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* `rounds` one-second CPU profiles over HTTP from the server pid on port:
+ * the wall time each took beyond its window and the RSS it added since
+ * the server served its index page.  Returns -1 when one got no answer. */
+static int profiles_beyond_window(pid_t pid, int port, int rounds)
+{
+    long rss0 = pid_status_kb(pid, "VmRSS");
+    printf("  RSS %.1f MB serving\n", rss0 / 1024.0);
+    for (int k = 1; k <= rounds; k++) {
+        double t0 = wall_seconds();
+        long bytes = http_get(port, "/debug/pprof/profile?seconds=1");
+        double t = wall_seconds() - t0 - 1;
+        if (bytes <= 0)
+            return -1;
+        printf("  profile?seconds=1 #%d: %ld bytes, %.3f s beyond the "
+               "window (wall), RSS added since serving %.1f MB\n",
+               k, bytes, t, (pid_status_kb(pid, "VmRSS") - rss0) / 1024.0);
+    }
+    return 0;
+}
+
+/* The program served by cpprof in a child of our own (child_serve), and
+ * its first profiles over HTTP. */
+static int bench_served(const char *self, const struct program *p,
+                        const char *so)
+{
+    int port = 20000 + (int)((getpid() + 7 * p->count) % 20000);
+    char ports[16], counts[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    snprintf(counts, sizeof counts, "%d", p->count);
+    char *argv[] = {(char *)self, "--serve", (char *)so, (char *)p->kind,
+                    counts, ports, NULL};
+    fflush(stdout);
+    pid_t pid = start_server(argv, port);
+    if (pid < 0) {
+        printf("  served: did not start (skipped)\n");
+        return -1;
+    }
+    printf(" served by cpprof, two threads calling its %d functions\n",
+           p->count);
+    int rc = profiles_beyond_window(pid, port, 2);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return rc;
+}
+
 /* The demo serving, three one-second CPU profiles taken from it: its RSS
  * added by each (since it served its index page) and the wall time beyond
  * the window. */
@@ -379,33 +465,16 @@ static int bench_demo(const char *dir)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     char *argv[] = {jobrunner, "--workers", "2", "--for", "60",
                     "--addr", addr, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, jobrunner, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    pid_t pid = start_server(argv, port);
+    if (pid < 0) {
         printf("demo: %s did not start (skipped)\n", jobrunner);
         return -1;
     }
-    struct timespec tick = {0, 100000000};
-    for (int i = 0; i < 100 && http_get(port, "/debug/pprof/") <= 0; i++)
-        nanosleep(&tick, NULL);
-    long rss0 = pid_status_kb(pid, "VmRSS");
-    printf("demo (%s, 2 workers; RSS %.1f MB serving)\n", jobrunner,
-           rss0 / 1024.0);
-    for (int k = 1; k <= 3 && rss0 > 0; k++) {
-        double t0 = wall_seconds();
-        long bytes = http_get(port, "/debug/pprof/profile?seconds=1");
-        double t = wall_seconds() - t0 - 1;
-        printf("  profile?seconds=1 #%d: %ld bytes, %.3f s beyond the "
-               "window (wall), RSS added since serving %.1f MB\n",
-               k, bytes, t, (pid_status_kb(pid, "VmRSS") - rss0) / 1024.0);
-    }
+    printf("demo (%s, 2 workers)\n", jobrunner);
+    int rc = profiles_beyond_window(pid, port, 3);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
-    return rss0 > 0 ? 0 : -1;
+    return rc;
 }
 
 /* ---- Parent ------------------------------------------------------------- */
@@ -460,15 +529,15 @@ static int bench_program(const char *self, const char *dir,
         char *llvm[] = {"llvm-symbolizer", obj, NULL};
         print_tool("llvm-symbolizer", run_tool(llvm, path));
     }
-    return run_child(self, "--profile", so, path);
+    return bench_served(self, p, so);
 }
 
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         return child_symbolize(argv[2], argv[3]);
-    if (argc == 4 && strcmp(argv[1], "--profile") == 0)
-        return child_profile(argv[2], argv[3]);
+    if (argc == 6 && strcmp(argv[1], "--serve") == 0)
+        return child_serve(argv[2], argv[3], atoi(argv[4]), argv[5]);
     size_t ns[16] = {1000, 10000}, count = 2;
     if (argc > 1)
         for (count = 0; count + 1 < (size_t)argc && count < 16; count++)
