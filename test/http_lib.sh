@@ -83,12 +83,16 @@ start_program() {
         program_serving
 }
 launch_program() {
+    # Emptied here, not by the background job's own redirection, which may
+    # run after program_serving has read the last program's "serving" line.
+    : >"$tmp/demo.out"
+    : >"$tmp/demo.err"
     # shellcheck disable=SC2086 # the arguments are words, as given
     "$sp_program" --addr "${DEMO_HOST:-127.0.0.1}:$port" $sp_args \
-        >"$tmp/demo.out" 2>"$tmp/demo.err" &
+        >>"$tmp/demo.out" 2>>"$tmp/demo.err" &
 }
 program_serving() {
-    grep -qs '^serving ' "$tmp/demo.out"
+    grep -qsE "^serving (http://)?[^ ]*:$port(/|\$)" "$tmp/demo.out"
 }
 
 # stop_demo: asks the demo to finish (it prints its true CPU shares on the
