@@ -588,7 +588,7 @@ static int by_range_start(const void *a, const void *b)
 size_t symdw_chain_decoded(uintptr_t pc, symdw_frame *frames, size_t max,
                            const symdw_unit **unitp, Dwarf_Addr *bias)
 {
-    if (!U.ranges_sorted) {
+    if (!U.ranges_sorted && U.nranges > 0) { /* qsort(NULL, 0): UB */
         qsort(U.ranges, U.nranges, sizeof *U.ranges, by_range_start);
         U.ranges_sorted = true;
     }

@@ -116,7 +116,8 @@ static void build_table(struct table *t, Dwfl_Module *mod, uintptr_t module)
         t->n = 0;
     }
     free(libdw);
-    qsort(t->syms, t->n, sizeof *t->syms, by_start_then_rank);
+    if (t->n > 0) /* qsort(NULL, 0): UB */
+        qsort(t->syms, t->n, sizeof *t->syms, by_start_then_rank);
     T.bytes += t->n * sizeof *t->syms;
 }
 
