@@ -666,6 +666,7 @@ static void hand_to_window_thread(http_req *r, const http_route *route)
 static void *window_thread(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "cpprof-window");
     label_server_thread();
     pthread_mutex_lock(&window_lock);
     for (;;) {
@@ -1075,6 +1076,7 @@ static bool stop_if_lost(void)
 static void *watch_fds(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "cpprof-watch");
     label_server_thread();
     pthread_mutex_lock(&watch_lock);
     while (!watch_stop) {
