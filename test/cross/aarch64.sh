@@ -194,10 +194,12 @@ configure_cross() {
     { cat "$out/configure.log" >&2; die "configure failed (see $out/config.log)"; }
 }
 
-# build_cross: the library, the demo, the unit tests, and gocheck (a host
-# program: go builds for the machine it runs on).
+# build_cross: the library, the demo, the unit tests, the plugins
+# check_unwind loads, and gocheck (a host program: go builds for the
+# machine it runs on).
 build_cross() {
-  local targets=(libcpprof.la examples/jobrunner test/gocheck/gocheck) t
+  local targets=(libcpprof.la examples/jobrunner test/gocheck/gocheck
+    test/reuse_plugin_a.la test/reuse_plugin_b.la) t
   for t in "${unit_tests[@]}"; do targets+=("test/$t"); done
   make -C "$out" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
     { tail -n 30 "$out/build.log" >&2; die "build failed (see $out/build.log)"; }
