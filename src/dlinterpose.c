@@ -65,7 +65,7 @@ EXPORT int dlclose(void *handle)
     sampler_before_unload();
     collect_internal_leave();
     int rc = next_dlclose(handle);
-    if (unwind_generation_pinned()) {
+    if (unwind_keeping_gone()) {
         collect_internal_enter();
         unwind_refresh_if_loaded();
         collect_internal_leave();

@@ -42,8 +42,8 @@ static int add_heap_record(builder *b, const sampleset_entry *e, void *rate)
     heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e->num,
                *(long *)rate);
     builder_numlabel size = {"bytes", e->num, "bytes"};
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, &size,
-                              1);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
+                                     NULL, &size, 1);
 }
 
 static int heap_build(builder *b, const sampleset *s, const char *dflt)
@@ -145,7 +145,8 @@ static int add_contention_record(builder *b, const sampleset_entry *e,
     (void)arg;
     int64_t v[2] = {events(e->values[CONT_COUNT_MILLI]),
                     e->values[CONT_DELAY_NS]};
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, NULL, 0);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
+                                     NULL, NULL, 0);
 }
 
 /* Go's printCountCycleProfile: contentions/count and delay/nanoseconds,
@@ -209,8 +210,8 @@ static int add_threadcreate_record(builder *b, const sampleset_entry *e,
                                    void *arg)
 {
     (void)arg;
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, e->values, NULL,
-                              NULL, 0);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen,
+                                     e->values, NULL, NULL, 0);
 }
 
 static int threadcreate_build(builder *b, const sampleset *s)
