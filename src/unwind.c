@@ -416,6 +416,26 @@ static void remember_gone(const struct code *c)
     atomic_fetch_add(&ngone, 1);
 }
 
+/* The generation a mapping new in a table was first listed in: that of
+ * the same object's mapping at the same place (a plugin reloaded) when
+ * that is the last thing known to have been there, so that a stack
+ * through it keeps its key across reloads (heap buckets do not multiply
+ * in a reload loop); else 0 (new).  Records are newest first, and those
+ * dropped are the oldest, so the first one overlapping the place is the
+ * last occupant kept, and nothing came between. */
+static uint64_t since_of_reloaded(const struct code *c)
+{
+    for (const struct gone *g = gone_list; c->obj && g; g = g->next) {
+        if (g->pub.limit <= c->lo || g->pub.start >= c->hi)
+            continue;
+        bool same = g->pub.start == c->lo && g->pub.limit == c->hi &&
+                    g->pub.offset == c->offset && g->pub.bias == c->bias &&
+                    g->pub.dev == c->obj->dev && g->pub.ino == c->obj->ino;
+        return same ? g->since : 0;
+    }
+    return 0;
+}
+
 /* Gives `next` its generation by comparing it with `cur`, the published
  * table: the same as cur's unless an object's mapping went away, which is
  * then kept.  Both tables' code is sorted by address. */
@@ -438,6 +458,9 @@ static void track_generation(const struct maps_table *cur,
     next->gen = !cur || gone_list != before ? ++last_gen : cur->gen;
     for (struct gone *g = gone_list; g != before; g = g->next)
         g->until = next->gen;
+    for (size_t i = 0; i < next->ncode; i++)
+        if (!next->code[i].since)
+            next->code[i].since = since_of_reloaded(&next->code[i]);
     for (size_t i = 0; i < next->ncode; i++)
         if (!next->code[i].since)
             next->code[i].since = next->gen;

@@ -329,14 +329,16 @@ static uint64_t generation_now(void)
     return gen;
 }
 
-/* Loads PLUGIN_A, refreshes, unloads it, refreshes: one gone mapping.
- * Returns a generation in which reuse_hot_a was mapped, its address in
- * *pc. */
-static uint64_t load_and_unload(uintptr_t *pc)
+/* Loads `path`, refreshes, unloads it, refreshes: one gone mapping.
+ * Returns a generation in which its function `fn` was mapped, its address
+ * in *pc. */
+static uint64_t load_and_unload(const char *path, const char *fn,
+                                uintptr_t *pc)
 {
-    void *h = dlopen(PLUGIN_A, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_ptr_nonnull(h);
-    *pc = (uintptr_t)dlsym(h, "reuse_hot_a");
+    *pc = (uintptr_t)dlsym(h, fn);
+    ck_assert(*pc);
     ck_assert_int_eq(unwind_refresh_maps(), 0);
     uint64_t gen = generation_now();
     ck_assert_int_eq(dlclose(h), 0);
@@ -346,20 +348,21 @@ static uint64_t load_and_unload(uintptr_t *pc)
 
 /* Once stacks are kept for the process's life (the heap family's), a gone
  * mapping stays without a pin, and a program that reloads a plugin in a
- * loop keeps UNWIND_GONE_KEPT of them: the oldest are then dropped, and
- * a PC in one is reported as forgotten, never as whatever is mapped at
- * its address now; the newest are still known. */
+ * loop keeps UNWIND_GONE_KEPT of them: A's, older than B's, is then
+ * dropped, and a PC in it is reported as forgotten, never as whatever is
+ * mapped at its address now; the newest are still known. */
 START_TEST(gone_mappings_kept_for_stacks_are_bounded)
 {
     unwind_keep_gone_for_stacks();
     ck_assert(unwind_keeping_gone());
     uintptr_t first_pc, pc = 0;
-    uint64_t first = load_and_unload(&first_pc), last = 0;
+    uint64_t first = load_and_unload(PLUGIN_A, "reuse_hot_a", &first_pc);
+    uint64_t last = 0;
     unwind_gone g;
     ck_assert_int_eq(unwind_gone_at(first, first_pc, &g), UNWIND_PC_GONE);
     free((char *)g.path);
     for (int i = 0; i < UNWIND_GONE_KEPT; i++)
-        last = load_and_unload(&pc);
+        last = load_and_unload(PLUGIN_B, "reuse_hot_b", &pc);
     ck_assert_int_eq(unwind_gone_at(first, first_pc, &g),
                      UNWIND_PC_FORGOTTEN);
     ck_assert_int_eq(unwind_gone_at(last, pc, &g), UNWIND_PC_GONE);
