@@ -21,6 +21,7 @@
 #include "labels.h"
 #include "stacktab.h"
 #include "symbolize.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -342,20 +343,46 @@ void text_write_pcs(FILE *f, const uintptr_t *pcs, size_t depth)
     fputc('\n', f);
 }
 
+/* The frames at pc (exact or already one byte back), taken in generation
+ * `gen`: from the object that was mapped there then (unwind.h), or NULL
+ * when that is no longer known (*why says so).  Within a session; *path
+ * is the caller's to free. */
+static const symbolize_result *frames_at(uint64_t gen, uintptr_t pc,
+                                         char **path, const char **why)
+{
+    unwind_gone g;
+    int where = unwind_gone_at(gen, pc, &g);
+    *path = NULL;
+    *why = where == UNWIND_PC_FORGOTTEN ? "[unloaded]" : "[out of memory]";
+    if (where == UNWIND_PC_CURRENT)
+        return symbolize_pc(pc);
+    if (where != UNWIND_PC_GONE)
+        return NULL;
+    *path = (char *)g.path;
+    symbolize_gone o = {g.path, g.dev, g.ino, g.bias};
+    const char *build_id;
+    return symbolize_gone_pc(&o, pc, &build_id);
+}
+
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
-                       unsigned flags)
+                       unsigned flags, uint64_t gen)
 {
     symbolize_begin();
     for (size_t i = 0; i < depth; i++) {
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
-        const symbolize_result *r = symbolize_pc(pc);
-        for (size_t j = 0; j < r->nframes; j++) {
+        char *path;
+        const char *why;
+        const symbolize_result *r = frames_at(gen, pc, &path, &why);
+        if (!r)
+            fprintf(f, "#\t%#lx\t%s+0x0\t:0\n", (unsigned long)pc, why);
+        for (size_t j = 0; r && j < r->nframes; j++) {
             const symbolize_frame *fr = &r->frames[j];
             fprintf(f, "#\t%#lx\t%s+%#lx\t%s:%lld\n", (unsigned long)pc,
                     fr->name, (unsigned long)r->sym_offset, fr->file,
                     (long long)fr->line);
         }
+        free(path);
     }
     symbolize_end();
 }

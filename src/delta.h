@@ -93,9 +93,12 @@ int sampleset_build(builder *b, const sampleset *s,
 
 /* Writes Go's text-form frame lines for a stack of return addresses:
  * "#\t0xPC\tFUNC+0xOFF\tFILE:LINE" per frame (inlined frames each on a
- * line), as runtime/pprof's printStackRecord does. */
+ * line), as runtime/pprof's printStackRecord does.  `gen` is the
+ * generation the stack was kept under (unwind.h): a PC in an object
+ * unloaded since is named after that object (or "[unloaded]" once it is
+ * no longer known), never after the one mapped there now. */
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
-                       unsigned flags);
+                       unsigned flags, uint64_t gen);
 
 /* Writes " 0xPC" per stack entry and a newline: the "@ ..." list. */
 void text_write_pcs(FILE *f, const uintptr_t *pcs, size_t depth);

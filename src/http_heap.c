@@ -96,7 +96,8 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
                 (long long)v[HEAP_ALLOC_OBJECTS],
                 (long long)v[HEAP_ALLOC_BYTES]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
     free(e);
@@ -177,7 +178,8 @@ static int contention_text(FILE *f, const sampleset *s, const char *title,
         fprintf(f, "%lld %lld @", (long long)e[i].values[CONT_DELAY_NS],
                 (long long)events(e[i].values[CONT_COUNT_MILLI]));
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
     free(e);
@@ -238,7 +240,8 @@ static int threadcreate_text(FILE *f, const sampleset *s, int debug)
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%lld @", (long long)e[i].values[0]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
     free(e);

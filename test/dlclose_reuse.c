@@ -28,7 +28,8 @@
  * reuse_alloc_b.  The heap profile served then must show A's live blocks
  * (inuse_objects, judged by the "bytes" label, not by the stack) in
  * reuse_alloc_a and none in reuse_alloc_b, and B's the other way round;
- * the allocs profile likewise for every allocation (alloc_objects).
+ * the allocs profile likewise for every allocation (alloc_objects), and
+ * so must the heap profile's debug=1 text.
  * Where the heap profiler declines (a sanitizer's allocator comes first)
  * the round is skipped, saying so.
  */
@@ -280,6 +281,50 @@ static void check_blocks(const char *profile, const char *what, int value,
           in_other, other);
 }
 
+/* Checks the debug=1 text of the heap profile in `text`: the record of
+ * NALLOC blocks of `size` (half live; rate 1, so unscaled) names `fn` in
+ * its frames and not `other`. */
+static void check_text(const char *text, size_t size, const char *fn,
+                       const char *other)
+{
+    char head[128], want[64], unwanted[64];
+    snprintf(head, sizeof head, "%d: %zu [%d: %zu] @", NALLOC / 2,
+             NALLOC / 2 * size, NALLOC, NALLOC * size);
+    snprintf(want, sizeof want, "\t%s+", fn);
+    snprintf(unwanted, sizeof unwanted, "\t%s+", other);
+    const char *rec = strstr(text, head);
+    const char *end = rec ? strstr(rec, "\n\n") : NULL;
+    size_t len = rec ? (end ? (size_t)(end - rec) : strlen(rec)) : 0;
+    char *r = strndup(rec ? rec : "", len);
+    printf("  debug=1 record of %zu bytes: %s, %s %s, %s %s\n", size,
+           rec ? "found" : "missing", fn,
+           strstr(r, want) ? "named" : "not named", other,
+           strstr(r, unwanted) ? "named" : "not named");
+    CHECK(rec && strstr(r, want) && !strstr(r, unwanted),
+          "debug=1: the record of %zu-byte blocks does not name %s alone",
+          size, fn);
+    free(r);
+}
+
+/* The whole of file `path` (NUL-terminated, malloc'd). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int c;
+    while (f && m && (c = fgetc(f)) != EOF)
+        fputc(c, m);
+    if (f)
+        fclose(f);
+    if (!f || !m || fclose(m) != 0) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(1);
+    }
+    return buf;
+}
+
 /* The heap round (see the top of the file). */
 static void heap_round(const char *dir)
 {
@@ -326,6 +371,11 @@ static void heap_round(const char *dir)
                  "reuse_alloc_b", NALLOC / 2);
     check_blocks(profile, "live blocks", 2, B_SIZE, "reuse_alloc_b",
                  "reuse_alloc_a", NALLOC / 2);
+    fetch(dir, "heap?debug=1", "end", profile, sizeof profile);
+    char *text = slurp(profile);
+    check_text(text, A_SIZE, "reuse_alloc_a", "reuse_alloc_b");
+    check_text(text, B_SIZE, "reuse_alloc_b", "reuse_alloc_a");
+    free(text);
     fetch(dir, "allocs", "end", profile, sizeof profile);
     check_blocks(profile, "allocations", 0, A_SIZE, "reuse_alloc_a",
                  "reuse_alloc_b", NALLOC);
