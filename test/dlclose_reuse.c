@@ -34,10 +34,11 @@
  * the round is skipped, saying so.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <cpprof.h>
 #include <dlfcn.h>
-#include "heap.h"
-#include "http.h"
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <link.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -224,19 +225,59 @@ static void round_trip(const char *name, const char *a_path, bool remove_a,
     CHECK(has_mapping(profile, a_path), "%s: no mapping of %s", name, a_path);
 }
 
+static int port; /* of this process's server */
+
+/* Starts this process's server on a free loopback port (asked of the
+ * kernel with a socket of our own, closed again). */
+static void serve(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("socket");
+        exit(1);
+    }
+    port = ntohs(a.sin_port);
+    close(fd);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    if (cpprof_http_start(addr) != 0) {
+        fprintf(stderr, "cpprof_http_start %s failed\n", addr);
+        exit(1);
+    }
+}
+
 /* GETs /debug/pprof/`name` from this process's server into
- * dir/name-tag.pb.gz (its path into out). */
-static void fetch(const char *dir, const char *name, const char *tag,
-                  char *out, size_t len)
+ * dir/name-tag.pb.gz (its path into out); returns the HTTP status. */
+static int fetch(const char *dir, const char *name, const char *tag,
+                 char *out, size_t len)
 {
     char cmd[16384];
     snprintf(out, len, "%s/%s-%s.pb.gz", dir, name, tag);
     snprintf(cmd, sizeof cmd,
-             "curl -sf --max-time 60 -o '%s' "
-             "http://127.0.0.1:%d/debug/pprof/%s",
-             out, http_port(), name);
-    if (system(cmd) != 0) {
+             "curl -s --max-time 60 -o '%s' -w '%%{http_code}' "
+             "'http://127.0.0.1:%d/debug/pprof/%s'",
+             out, port, name);
+    FILE *p = popen(cmd, "r");
+    int status = 0;
+    if (!p || fscanf(p, "%d", &status) != 1 || pclose(p) != 0 ||
+        status == 0) {
         fprintf(stderr, "%s failed\n", cmd);
+        exit(1);
+    }
+    return status;
+}
+
+/* fetch, which must answer 200. */
+static void fetch_ok(const char *dir, const char *name, const char *tag,
+                     char *out, size_t len)
+{
+    int status = fetch(dir, name, tag, out, len);
+    if (status != 200) {
+        fprintf(stderr, "GET /debug/pprof/%s: %d\n", name, status);
         exit(1);
     }
 }
@@ -329,27 +370,29 @@ static char *slurp(const char *path)
 static void heap_round(const char *dir)
 {
     printf("heap:\n");
-    const char *why = heap_declined();
-    if (why) {
-        printf("  SKIP: the heap profiler declines here: %s\n", why);
-        return;
-    }
-    if (cpprof_set("mem_profile_rate", "1") != 0 ||
-        cpprof_http_start("127.0.0.1:0") != 0) {
-        fprintf(stderr, "cpprof_set or cpprof_http_start failed\n");
+    if (cpprof_set("mem_profile_rate", "1") != 0) {
+        fprintf(stderr, "cpprof_set mem_profile_rate failed\n");
         exit(1);
+    }
+    serve();
+    char profile[8192];
+    if (fetch(dir, "heap", "first", profile, sizeof profile) == 501) {
+        char *why = slurp(profile);
+        printf("  SKIP: the heap profiler declines here: %s\n", why);
+        free(why);
+        cpprof_http_stop();
+        return;
     }
     /* One 64 MiB block (never touched) runs out the countdown the old rate
      * drew; volatile, or the compiler drops the pair. */
     void *volatile big = malloc(64 << 20);
     free(big);
     static void *kept_a[NALLOC / 2], *kept_b[NALLOC / 2];
-    char profile[8192];
     uintptr_t base_a, base_b;
     void *a = load(PLUGIN_A, &base_a);
     /* A scrape brings the walker's tables up to date: A's frames are
      * walked from now on, not cut where the tables end. */
-    fetch(dir, "heap", "a-loaded", profile, sizeof profile);
+    fetch_ok(dir, "heap", "a-loaded", profile, sizeof profile);
     allocate(a, A_SIZE, kept_a);
     dlclose(a);
     if (dlopen(PLUGIN_A, RTLD_NOW | RTLD_NOLOAD)) {
@@ -364,19 +407,19 @@ static void heap_round(const char *dir)
         exit(1);
     }
     printf("  B loaded at A's address %#lx\n", (unsigned long)base_a);
-    fetch(dir, "heap", "b-loaded", profile, sizeof profile);
+    fetch_ok(dir, "heap", "b-loaded", profile, sizeof profile);
     allocate(b, B_SIZE, kept_b);
-    fetch(dir, "heap", "end", profile, sizeof profile);
+    fetch_ok(dir, "heap", "end", profile, sizeof profile);
     check_blocks(profile, "live blocks", 2, A_SIZE, "reuse_alloc_a",
                  "reuse_alloc_b", NALLOC / 2);
     check_blocks(profile, "live blocks", 2, B_SIZE, "reuse_alloc_b",
                  "reuse_alloc_a", NALLOC / 2);
-    fetch(dir, "heap?debug=1", "end", profile, sizeof profile);
+    fetch_ok(dir, "heap?debug=1", "end", profile, sizeof profile);
     char *text = slurp(profile);
     check_text(text, A_SIZE, "reuse_alloc_a", "reuse_alloc_b");
     check_text(text, B_SIZE, "reuse_alloc_b", "reuse_alloc_a");
     free(text);
-    fetch(dir, "allocs", "end", profile, sizeof profile);
+    fetch_ok(dir, "allocs", "end", profile, sizeof profile);
     check_blocks(profile, "allocations", 0, A_SIZE, "reuse_alloc_a",
                  "reuse_alloc_b", NALLOC);
     check_blocks(profile, "allocations", 0, B_SIZE, "reuse_alloc_b",
