@@ -376,10 +376,10 @@ static atomic_int npins;        /* how many, for a test without lock */
  * contention and thread-creation collectors' tables): the gone mappings
  * are kept without a pin, UNWIND_GONE_KEPT at most. */
 static atomic_bool kept_for_stacks;
-/* The newest `until` of a record dropped for room (under writer_mu): a PC
- * from a generation before it may have been in a mapping no longer
- * known. */
-static uint64_t forgotten_until;
+/* The newest `until` of a record dropped for room (written under
+ * writer_mu): a PC from a generation before it may have been in a mapping
+ * no longer known. */
+static _Atomic uint64_t forgotten_until;
 
 static bool same_code(const struct code *a, const struct code *b)
 {
@@ -492,8 +492,8 @@ static void prune_gone(void)
             p = &g->next;
             continue;
         }
-        if (keep_all && g->until > forgotten_until)
-            forgotten_until = g->until;
+        if (keep_all && g->until > atomic_load(&forgotten_until))
+            atomic_store(&forgotten_until, g->until);
         *p = g->next;
         free_gone(g);
     }
@@ -562,7 +562,8 @@ static bool listed_since(uint64_t gen, uintptr_t pc)
 
 int unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
 {
-    if (!gen || (atomic_load(&ngone) == 0 && !forgotten_until))
+    if (!gen ||
+        (atomic_load(&ngone) == 0 && !atomic_load(&forgotten_until)))
         return UNWIND_PC_CURRENT;
     int r = UNWIND_PC_CURRENT;
     pthread_mutex_lock(&writer_mu);
@@ -574,7 +575,7 @@ int unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
             out->path = strdup(g->pub.path);
             r = out->path ? UNWIND_PC_GONE : -ENOMEM;
         }
-    if (r == UNWIND_PC_CURRENT && gen < forgotten_until &&
+    if (r == UNWIND_PC_CURRENT && gen < atomic_load(&forgotten_until) &&
         !listed_since(gen, pc))
         r = UNWIND_PC_FORGOTTEN;
     pthread_mutex_unlock(&writer_mu);
