@@ -29,7 +29,9 @@
  * (inuse_objects, judged by the "bytes" label, not by the stack) in
  * reuse_alloc_a and none in reuse_alloc_b, and B's the other way round;
  * the allocs profile likewise for every allocation (alloc_objects), and
- * so must the heap profile's debug=1 text.
+ * so must the heap profile's debug=1 text.  Each plugin also creates one
+ * thread (reuse_spawn_a, reuse_spawn_b): the threadcreate profile must
+ * show one in each function.
  * Where the heap profiler declines (a sanitizer's allocator comes first)
  * the round is skipped, saying so.
  */
@@ -283,9 +285,15 @@ static void fetch_ok(const char *dir, const char *name, const char *tag,
 }
 
 /* Allocates NALLOC blocks of `size` through h's reuse_alloc, frees every
- * other one at once and keeps the rest in keep[0..NALLOC/2). */
+ * other one at once and keeps the rest in keep[0..NALLOC/2); creates and
+ * joins one thread through h's reuse_spawn. */
 static void allocate(void *h, size_t size, void **keep)
 {
+    int (*spawn)(void) = (int (*)(void))dlsym(h, "reuse_spawn");
+    if (!spawn || spawn() != 0) {
+        fprintf(stderr, "reuse_spawn failed\n");
+        exit(1);
+    }
     void *(*entry)(size_t) = (void *(*)(size_t))dlsym(h, "reuse_alloc");
     if (!entry) {
         fprintf(stderr, "dlsym reuse_alloc: %s\n", dlerror());
@@ -424,6 +432,14 @@ static void heap_round(const char *dir)
                  "reuse_alloc_b", NALLOC);
     check_blocks(profile, "allocations", 0, B_SIZE, "reuse_alloc_b",
                  "reuse_alloc_a", NALLOC);
+    fetch_ok(dir, "threadcreate", "end", profile, sizeof profile);
+    long total, in_a = count(profile, "", "reuse_spawn_a", &total);
+    long in_b = count(profile, "", "reuse_spawn_b", &total);
+    printf("  threads: %ld created in reuse_spawn_a, %ld in reuse_spawn_b\n",
+           in_a, in_b);
+    CHECK(in_a == 1 && in_b == 1,
+          "threadcreate: %ld in reuse_spawn_a, %ld in reuse_spawn_b, not 1 "
+          "and 1", in_a, in_b);
     for (int i = 0; i < NALLOC / 2; i++) {
         free(kept_a[i]);
         free(kept_b[i]);

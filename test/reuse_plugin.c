@@ -3,8 +3,9 @@
  * this one source with PLUGIN=a and PLUGIN=b: the same code, size and
  * layout, so that the loader maps B where A was once A is unloaded; only
  * the functions' names differ (reuse_hot_a and reuse_hot_b, reuse_alloc_a
- * and reuse_alloc_b: one length).
+ * and reuse_alloc_b, reuse_spawn_a and reuse_spawn_b: one length).
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -12,6 +13,7 @@
 #define JOIN(x, y) JOIN2(x, y)
 #define HOT JOIN(reuse_hot_, PLUGIN)
 #define ALLOC JOIN(reuse_alloc_, PLUGIN)
+#define SPAWN JOIN(reuse_spawn_, PLUGIN)
 
 /* The plugin's CPU time is spent here. */
 __attribute__((noipa)) uint64_t HOT(uint64_t n)
@@ -42,4 +44,25 @@ __attribute__((noipa)) void *reuse_alloc(size_t n)
     void *p = ALLOC(n);
     __asm__ volatile("" : : "r"(p) : "memory");
     return p;
+}
+
+static void *idle(void *arg)
+{
+    return arg;
+}
+
+/* The plugin's threads are created here; 0 or an errno. */
+__attribute__((noipa)) int SPAWN(void)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, idle, NULL);
+    return rc ? rc : pthread_join(t, NULL);
+}
+
+/* The thread-creating entry point the test looks up with dlsym. */
+__attribute__((noipa)) int reuse_spawn(void)
+{
+    int rc = SPAWN();
+    __asm__ volatile("" : : "r"(rc) : "memory");
+    return rc;
 }
