@@ -668,10 +668,16 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
             strcpy(t->missing, "in vfork: the child has its stack");
             break;
         }
-        /* A thread without a kernel stack has exited (a zombie leader):
-         * the file reads "-1 0x0 0x0".  A census with details knew it from
-         * its state already. */
+        /* A thread without a kernel stack has exited: the file reads
+         * "-1 0x0 0x0".  A zombie leader stays listed, with the reason (a
+         * census with details knew it from its state already); any other
+         * thread is on its way out and is left out, like one already
+         * gone (counting it made a goroutine delta's ends differ). */
         if (at.sp == 0) {
+            if (t->tid != getpid()) {
+                rc = -ESRCH;
+                break;
+            }
             strcpy(t->missing, "thread exited");
             break;
         }

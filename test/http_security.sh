@@ -138,7 +138,9 @@ expect_status "1000-byte body" 200 "$code"
 # within 1.5 s; when the idle timeout (3 s) closes them, it is.
 idle=$(demo_sockets)
 exec 7<>"/dev/tcp/127.0.0.1/$port" 8<>"/dev/tcp/127.0.0.1/$port"
-for tick in $(seq 50); do
+# A readiness wait, not a bound under test: 15 s for a TSan build on a
+# loaded machine (5 s was once too short there).
+for tick in $(seq 150); do
     [ "$(demo_sockets)" -ge $((idle + 2)) ] && break
     sleep 0.1
 done
