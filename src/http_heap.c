@@ -42,8 +42,8 @@ static int add_heap_record(builder *b, const sampleset_entry *e, void *rate)
     heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e->num,
                *(long *)rate);
     builder_numlabel size = {"bytes", e->num, "bytes"};
-    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
-                                     NULL, &size, 1);
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, &size,
+                              1);
 }
 
 static int heap_build(builder *b, const sampleset *s, const char *dflt)
@@ -96,8 +96,7 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
                 (long long)v[HEAP_ALLOC_OBJECTS],
                 (long long)v[HEAP_ALLOC_BYTES]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
         fputc('\n', f);
     }
     free(e);
@@ -146,8 +145,7 @@ static int add_contention_record(builder *b, const sampleset_entry *e,
     (void)arg;
     int64_t v[2] = {events(e->values[CONT_COUNT_MILLI]),
                     e->values[CONT_DELAY_NS]};
-    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
-                                     NULL, NULL, 0);
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, NULL, 0);
 }
 
 /* Go's printCountCycleProfile: contentions/count and delay/nanoseconds,
@@ -178,8 +176,7 @@ static int contention_text(FILE *f, const sampleset *s, const char *title,
         fprintf(f, "%lld %lld @", (long long)e[i].values[CONT_DELAY_NS],
                 (long long)events(e[i].values[CONT_COUNT_MILLI]));
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
         fputc('\n', f);
     }
     free(e);
@@ -212,8 +209,8 @@ static int add_threadcreate_record(builder *b, const sampleset_entry *e,
                                    void *arg)
 {
     (void)arg;
-    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen,
-                                     e->values, NULL, NULL, 0);
+    return builder_add_sample(b, e->pcs, e->depth, e->flags, e->values, NULL,
+                              NULL, 0);
 }
 
 static int threadcreate_build(builder *b, const sampleset *s)
@@ -240,8 +237,7 @@ static int threadcreate_text(FILE *f, const sampleset *s, int debug)
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%lld @", (long long)e[i].values[0]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
         fputc('\n', f);
     }
     free(e);
