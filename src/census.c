@@ -76,6 +76,16 @@
  * stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
+ * The first census of many new threads costs their files whatever is
+ * kept, about 15 us a thread, so a large census shares the reading with
+ * the crew's helper threads (census_crew.c), one per further CPU: the
+ * thread taking the census lists /proc/self/task in small batches while
+ * the helpers describe and walk the threads listed so far, then joins
+ * them.  A helper does everything a thread blocked in the kernel needs and
+ * leaves to the caller what needs the round (a running thread's signal)
+ * or the caller itself (its own stack); the helpers themselves, which move
+ * while they read, are read once the run is over and they sleep again.
+ *
  * The handler and the collector meet in a `round`: the collector publishes
  * it through an atomic pointer; a handler counts itself in `in_flight`
  * before loading that pointer, claims its slot PENDING -> WRITING with a
@@ -98,6 +108,7 @@
 #define _GNU_SOURCE
 #include "census.h"
 #include "atfork.h"
+#include "census_crew.h"
 #include "collect.h"
 #include "config.h"
 #include "interpose.h"
@@ -120,6 +131,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,12 +224,28 @@ static int ensure_handler(int signo)
     return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
 }
 
-/* /proc/self/task, kept open for one census: each file is opened relative
- * to it, so the kernel resolves neither /proc/self nor the task path. */
+/* /proc/self/task, kept open for one census: it is listed with
+ * getdents64, and each file is opened relative to it, so the kernel
+ * resolves neither /proc/self nor the task path. */
 struct task_dir {
-    DIR *dir;
     int fd;
 };
+
+static int open_task_dir(struct task_dir *td)
+{
+    td->fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return td->fd < 0 ? -errno : 0;
+}
+
+/* How many threads the process has now: the kernel counts them in the
+ * task directory's link count (two of its own besides). */
+static size_t threads_now(const struct task_dir *td)
+{
+    struct stat st;
+    return fstat(td->fd, &st) == 0 && st.st_nlink > 2
+               ? (size_t)(st.st_nlink - 2)
+               : 0;
+}
 
 /* Reads a small file of /proc/self/task/TID into buf (NUL-terminated).
  * Returns its length or -errno. */
@@ -455,63 +483,87 @@ static void keep_still(const census *c, unsigned long renames)
     still.renames = renames;
 }
 
-/* What list_threads reads of each thread. */
-enum listing {
-    LIST_TIDS,    /* nothing: the tid alone */
-    LIST_STACKS,  /* its CPU clock, which the walk of its stack needs */
-    LIST_DETAILS, /* that, and its name, state and wait channel */
-};
+/* The listing goes in batches of one getdents64 of LIST_BATCH_BYTES: a
+ * census's helpers start on the first threads listed while the rest are
+ * listed (the kernel builds each thread's /proc entry as it lists it,
+ * 2-3 us a thread).  An entry takes at least 24 bytes. */
+#define LIST_BATCH_BYTES 2048
+#define LIST_BATCH_MAX (LIST_BATCH_BYTES / 24)
 
-/* Fills out->threads from /proc/self/task: past LIST_TIDS, one entry per
- * thread that was still there when its CPU clock was read; a thread that
- * has not run since the last census comes whole from it (reuse_still;
- * `renamed`: a thread was renamed since), the others with what their stat
- * and wchan files say (LIST_DETAILS) or nothing more (LIST_STACKS). */
-static int list_threads(const struct task_dir *td, census *out,
-                        enum listing what, bool renamed)
+/* The next batch of tids of /proc/self/task into tids[LIST_BATCH_MAX]:
+ * how many, 0 at the end, or -errno. */
+static int next_tids(const struct task_dir *td, pid_t *tids)
 {
-    size_t cap = 64;
-    out->n = 0;
-    out->threads = malloc(cap * sizeof *out->threads);
-    int rc = out->threads ? 0 : -ENOMEM;
-    struct dirent *d;
-    while (rc == 0 && (d = readdir(td->dir)) != NULL) {
+    _Alignas(8) char buf[LIST_BATCH_BYTES];
+    ssize_t got = getdents64(td->fd, buf, sizeof buf);
+    if (got < 0)
+        return -errno;
+    int n = 0;
+    for (ssize_t off = 0; off < got;) {
+        const struct dirent64 *d = (const struct dirent64 *)(buf + off);
+        off += d->d_reclen;
         pid_t tid = (pid_t)atoi(d->d_name);
-        if (tid <= 0)
-            continue;
-        if (out->n == cap) {
-            census_thread *grown =
-                realloc(out->threads, 2 * cap * sizeof *grown);
-            if (!grown) {
-                rc = -ENOMEM;
-                break;
-            }
-            out->threads = grown;
-            cap *= 2;
-        }
-        census_thread *t = &out->threads[out->n];
-        memset(t, 0, offsetof(census_thread, pcs));
-        t->tid = tid;
-        if (what == LIST_TIDS) {
-            out->n++;
-            continue;
-        }
-        /* Before the files: the walk proves they held still since. */
-        t->cpu_ns = tid_cpu_ns(tid);
-        if (t->cpu_ns < 0)
-            continue; /* exited since readdir */
-        if (what == LIST_DETAILS && !reuse_still(t, true, renamed)) {
-            if (read_stat(td, t) != 0)
-                continue;
-            read_wchan(td, t);
-            t->details = true;
-        } else if (what == LIST_STACKS) {
-            reuse_still(t, false, renamed);
-        }
-        out->n++;
+        if (tid > 0 && n < LIST_BATCH_MAX)
+            tids[n++] = tid;
     }
-    qsort(out->threads, out->n, sizeof *out->threads, by_tid);
-    return rc;
+    return n == 0 && got > 0 ? next_tids(td, tids) : n; /* "." and ".." */
+}
+
+/* Appends threads with these tids, their entries cleared up to pcs;
+ * there is room (c->n + n at most the capacity). */
+static void append_threads(census *c, const pid_t *tids, int n)
+{
+    for (int k = 0; k < n; k++) {
+        census_thread *t = &c->threads[c->n++];
+        memset(t, 0, offsetof(census_thread, pcs));
+        t->tid = tids[k];
+    }
+}
+
+/* Grows c's capacity (*cap) to hold `want` threads.  0 or -ENOMEM. */
+static int grow_threads(census *c, size_t *cap, size_t want)
+{
+    if (want <= *cap)
+        return 0;
+    size_t grown_cap = *cap * 2 > want ? *cap * 2 : want;
+    census_thread *grown = realloc(c->threads, grown_cap * sizeof *grown);
+    if (!grown)
+        return -ENOMEM;
+    c->threads = grown;
+    *cap = grown_cap;
+    return 0;
+}
+
+/* /proc/self/task lists threads in the order they joined the process,
+ * which is the order of their tids until tids wrap: sorted already,
+ * mostly, and the entries are large. */
+static void sort_by_tid(census *c)
+{
+    for (size_t i = 1; i < c->n; i++)
+        if (c->threads[i].tid < c->threads[i - 1].tid) {
+            qsort(c->threads, c->n, sizeof *c->threads, by_tid);
+            return;
+        }
+}
+
+/* Reads what a thread's stack walk needs before the walk: its CPU clock
+ * (which proves the files read after it held still), and with `details`
+ * its name, state and wait channel.  A thread that has not run since the
+ * last census comes whole from it (reuse_still; `renamed`: a thread was
+ * renamed since).  False when the thread is gone. */
+static bool describe_thread(const struct task_dir *td, census_thread *t,
+                            bool details, bool renamed)
+{
+    t->cpu_ns = tid_cpu_ns(t->tid);
+    if (t->cpu_ns < 0)
+        return false; /* exited since the listing */
+    if (reuse_still(t, details, renamed) || !details)
+        return true;
+    if (read_stat(td, t) != 0)
+        return false;
+    read_wchan(td, t);
+    t->details = true;
+    return true;
 }
 
 /* ---- Labels from the registry ------------------------------------------- */
@@ -821,6 +873,32 @@ static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
                  strerror(-rc));
 }
 
+/* One census's reading of its threads, shared by the thread taking it
+ * and the crew's helpers (census_crew.h).  Only the caller signals, and
+ * so only it touches the round, `held` and `refreshed`; a helper
+ * describes a thread and walks it from outside when it is blocked in the
+ * kernel, and leaves the rest to the caller in `outcome`.  Each entry of
+ * `c` is written by one reader at a time; a thread a helper finds gone is
+ * marked in `outcome`, not by its tid, which the caller reads meanwhile
+ * (attach_labels). */
+enum outcome { TAKEN, WALK_AGAIN, SIGNAL_ONLY, GONE, AFTER_RUN };
+
+struct pass {
+    const struct task_dir *td;
+    census *c;
+    size_t cap; /* of c->threads and outcome */
+    unsigned char *outcome; /* enum outcome, by helpers */
+    struct census_crew_run run;
+    bool run_open; /* the helpers' run is still reading (closed at c->n) */
+    struct round *r;
+    int signo;
+    bool details, renamed;
+    pid_t caller;
+    int64_t deadline;
+    unsigned held;  /* the caller's */
+    bool refreshed; /* the caller's */
+};
+
 /* Takes thread i's stack: read from outside while it is blocked in the
  * kernel; a signal only when it runs.  What the signal can interrupt: a
  * thread found running (state R, and its syscall file not showing it
@@ -829,19 +907,19 @@ static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
  * arrival; then that call returns EINTR (or restarts, for calls
  * SA_RESTART restarts), as with any signal.  The status read is the last
  * thing before the signal, which keeps that window to one system call
- * (bench/census "mixed" measures the rate). */
-static void take_stack(const struct task_dir *td, census *c, struct round *r,
-                       uint32_t i, int signo, unsigned *held,
-                       int64_t deadline, bool *refreshed)
+ * (bench/census "mixed" measures the rate).  `walk`: try the walk from
+ * outside first (false: a helper found the thread running just now).
+ * The caller's only. */
+static void take_stack(struct pass *p, uint32_t i, bool walk)
 {
-    census_thread *t = &c->threads[i];
-    if (t->tid == gettid()) {
+    census_thread *t = &p->c->threads[i];
+    if (t->tid == p->caller) {
         walk_self(t);
         return;
     }
     for (int try = 0; try < WALK_TRIES && !t->missing[0]; try++) {
-        if (t->state != 'R') {
-            int rc = walk_blocked(td, t);
+        if (t->state != 'R' && (walk || try > 0)) {
+            int rc = walk_blocked(p->td, t);
             if (rc == BLOCKED)
                 return;
             if (rc == -EAGAIN) {
@@ -855,24 +933,75 @@ static void take_stack(const struct task_dir *td, census *c, struct round *r,
         }
         /* census_take_stacks did not read its start time, which tells the
          * table's view of it from that of an earlier thread with its tid. */
-        if (!t->start_ticks && read_stat(td, t) != 0) {
+        if (!t->start_ticks && read_stat(p->td, t) != 0) {
             t->tid = 0;
             return;
         }
         if (t->missing[0])
             break; /* stopped or exited: its state says which */
-        refresh_for(t, refreshed);
-        if (recheck_before_signal(td, t, signo) != 0) {
+        refresh_for(t, &p->refreshed);
+        if (recheck_before_signal(p->td, t, p->signo) != 0) {
             t->tid = 0;
             return;
         }
         if (t->state == 'R' && !t->missing[0]) {
-            signal_thread(c, r, i, signo, held, deadline);
+            signal_thread(p->c, p->r, i, p->signo, &p->held, p->deadline);
             return;
         }
     }
     if (!t->missing[0])
         strcpy(t->missing, "stack changed while read");
+}
+
+/* A helper's part of take_stack: the walk from outside of a thread
+ * blocked in the kernel.  What needs the caller (a running thread's
+ * signal, the caller's own stack) is left to it in p->outcome[i]. */
+static void walk_for_caller(struct pass *p, uint32_t i)
+{
+    census_thread *t = &p->c->threads[i];
+    if (t->tid == p->caller || t->state == 'R') {
+        p->outcome[i] = WALK_AGAIN;
+        return;
+    }
+    int rc = walk_blocked(p->td, t);
+    if (rc == BLOCKED)
+        return;
+    if (rc == -EAGAIN)
+        strcpy(t->missing, "stack changed while read");
+    else if (rc == NOT_BLOCKED)
+        p->outcome[i] = SIGNAL_ONLY;
+    else if (rc == -EPROTO)
+        p->outcome[i] = WALK_AGAIN;
+    else
+        p->outcome[i] = GONE; /* exited */
+}
+
+/* Describes thread i and takes its stack, on the caller. */
+static void read_thread(struct pass *p, uint32_t i)
+{
+    census_thread *t = &p->c->threads[i];
+    if (!describe_thread(p->td, t, p->details, p->renamed))
+        t->tid = 0;
+    else if (!t->missing[0] && !t->still)
+        take_stack(p, i, true);
+}
+
+/* census_crew_run's item: thread i read (read_thread), or as much of it
+ * as a helper may.  The crew's own helpers move while the run lasts:
+ * they are read after it (AFTER_RUN). */
+static void census_one(void *arg, size_t i, bool on_caller)
+{
+    struct pass *p = arg;
+    census_thread *t = &p->c->threads[i];
+    if (census_crew_is_helper(t->tid)) {
+        p->outcome[i] = AFTER_RUN;
+    } else if (on_caller) {
+        read_thread(p, (uint32_t)i);
+    } else if (!describe_thread(p->td, t, p->details, p->renamed)) {
+        p->outcome[i] = GONE;
+    } else if (!t->missing[0] && !t->still) {
+        walk_for_caller(p, (uint32_t)i);
+    }
 }
 
 static int64_t now_ns(void)
@@ -1024,36 +1153,107 @@ static void drop_gone(census *c)
     c->n = kept;
 }
 
-/* Signals go out as running threads are met, so their handlers walk while
- * the collector reads the blocked threads' stacks. */
-static int collect_stacks(const struct task_dir *td, census *c, int signo,
-                          long timeout_ms)
+/* Lists the threads into p->c while the crew's helpers read those listed
+ * so far (census_one, not on the caller): the run is left closed, for the
+ * caller to join (p->run_open), or, when the listing outgrew the room
+ * made for it at the start, finished where it stopped (p->run.listed),
+ * with the rest listed after it.  Every helper is done with p when this
+ * returns an error. */
+static int list_while_reading(struct pass *p)
 {
-    struct round *r = calloc(1, sizeof *r + c->n * sizeof *r->slots);
-    if (!r)
+    census *c = p->c;
+    size_t expected = threads_now(p->td);
+    p->cap = expected + expected / 2 + LIST_BATCH_MAX;
+    c->n = 0;
+    c->threads = malloc(p->cap * sizeof *c->threads);
+    p->outcome = calloc(p->cap, 1);
+    if (!c->threads || !p->outcome)
         return -ENOMEM;
+    census_crew_begin(&p->run, 0, expected, census_one, p);
+    bool reading = true; /* the helpers' run takes what is listed */
+    pid_t tids[LIST_BATCH_MAX];
+    int got, rc = 0;
+    while ((got = next_tids(p->td, tids)) > 0) {
+        if (c->n + (size_t)got > p->cap) {
+            if (reading) {
+                census_crew_close(&p->run, c->n);
+                census_crew_finish(&p->run, false);
+                reading = false;
+            }
+            size_t cap = p->cap;
+            unsigned char *grown = NULL;
+            rc = grow_threads(c, &p->cap, c->n + (size_t)got);
+            if (rc == 0 && !(grown = realloc(p->outcome, p->cap)))
+                rc = -ENOMEM;
+            if (rc)
+                break;
+            memset(grown + cap, 0, p->cap - cap);
+            p->outcome = grown;
+        }
+        append_threads(c, tids, got);
+        if (reading)
+            census_crew_offer(&p->run, c->n);
+    }
+    if (got < 0)
+        rc = got;
+    if (reading) {
+        census_crew_close(&p->run, c->n);
+        if (rc)
+            census_crew_finish(&p->run, false);
+    }
+    p->run_open = reading && rc == 0;
+    return rc;
+}
+
+/* Describes every thread and takes its stack, the crew sharing the
+ * reading (census_crew.h): signals go out as the caller meets running
+ * threads, so their handlers walk while the blocked threads' stacks are
+ * read; those a helper met running follow once the reading is done. */
+static int collect_stacks(struct pass *p, long timeout_ms)
+{
+    census *c = p->c;
+    int rc = list_while_reading(p);
+    if (rc == 0)
+        rc = attach_labels(c); /* while the helpers read */
+    if (rc == 0 && !(p->r = calloc(1, sizeof *p->r + c->n * sizeof *p->r->slots)))
+        rc = -ENOMEM;
+    if (rc) {
+        if (p->run_open)
+            census_crew_finish(&p->run, false);
+        free(p->outcome);
+        return rc;
+    }
+    struct round *r = p->r;
     r->generation = ++generation;
     r->n = (uint32_t)c->n;
-    int64_t deadline = now_ns() + timeout_ms * 1000000;
     atomic_store(&published, r);
-    unsigned held = 0;
-    bool refreshed = false;
-    for (uint32_t i = 0; i < r->n; i++)
-        if (!c->threads[i].missing[0] && !c->threads[i].still)
-            take_stack(td, c, r, i, signo, &held, deadline, &refreshed);
-    wait_answers(td, c, r, signo, deadline);
+    if (p->run_open)
+        census_crew_finish(&p->run, true);
+    else
+        census_crew_run(atomic_load(&p->run.listed), c->n, census_one, p);
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (p->outcome[i] == GONE)
+            c->threads[i].tid = 0;
+        else if (p->outcome[i] == AFTER_RUN)
+            read_thread(p, i);
+        else if (p->outcome[i] != TAKEN && c->threads[i].tid != 0)
+            take_stack(p, i, p->outcome[i] == WALK_AGAIN);
+    }
+    free(p->outcome);
+    wait_answers(p->td, c, r, p->signo, p->deadline);
     abandon_pending(r);
     atomic_store(&published, NULL);
     bool drained = drain_handlers();
     /* A signal abandoned unanswered frees its unit when delivered. */
-    for (; held > 0; held--)
+    for (; p->held > 0; p->held--)
         sigbudget_give();
-    gather_answers(td, c, r, timeout_ms);
+    gather_answers(p->td, c, r, timeout_ms);
     if (drained)
         free(r);
     /* else a handler is still inside r: leak it rather than free it. */
+    sort_by_tid(c);
     drop_gone(c);
-    if (refreshed)
+    if (p->refreshed)
         remember_mapped(c);
     return 0;
 }
@@ -1066,20 +1266,19 @@ static int take_locked(census *out, bool details)
     int rc = ensure_handler(signo);
     if (rc)
         return rc;
-    struct task_dir td = {.dir = opendir("/proc/self/task")};
-    if (!td.dir)
-        return -errno;
-    td.fd = dirfd(td.dir);
+    struct task_dir td;
+    if ((rc = open_task_dir(&td)) != 0)
+        return rc;
     /* Without a table for an object the walk stops there. */
     unwind_refresh_if_loaded();
     unsigned long renames = atomic_load(&census_renames);
-    rc = list_threads(&td, out, details ? LIST_DETAILS : LIST_STACKS,
-                      renames != still.renames);
-    if (rc == 0)
-        rc = attach_labels(out);
-    if (rc == 0)
-        rc = collect_stacks(&td, out, signo, timeout_ms);
-    closedir(td.dir);
+    struct pass p = {.td = &td, .c = out, .signo = signo,
+                     .details = details,
+                     .renamed = renames != still.renames,
+                     .caller = gettid(),
+                     .deadline = now_ns() + timeout_ms * 1000000};
+    rc = collect_stacks(&p, timeout_ms);
+    close(td.fd);
     if (rc)
         census_release(out);
     else
@@ -1096,6 +1295,7 @@ static void census_child(void)
 {
     still.n = 0;
     mapped.n = 0;
+    census_crew_after_fork();
     pthread_mutex_unlock(&census_mu);
 }
 
@@ -1122,14 +1322,23 @@ int census_take_labels(census *out)
     if (!out)
         return -EINVAL;
     *out = (census){0};
-    struct task_dir td = {.dir = opendir("/proc/self/task")};
-    if (!td.dir)
-        return -errno;
-    td.fd = dirfd(td.dir);
-    int rc = list_threads(&td, out, LIST_TIDS, false);
-    closedir(td.dir);
-    if (rc == 0)
+    struct task_dir td;
+    int rc = open_task_dir(&td);
+    if (rc)
+        return rc;
+    size_t cap = 0;
+    pid_t tids[LIST_BATCH_MAX];
+    int got;
+    while ((got = next_tids(&td, tids)) > 0 &&
+           (rc = grow_threads(out, &cap, out->n + (size_t)got)) == 0)
+        append_threads(out, tids, got);
+    close(td.fd);
+    if (rc == 0 && got < 0)
+        rc = got;
+    if (rc == 0) {
+        sort_by_tid(out);
         rc = attach_labels(out);
+    }
     if (rc)
         census_release(out);
     return rc;

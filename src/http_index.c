@@ -13,6 +13,7 @@
  * profile could not sample and why (sampler.h), as that profile does.
  */
 #define _GNU_SOURCE /* open_memstream */
+#include "census_crew.h"
 #include "contention.h"
 #include "delta.h"
 #include "heap.h"
@@ -156,9 +157,10 @@ static void put_unsampled(FILE *f)
  * "path", and "unavailable" (why) for a profile that cannot be taken}],
  * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
  * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
- * "sampler": {"label", "cpu_seconds"}}: what the server's own threads
- * cost the process and how many requests wait out a window now, and what
- * the CPU profiler's collector threads have cost it. */
+ * "sampler": {"label", "cpu_seconds"}, "census": {"label", "threads",
+ * "cpu_seconds"}}: what the server's own threads cost the process and how
+ * many requests wait out a window now, and what the CPU profiler's
+ * collector threads and the census's helpers have cost it. */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
 {
     json_t *list = json_array();
@@ -178,15 +180,20 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
     double cpu;
     size_t threads;
     http_own_cpu(&cpu, &threads);
+    unsigned helpers;
+    double census_cpu = census_crew_cpu_ns(&helpers) / 1e9;
     json_t *root = json_pack(
-        "{s:o, s:{s:I, s:I}, s:o, s:{s:s, s:I, s:f, s:i}, s:{s:s, s:f}}",
+        "{s:o, s:{s:I, s:I}, s:o, s:{s:s, s:I, s:f, s:i}, s:{s:s, s:f},"
+        " s:{s:s, s:I, s:f}}",
         "profiles", list, "cpprof_internal_heap", "inuse_bytes",
         (json_int_t)inuse, "alloc_bytes", (json_int_t)allocated,
         "cpu_unsampled", unsampled_json(), "profiler", "label",
         "pprof_internal=http", "threads", (json_int_t)threads, "cpu_seconds",
         cpu, "windows_open", http_windows_open(), "sampler", "label",
         "pprof_internal=sampler", "cpu_seconds",
-        sampler_collector_cpu_ns() / 1e9);
+        sampler_collector_cpu_ns() / 1e9, "census", "label",
+        "pprof_internal=census", "threads", (json_int_t)helpers,
+        "cpu_seconds", census_cpu);
     char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -279,13 +286,18 @@ static void put_profiler(FILE *f)
     double cpu;
     size_t threads;
     http_own_cpu(&cpu, &threads);
+    unsigned helpers;
+    double census_cpu = census_crew_cpu_ns(&helpers) / 1e9;
     fprintf(f, "<p class=\"note\" id=\"profiler\">This server's %zu "
                "threads have used %.3f s of CPU; they carry the label "
                "<code>pprof_internal=http</code> (leave them out with "
                "<code>-tagignore pprof_internal=http</code>).  The CPU "
                "profiler's collector threads have used %.3f s; they carry "
-               "<code>pprof_internal=sampler</code>.</p>",
-            threads, cpu, sampler_collector_cpu_ns() / 1e9);
+               "<code>pprof_internal=sampler</code>.  The thread census's "
+               "%u helpers have used %.3f s; they carry "
+               "<code>pprof_internal=census</code>.</p>",
+            threads, cpu, sampler_collector_cpu_ns() / 1e9, helpers,
+            census_cpu);
 }
 
 static void put_page(FILE *f, const www_file *page, const index_entry *e,

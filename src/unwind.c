@@ -680,13 +680,46 @@ struct reader {
     const uint8_t *copy;
     uintptr_t copy_lo, copy_hi;
     bool copy_only; /* the copy is all there is: the stack has moved on */
+    /* The copy's buffer while it may grow by COPY_STEP as the walk climbs
+     * (unwind_blocked_thread), up to copy_cap bytes; else NULL. */
+    uint8_t *copy_buf;
+    size_t copy_cap;
 };
+
+/* A blocked thread's stack is copied up to a COPY_STEP boundary first,
+ * then a COPY_STEP at a time as the walk reads on: most stacks end within
+ * the first, and a copy costs by the pages it spans. */
+#define COPY_STEP 4096
+
+/* SIGNAL-SAFE: grows the copy by a COPY_STEP when `a` falls in the one
+ * after it; true when `a`'s word is in the copy then. */
+static bool grow_copy(struct reader *r, uintptr_t a)
+{
+    if (!r->copy_buf || r->copy_hi == 0 || a < r->copy_hi ||
+        a >= r->copy_hi + COPY_STEP ||
+        r->copy_hi - r->copy_lo + COPY_STEP > r->copy_cap)
+        return false;
+    struct iovec local = {r->copy_buf + (r->copy_hi - r->copy_lo), COPY_STEP};
+    struct iovec remote = {(void *)r->copy_hi, COPY_STEP};
+    ssize_t got = syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1,
+                          0);
+    if (got <= 0) {
+        r->copy_buf = NULL; /* the stack ends there */
+        return false;
+    }
+    r->copy_hi += (uintptr_t)got;
+    return r->copy_hi - a >= sizeof(uintptr_t);
+}
 
 /* SIGNAL-SAFE: read_word's fault-proof path, one cached chunk at a time. */
 static __attribute__((noinline)) bool read_word_slow(struct reader *r,
                                                      uintptr_t a,
                                                      uintptr_t *out)
 {
+    if (grow_copy(r, a)) {
+        memcpy(out, r->copy + (a - r->copy_lo), sizeof *out);
+        return true;
+    }
     uintptr_t base = a & ~(uintptr_t)(CHUNK - 1);
     if (base == 0 || r->copy_only)
         return false;
@@ -734,6 +767,7 @@ static void direct_bounds(struct reader *r, const struct maps_table *t,
     r->chunk_at = 0;
     r->copy_hi = 0;
     r->copy_only = false;
+    r->copy_buf = NULL;
     r->pid = 0;
     if (sp >= own_lo && sp < own_hi) {
         r->lo = sp;
@@ -1125,14 +1159,15 @@ static bool find_frame_record(const struct maps_table *t,
     return false;
 }
 
-/* Bytes of another thread's stack copied in one process_vm_readv before
- * its walk: most stacks' frames fit; deeper ones go on a chunk at a time. */
+/* Most bytes of another thread's stack copied before its walk goes on a
+ * chunk at a time: most stacks' frames fit. */
 #define BLOCKED_COPY 8192
 
 /* Signal-safe too, though only the census calls it, from its collector:
  * the copy takes 8 KB of stack.  No read is direct, since the stack is
- * not ours: the copy, then the fault-proof chunks.  A read stopped by an
- * unmapped page returns what came before it. */
+ * not ours: the copy (grown as the walk climbs: grow_copy), then the
+ * fault-proof chunks.  A read stopped by an unmapped page returns what
+ * came before it. */
 size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
                              size_t max, unsigned *flags)
 {
@@ -1141,16 +1176,19 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
     pcs[0] = pc;
     struct maps_table *t = table_acquire();
     uint8_t copy[BLOCKED_COPY];
-    struct iovec local = {copy, sizeof copy};
-    struct iovec remote = {(void *)(sp & ~(uintptr_t)7), sizeof copy};
+    uintptr_t lo = sp & ~(uintptr_t)7;
+    uintptr_t step_end = (lo | (COPY_STEP - 1)) + 1;
+    struct iovec local = {copy, step_end - lo};
+    struct iovec remote = {(void *)lo, step_end - lo};
     pid_t pid = (pid_t)syscall(SYS_getpid);
     ssize_t got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1,
                           0);
     struct reader r = {.pid = pid,
                        .copy = copy,
-                       .copy_lo = (uintptr_t)remote.iov_base,
-                       .copy_hi = got > 0 ? (uintptr_t)remote.iov_base + got
-                                          : 0};
+                       .copy_lo = lo,
+                       .copy_hi = got > 0 ? lo + (uintptr_t)got : 0,
+                       .copy_buf = got == (ssize_t)local.iov_len ? copy : NULL,
+                       .copy_cap = sizeof copy};
     size_t n = walk(t, &r, regs, pcs, 1, max, flags, true);
     table_release(t, NULL);
     return n;

@@ -7,11 +7,12 @@
 # of OWN_THREADS_SECONDS is taken over HTTP.  go tool pprof -traces reads
 # it.  A sample is cpprof's when its stack holds a frame that only
 # cpprof's threads run: the sampler's collector (collector_main), the
-# server's window and watch threads (window_thread, watch_fds), or
+# server's window and watch threads (window_thread, watch_fds), the
+# census's helpers (crew_helper_main: a census of 128 threads or more), or
 # libmicrohttpd (MHD_* or its bare addresses, whose threads are all the
 # server's; the demo never calls it).  Asserted:
-#   - every such sample carries pprof_internal=sampler or =http, so that
-#     -tagignore removes it;
+#   - every such sample carries pprof_internal=sampler, =http or =census,
+#     so that -tagignore removes it;
 #   - none with pprof_internal=sampler lacks collector_main (the label
 #     names only the collector).
 # Printed: cpprof's threads' share of the profile's samples (issue 17's
@@ -53,7 +54,7 @@ END { flush() }
 ' "$tmp/traces" >"$tmp/samples"
 [ -s "$tmp/samples" ] || fail "no samples in -traces output: $(head -20 "$tmp/traces")"
 
-ours='(^|;)(collector_main|window_thread|watch_fds|MHD_[A-Za-z_]*|libmicrohttpd[^;]*);'
+ours='(^|;)(collector_main|window_thread|watch_fds|crew_helper_main|MHD_[A-Za-z_]*|libmicrohttpd[^;]*);'
 # ms VALUE: a -traces value (1.69s, 10ms, 500us) in milliseconds.
 ms() {
     awk -F '\t' '
@@ -70,7 +71,7 @@ own=$(grep -E "	[^	]*	.*$ours" "$tmp/samples" | ms)
 sampler=$(grep -E 'pprof_internal=sampler ' "$tmp/samples" | ms)
 http=$(grep -E 'pprof_internal=http ' "$tmp/samples" | ms)
 unlabelled=$(grep -E "	[^	]*	.*$ours" "$tmp/samples" |
-    grep -vcE '	[^	]*pprof_internal=(sampler|http) ')
+    grep -vcE '	[^	]*pprof_internal=(sampler|http|census) ')
 misnamed=$(grep -E 'pprof_internal=sampler ' "$tmp/samples" |
     grep -vc 'collector_main')
 echo "CPU in profile: ${total} ms; on cpprof's threads: ${own} ms" \
@@ -79,11 +80,11 @@ echo "CPU in profile: ${total} ms; on cpprof's threads: ${own} ms" \
      "samples of cpprof's threads without pprof_internal: $unlabelled"
 [ "$unlabelled" = 0 ] || {
     grep -E "	[^	]*	.*$ours" "$tmp/samples" |
-        grep -vE 'pprof_internal=(sampler|http) ' | head -5 >&2
+        grep -vE 'pprof_internal=(sampler|http|census) ' | head -5 >&2
     fail "$unlabelled of cpprof's threads' samples carry no pprof_internal label"
 }
 [ "$misnamed" = 0 ] || fail "$misnamed pprof_internal=sampler samples not in collector_main"
-go tool pprof -tagignore 'pprof_internal=sampler|http' -traces "$tmp/cpu.body" 2>/dev/null |
-    grep -qE "(collector_main|window_thread|watch_fds|MHD_|libmicrohttpd)" &&
+go tool pprof -tagignore 'pprof_internal=sampler|http|census' -traces "$tmp/cpu.body" 2>/dev/null |
+    grep -qE "(collector_main|window_thread|watch_fds|crew_helper_main|MHD_|libmicrohttpd)" &&
     fail "-tagignore pprof_internal left cpprof's frames in the profile"
 echo "ok: every sample of cpprof's threads is labelled pprof_internal; -tagignore removes them"
