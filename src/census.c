@@ -226,13 +226,16 @@ static int ensure_handler(int signo)
 
 /* /proc/self/task, kept open for one census: it is listed with
  * getdents64, and each file is opened relative to it, so the kernel
- * resolves neither /proc/self nor the task path. */
+ * resolves neither /proc/self nor the task path; and our pid, asked once
+ * (glibc does not keep it). */
 struct task_dir {
     int fd;
+    pid_t pid; /* ours */
 };
 
 static int open_task_dir(struct task_dir *td)
 {
+    td->pid = getpid();
     td->fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     return td->fd < 0 ? -errno : 0;
 }
@@ -733,7 +736,7 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
             strcpy(t->missing, "thread exited");
             break;
         }
-        t->depth = unwind_blocked_thread(at.pc, at.sp, t->pcs,
+        t->depth = unwind_blocked_thread(td->pid, at.pc, at.sp, t->pcs,
                                          STACK_MAX_FRAMES, &t->flags);
         int64_t cpu_after = tid_cpu_ns(t->tid);
         if (cpu_after < 0)

@@ -1168,8 +1168,8 @@ static bool find_frame_record(const struct maps_table *t,
  * not ours: the copy (grown as the walk climbs: grow_copy), then the
  * fault-proof chunks.  A read stopped by an unmapped page returns what
  * came before it. */
-size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
-                             size_t max, unsigned *flags)
+size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
+                             uintptr_t *pcs, size_t max, unsigned *flags)
 {
     struct regs regs = {.pc = pc, .sp = sp, .exact = true};
     *flags = STACK_LEAF_EXACT;
@@ -1180,7 +1180,6 @@ size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
     uintptr_t step_end = (lo | (COPY_STEP - 1)) + 1;
     struct iovec local = {copy, step_end - lo};
     struct iovec remote = {(void *)lo, step_end - lo};
-    pid_t pid = (pid_t)syscall(SYS_getpid);
     ssize_t got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1,
                           0);
     struct reader r = {.pid = pid,

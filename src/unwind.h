@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Re-reads /proc/self/maps, builds unwind tables for executable mappings
  * new since the last call (reusing those already built, by device and
@@ -106,9 +107,10 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
  * through the fault-proof path, since the stack is not the caller's.
  * *flags as unwind_context.  The caller re-checks afterwards that the
  * thread is still blocked at the same place, or discards the walk.
+ * `pid` is getpid()'s (the census asks once, not once a thread).
  * Signal-safe too, though only the census's collector uses it. */
-size_t unwind_blocked_thread(uintptr_t pc, uintptr_t sp, uintptr_t *pcs,
-                             size_t max, unsigned *flags);
+size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
+                             uintptr_t *pcs, size_t max, unsigned *flags);
 
 /* Learns the calling thread's stack bounds (pthread_getattr_np), so that
  * walks of this thread read its stack directly; without them they read
