@@ -111,8 +111,9 @@ static struct setting settings[CFG__COUNT] = {
     /* The symbolizer's memory (symbolize.c): what it keeps between
      * profiles, and how long libdw's state of the objects stays. */
     INT(CFG_SYMBOLIZE_MAX_KB, "symbolize_max_kb",
-        "KiB of decoded debug information and cached results the symbolizer "
-        "keeps between profiles", 0, 1L << 30, 32768),
+        "KiB of decoded debug information, cached results and inflated "
+        "copies of compressed debug files the symbolizer keeps between "
+        "profiles", 0, 1L << 30, 32768),
     INT(CFG_SYMBOLIZE_IDLE_SECONDS, "symbolize_idle_seconds",
         "seconds without symbolization before the symbolizer lets go of "
         "the objects' debug information", 1, 86400, 60),

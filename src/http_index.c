@@ -250,7 +250,8 @@ static void put_internal_heap(FILE *f)
             (long long)inuse, (long long)allocated);
     fprintf(f, "<li><div class=\"profile-name\">symbolizer tables: </div> "
                "<span id=\"symbolizer-bytes\">%zu</span> bytes of decoded "
-               "debug tables and cached results (symbolize_max_kb)</li>\n",
+               "debug tables, cached results and inflated copies of "
+               "compressed debug files (symbolize_max_kb)</li>\n",
             symbolize_own_bytes());
 }
 

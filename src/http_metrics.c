@@ -251,8 +251,9 @@ static void put_exposition(FILE *f, const acct_row *rows,
                "cpprof_internal_heap_alloc_bytes_total %lld\n",
             (long long)inuse, (long long)allocated);
     fprintf(f, "# HELP cpprof_symbolizer_bytes Bytes of the symbolizer's "
-               "decoded debug tables and cached results (libdw's own state "
-               "not included), bounded by symbolize_max_kb.\n"
+               "decoded debug tables, cached results and inflated copies "
+               "of compressed debug files (libdw's own state not included), "
+               "bounded by symbolize_max_kb.\n"
                "# TYPE cpprof_symbolizer_bytes gauge\n"
                "cpprof_symbolizer_bytes %zu\n",
             symbolize_own_bytes());

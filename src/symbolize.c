@@ -18,7 +18,8 @@
  * touched, each compressed debug section inflated whole: see
  * symbolize_debuginfo.h), and the host would pay for it in RSS for as
  * long as it is kept; reopening costs under a millisecond for an ordinary
- * object and 37 ms for glibc's compressed debug file, in the sessions
+ * object, and for glibc's compressed debug file too once its inflated
+ * copy is kept (37 ms to inflate: symbolize_debuginfo.h), in the sessions
  * that meet a new unit only.  The cache and the tables are emptied
  * between sessions once they hold more than CACHE_KEPT_ENTRIES or
  * symbolize_max_kb (the memory is the host's); all of it goes after
@@ -949,7 +950,8 @@ static void flush_all_tables(void)
     forget_modules();
 }
 
-/* Empties an overgrown cache, and the decoded units with it when both
+/* Empties an overgrown cache, and the decoded units and the kept copies of
+ * compressed debug files (symbolize_debuginfo.h) with it when they all
  * hold more than symbolize_max_kb; only between sessions, when no result
  * of an earlier one is in use.  A session itself is never cut short: it
  * may go past the bound, and the next one starts below it. */
@@ -958,8 +960,10 @@ static void bound_cache(void)
     size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
     if (S.nentries > CACHE_KEPT_ENTRIES || S.cache_bytes > max)
         flush_cache();
-    if (S.cache_bytes + tables_bytes() > max)
+    if (S.cache_bytes + tables_bytes() + symdi_kept_bytes() > max) {
         flush_all_tables();
+        symdi_drop_copies();
+    }
 }
 
 /* Lets go of everything: cache, decoded units, symbols, mappings.  The
@@ -967,6 +971,7 @@ static void bound_cache(void)
 static void release_all(void)
 {
     flush_all_tables();
+    symdi_drop_copies();
     free_mappings(S.maps, S.nmaps);
     S.maps = NULL;
     S.nmaps = 0;
@@ -1027,7 +1032,8 @@ void symbolize_end(void)
     close_modules();
     drop_gone_modules(); /* libdw's state, as for the others */
     clock_gettime(CLOCK_MONOTONIC, &S.last_used);
-    atomic_store(&own_bytes, S.cache_bytes + tables_bytes());
+    atomic_store(&own_bytes,
+                 S.cache_bytes + tables_bytes() + symdi_kept_bytes());
     pthread_mutex_unlock(&S.lock);
     collect_internal_leave();
 }

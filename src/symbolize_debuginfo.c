@@ -23,10 +23,12 @@
  * the file's end, and a section header table saying so after them.  The
  * inflating streams through 64 KiB buffers.  Anything unexpected (another
  * compression, a size that does not match) keeps the file as it is, for
- * libdw to inflate as it always did.
+ * libdw to inflate as it always did.  Copies are kept from one session to
+ * the next while the symbolizer keeps its tables (below, "Copies kept").
  */
 #define _GNU_SOURCE
 #include "symbolize_debuginfo.h"
+#include "config.h"
 
 #include <elf.h>
 #include <elfutils/libdwelf.h>
@@ -169,15 +171,123 @@ static bool write_inflated(int from, uint64_t size, Elf64_Ehdr *eh,
            write_at(out, eh, sizeof *eh, 0);
 }
 
+/* ---- Copies kept between sessions ---------------------------------------
+ *
+ * symbolize.c closes libdw at the end of every session, and a later
+ * session that meets a unit not decoded yet opens the file again: for
+ * glibc's compressed debug file that was 37 ms of inflating each time, most
+ * of what scraping cost a busy program until its units were all decoded.
+ * So a copy is kept, its memfd open but not mapped (its pages are the
+ * memfd's, not in the host's RSS), until the symbolizer lets go of
+ * everything after symbolize_idle_seconds without a session
+ * (symdi_drop_copies), as long as all kept copies fit in symbolize_max_kb;
+ * their bytes count in the symbolizer's own memory (symdi_kept_bytes).  A
+ * copy is known by its file's device, inode, size and change time.  Its
+ * descriptor may have been closed by the program since (a daemon closing
+ * every descriptor) and its number reused: it is used, and closed, only
+ * while it is still the same memfd (device and inode).  Called under the
+ * symbolizer's lock, as every libdwfl callback is. */
+
+#define KEPT_COPIES 8
+
+struct kept_copy {
+    dev_t dev; /* the file copied */
+    ino_t ino;
+    off_t size;
+    struct timespec ctime;
+    int fd; /* the memfd, and what it was when made */
+    dev_t fd_dev;
+    ino_t fd_ino;
+    size_t bytes; /* its pages */
+};
+
+static struct kept_copy kept[KEPT_COPIES];
+static size_t nkept, kept_total;
+
+static bool still_ours(const struct kept_copy *k)
+{
+    struct stat st;
+    return fstat(k->fd, &st) == 0 && st.st_dev == k->fd_dev &&
+           st.st_ino == k->fd_ino;
+}
+
+static void forget_copy(size_t i, bool close_it)
+{
+    if (close_it && still_ours(&kept[i]))
+        close(kept[i].fd);
+    kept_total -= kept[i].bytes;
+    kept[i] = kept[--nkept];
+}
+
+static bool same_file(const struct kept_copy *k, const struct stat *st)
+{
+    return k->dev == st->st_dev && k->ino == st->st_ino &&
+           k->size == st->st_size && k->ctime.tv_sec == st->st_ctim.tv_sec &&
+           k->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+/* A descriptor of its own for the kept copy of the file `st` describes,
+ * or -1. */
+static int reuse_copy(const struct stat *st)
+{
+    for (size_t i = 0; i < nkept; i++) {
+        if (!same_file(&kept[i], st))
+            continue;
+        if (!still_ours(&kept[i])) {
+            forget_copy(i, false);
+            return -1;
+        }
+        return fcntl(kept[i].fd, F_DUPFD_CLOEXEC, 0);
+    }
+    return -1;
+}
+
+/* Keeps a descriptor of `copy`, the copy of the file `st` describes, if it
+ * fits. */
+static void keep_copy(const struct stat *st, int copy)
+{
+    struct stat c;
+    size_t max = (size_t)cfg_int(CFG_SYMBOLIZE_MAX_KB) * 1024;
+    if (nkept == KEPT_COPIES || fstat(copy, &c) != 0 ||
+        kept_total + (size_t)c.st_blocks * 512 > max)
+        return;
+    int fd = fcntl(copy, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    kept[nkept++] = (struct kept_copy){
+        .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size,
+        .ctime = st->st_ctim, .fd = fd, .fd_dev = c.st_dev,
+        .fd_ino = c.st_ino, .bytes = (size_t)c.st_blocks * 512};
+    kept_total += kept[nkept - 1].bytes;
+}
+
+void symdi_drop_copies(void)
+{
+    while (nkept > 0)
+        forget_copy(nkept - 1, true);
+}
+
+size_t symdi_kept_bytes(void)
+{
+    return kept_total;
+}
+
 /* fd itself, or, when the ELF file at fd has compressed sections, a memfd
- * holding it with them inflated (fd then closed).  On any failure fd,
- * which libdw reads as it always has. */
+ * holding it with them inflated (fd then closed): the kept copy when
+ * there is one, else a new one, kept.  On any failure fd, which libdw
+ * reads as it always has. */
 static int inflated_copy(int fd)
 {
     Elf64_Ehdr eh;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !read_at(fd, &eh, sizeof eh, 0) ||
-        !host_elf64(&eh) ||
+    if (fstat(fd, &st) != 0)
+        return fd;
+    int out = reuse_copy(&st);
+    if (out >= 0) {
+        close(fd);
+        return out;
+    }
+    if (!read_at(fd, &eh, sizeof eh, 0) || !host_elf64(&eh) ||
         !within(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr),
                 (uint64_t)st.st_size))
         return fd;
@@ -187,7 +297,7 @@ static int inflated_copy(int fd)
         for (size_t i = 0; i < eh.e_shnum; i++)
             compressed |= sh[i].sh_type != SHT_NOBITS &&
                           (sh[i].sh_flags & SHF_COMPRESSED);
-    int out = compressed ? memfd_create("cpprof-debuginfo", MFD_CLOEXEC) : -1;
+    out = compressed ? memfd_create("cpprof-debuginfo", MFD_CLOEXEC) : -1;
     if (out >= 0 && !write_inflated(fd, (uint64_t)st.st_size, &eh, sh, out)) {
         close(out);
         out = -1;
@@ -196,6 +306,7 @@ static int inflated_copy(int fd)
     if (out < 0)
         return fd;
     close(fd);
+    keep_copy(&st, out);
     return out;
 }
 

@@ -17,7 +17,9 @@
  *     they were taken from a thread's malloc arena, whose top glibc's
  *     malloc_trim() does not give back.  Here such a file is handed to
  *     libdw as a copy in a memfd with its sections inflated: its pages are
- *     the memfd's, and go with it when libdw closes it.
+ *     the memfd's, and go with it when libdw closes it.  The copy is kept
+ *     (not mapped: not in the host's RSS) while the symbolizer keeps its
+ *     tables, since inflating glibc's again costs 37 ms.
  */
 #ifndef CPPROF_SYMBOLIZE_DEBUGINFO_H
 #define CPPROF_SYMBOLIZE_DEBUGINFO_H
@@ -41,5 +43,12 @@ int symdi_find_debuginfo(Dwfl_Module *mod, void **userdata,
                          const char *modname, Dwarf_Addr base,
                          const char *file_name, const char *debuglink_file,
                          GElf_Word debuglink_crc, char **debuginfo_file_name);
+
+/* The inflated copies kept from one session to the next: let go of them
+ * (with the rest of the symbolizer's state, after symbolize_idle_seconds),
+ * and their bytes (counted in the symbolizer's own memory).  Under the
+ * symbolizer's lock. */
+void symdi_drop_copies(void);
+size_t symdi_kept_bytes(void);
 
 #endif

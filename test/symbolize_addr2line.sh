@@ -9,8 +9,9 @@
 # the debug information in a separate file named by .gnu_debuglink
 # (compressed too; without a build id, found by the link's CRC), and without
 # debug information (the symbol table's names, no file or line); the line
-# tables of the same objects against libdw's (test/check_symlines); and
-# the release of everything after symbolize_idle_seconds.
+# tables of the same objects against libdw's (test/check_symlines); the
+# inflated copy kept from one session to the next; and the release of
+# everything after symbolize_idle_seconds.
 set -u
 : "${top_builddir:=.}"
 srcdir=$(dirname "$0")/..
@@ -149,6 +150,32 @@ tail -n 1 "$tmp/memfd" | grep -q '^memfd: during 0, after 0$' ||
 [ "$(grep -c '^memfd: during 0, after 0$' "$tmp/memfd")" -eq 2 ] ||
     fail "memfd: $(cat "$tmp/memfd") for an uncompressed debug file"
 echo "memfd: a compressed debug file inflated in a memfd, closed after the session, not opened again for decoded units"
+
+# An inflated copy is kept for the next session that needs libdw on the
+# same file (issue 17: inflating glibc's debug file again was most of what
+# scrapes cost), and a descriptor the program took over meanwhile (a
+# daemon closing every descriptor) is never read or closed: an object of
+# two units, compressed, one unit per session.
+cat >"$tmp/unit_a.c" <<'EOF2'
+int unit_a(int x) { return x * 3 + 1; }
+EOF2
+cat >"$tmp/unit_b.c" <<'EOF2'
+int unit_b(int x) { return x * 5 + 2; }
+EOF2
+cc -g -O2 -shared -fPIC -o "$tmp/two-units.so" "$tmp/unit_a.c" "$tmp/unit_b.c" &&
+    objcopy --compress-debug-sections=zlib "$tmp/two-units.so" ||
+    fail "reuse: cannot build the two-unit object"
+nm "$tmp/two-units.so" | awk '$3 == "unit_a" { print $1 } $3 == "unit_b" { print "next"; print $1 }' \
+    >"$tmp/two-units.addrs"
+"$DUMP" "$tmp/two-units.so" reuse <"$tmp/two-units.addrs" 2>"$tmp/reuse" \
+    >/dev/null || fail "reuse: symbolize_dump failed: $(cat "$tmp/reuse")"
+grep -q '^reuse: 1 kept; the second session read the kept copy$' "$tmp/reuse" ||
+    fail "reuse: $(cat "$tmp/reuse")"
+"$DUMP" "$tmp/two-units.so" reuse-closed <"$tmp/two-units.addrs" \
+    2>"$tmp/reuse" >/dev/null || fail "reuse-closed: symbolize_dump failed: $(cat "$tmp/reuse")"
+grep -q '^closed: the second session inflated another copy (1 mapped); the program.s descriptors untouched$' \
+    "$tmp/reuse" || fail "reuse-closed: $(cat "$tmp/reuse")"
+echo "reuse: the inflated copy kept for the next session; a descriptor taken over by the program left alone"
 
 # A debug file whose CRC is not the link's is not the object's: unused.
 printf x >>"$tmp/c-debuglink-crc.debug"
