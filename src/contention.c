@@ -30,7 +30,9 @@
  * whole of each sampled wait is split among the holders that caused it.
  * A charge counts `fraction` events and fraction x delay, as Go's does.
  * Only pthread mutexes feed it: rwlock and condition-variable waits appear
- * in block only.  Timed and clock variants of the locks are not
+ * in block only.  Neither profile records cpprof's own waits and locks
+ * (its threads', and a program thread's inside cpprof's work): they are
+ * the profiler's, not the program's.  Timed and clock variants of the locks are not
  * interposed: their waits are not profiled.
  */
 #define _GNU_SOURCE
@@ -121,10 +123,20 @@ static atomic_flag wait_lock = ATOMIC_FLAG_INIT;
 static struct wait_slot waits[WAIT_SLOTS];
 static atomic_long sampled_waiters; /* sum of n: unlock's quick test */
 
+/* Whether the calling thread runs cpprof's code: a collector (which must
+ * not come back in), or cpprof's own work (collect_internal), whose waits
+ * for work (a window thread's for the next request was the longest wait
+ * in the block profile) and locks are the profiler's, not the
+ * program's. */
+static inline bool cpprofs_own(void)
+{
+    return collect_busy || collect_internal;
+}
+
 static inline bool profiling_off(void)
 {
-    return collect_busy || (cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0 &&
-                            cfg_int(CFG_MUTEX_PROFILE_FRACTION) <= 0);
+    return cpprofs_own() || (cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0 &&
+                             cfg_int(CFG_MUTEX_PROFILE_FRACTION) <= 0);
 }
 
 /* ---- Recording (with collect_busy set) -------------------------------- */
@@ -285,7 +297,7 @@ EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&sampled_waiters,
                                               memory_order_relaxed) > 0, 0) &&
-        !collect_busy)
+        !cpprofs_own())
         charge_unlocker(m);
     return glibc_mutex_unlock(m);
 }
@@ -342,7 +354,7 @@ static int cond_timedwait_fn_(void *a)
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
     struct cond_args a = {c, m, NULL};
-    if (collect_busy || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
+    if (cpprofs_own() || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
         return cond_wait_fn_(&a);
     int rc = wait_timed(cond_wait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();
@@ -353,7 +365,7 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                   const struct timespec *abstime)
 {
     struct cond_args a = {c, m, abstime};
-    if (collect_busy || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
+    if (cpprofs_own() || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
         return cond_timedwait_fn_(&a);
     int rc = wait_timed(cond_timedwait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();

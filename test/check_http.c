@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -354,6 +355,80 @@ START_TEST(goroutine_names_a_taken_census_signal)
 }
 END_TEST
 
+/* The whole body of GET path (malloc'd), or NULL on a status other
+ * than 200. */
+static char *get_body(const char *path)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    int fd = connect_server(AF_INET);
+    send_get(fd, path);
+    ssize_t n;
+    while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+    close(fd);
+    int status = 0;
+    sscanf(buf, "HTTP/1.1 %d", &status);
+    if (status == 200)
+        return buf;
+    free(buf);
+    return NULL;
+}
+
+static pthread_mutex_t program_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t program_cv = PTHREAD_COND_INITIALIZER;
+static bool program_signalled;
+
+static void *signal_program_later(void *arg)
+{
+    (void)arg;
+    struct timespec wait = {0, 20000000};
+    nanosleep(&wait, NULL);
+    pthread_mutex_lock(&program_mu);
+    program_signalled = true;
+    pthread_cond_signal(&program_cv);
+    pthread_mutex_unlock(&program_mu);
+    return NULL;
+}
+
+/* A wait of the program's own: the block profile must show it. */
+__attribute__((noinline)) void program_waits_for_work(void)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, signal_program_later, NULL), 0);
+    pthread_mutex_lock(&program_mu);
+    while (!program_signalled)
+        pthread_cond_wait(&program_cv, &program_mu);
+    pthread_mutex_unlock(&program_mu);
+    pthread_join(t, NULL);
+}
+
+/* cpprof's own threads wait for work: a window thread for the next request
+ * that waits out a window, the server's threads for connections.  Those
+ * waits are the profiler's, and stay out of the block profile (issue 17),
+ * where a window thread's idle wait was the longest "program" wait of all;
+ * the program's own wait is there. */
+START_TEST(own_waits_stay_out_of_the_block_profile)
+{
+    ck_assert_int_eq(cpprof_set("block_profile_rate", "1"), 0);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    /* Each waits out its window on a window thread, which waited for it. */
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(get_status(AF_INET, "/debug/pprof/block?seconds=1"),
+                         200);
+    program_waits_for_work();
+    char *body = get_body("/debug/pprof/block?debug=1");
+    ck_assert_ptr_nonnull(body);
+    ck_assert_msg(strstr(body, "program_waits_for_work"), "%s", body);
+    ck_assert_msg(!strstr(body, "window_thread") && !strstr(body, "MHD_"),
+                  "cpprof's own waits in the block profile:\n%s", body);
+    free(body);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -367,6 +442,7 @@ static Suite *http_suite(void)
     tcase_add_test(life, stop_frees_sockets_and_threads);
     tcase_add_test(life, stop_does_not_wait_out_a_profile);
     tcase_add_test(life, goroutine_names_a_taken_census_signal);
+    tcase_add_test(life, own_waits_stay_out_of_the_block_profile);
     suite_add_tcase(s, life);
     return s;
 }

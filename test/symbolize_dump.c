@@ -223,9 +223,12 @@ int main(int argc, char **argv)
             return 2;
         offsets[n++] = offset;
     }
-    if (reusing)
-        return reuse(lm->l_addr, offsets, n, first,
-                     strcmp(argv[2], "reuse-closed") == 0);
+    if (reusing) {
+        int rc = reuse(lm->l_addr, offsets, n, first,
+                       strcmp(argv[2], "reuse-closed") == 0);
+        free(offsets);
+        return rc;
+    }
     dump(lm->l_addr, offsets, n, memfd);
     if (memfd) {
         for (size_t k = 0; k < n; k++)
