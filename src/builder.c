@@ -48,6 +48,9 @@ typedef Perftools__Profiles__Function Function;
 
 /* Root frame added to a stack the unwinder cut short. */
 #define TRUNCATED_FRAME "cpprof.truncated"
+/* Frame of a PC in an unloaded object no longer known (unwind.h,
+ * UNWIND_GONE_KEPT). */
+#define UNLOADED_FRAME "[unloaded]"
 
 /* ---- Growable arrays ---------------------------------------------------- */
 
@@ -454,24 +457,43 @@ static bool same_gone(const unwind_gone *a, const unwind_gone *b)
 }
 
 /* 1 + the index in b->gone of the mapping that held pc in generation
- * `gen` and has gone away since; 0 when pc is in the mapping there now
- * (or gen is 0, unknown); negative when out of memory. */
-static int64_t gone_mapping(builder *b, uint64_t gen, uintptr_t pc)
+ * `gen` and has gone away since, in *gone; 0 there when pc is in the
+ * mapping there now (or gen is 0, unknown).  Returns UNWIND_PC_*
+ * (unwind.h) or -ENOMEM. */
+static int gone_mapping(builder *b, uint64_t gen, uintptr_t pc, size_t *gone)
 {
     unwind_gone g;
-    if (!unwind_gone_at(gen, pc, &g))
-        return 0;
-    for (size_t i = 0; i < b->ngone; i++)
+    *gone = 0;
+    int r = unwind_gone_at(gen, pc, &g);
+    if (r != UNWIND_PC_GONE)
+        return r;
+    for (size_t i = 0; i < b->ngone && !*gone; i++)
         if (same_gone(&b->gone[i].at, &g))
-            return (int64_t)i + 1;
-    char *path = strdup(g.path);
-    if (!path || RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {
-        free(path);
+            *gone = i + 1;
+    if (*gone) {
+        free((char *)g.path);
+        return r;
+    }
+    if (RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {
+        free((char *)g.path);
         return -ENOMEM;
     }
-    g.path = path;
-    b->gone[b->ngone] = (struct gone_map){.at = g, .path = path};
-    return (int64_t)++b->ngone;
+    b->gone[b->ngone] = (struct gone_map){.at = g, .path = (char *)g.path};
+    *gone = ++b->ngone;
+    return r;
+}
+
+/* The location of pc (exact or already one byte back) in a stack walked
+ * in generation `gen`, or 0 when out of memory.  A PC whose gone
+ * mapping's record was dropped for room is one "[unloaded]" frame: what
+ * it was is no longer known, and what is there now is not it. */
+static uint64_t stack_location_id(builder *b, uint64_t gen, uintptr_t pc)
+{
+    size_t gone;
+    int r = gone_mapping(b, gen, pc, &gone);
+    if (r == UNWIND_PC_FORGOTTEN)
+        return pseudo_location_id(b, UNLOADED_FRAME);
+    return r < 0 ? 0 : location_id(b, (struct loc_key){pc, 0, gone});
 }
 
 /* Appends the location ids of a stack walked in generation `gen` to
@@ -487,10 +509,7 @@ static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
     for (size_t i = 0; i < depth; i++) {
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
-        int64_t gone = gone_mapping(b, gen, pc);
-        uint64_t id = gone < 0 ? 0
-                               : location_id(b, (struct loc_key){
-                                                    pc, 0, (size_t)gone});
+        uint64_t id = stack_location_id(b, gen, pc);
         if (!id)
             return -ENOMEM;
         b->location_ids[b->nlocation_ids++] = id;
@@ -608,11 +627,11 @@ static int finish_sample(builder *b, size_t locs_at, const int64_t *values,
     return 0;
 }
 
-/* builder_add_sample for a stack walked in generation `gen`. */
-static int add_sample(builder *b, const uintptr_t *pcs, size_t depth,
-                      unsigned flags, uint64_t gen, const int64_t *values,
-                      const cpprof_labelset *labels,
-                      const builder_numlabel *num, size_t nnum)
+int builder_add_sample_at_gen(builder *b, const uintptr_t *pcs, size_t depth,
+                              unsigned flags, uint64_t gen,
+                              const int64_t *values,
+                              const cpprof_labelset *labels,
+                              const builder_numlabel *num, size_t nnum)
 {
     if ((depth && !pcs) || (b->nsample_types && !values) || (nnum && !num))
         return -EINVAL;
@@ -630,7 +649,8 @@ int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
                        const cpprof_labelset *labels,
                        const builder_numlabel *num, size_t nnum)
 {
-    return add_sample(b, pcs, depth, flags, 0, values, labels, num, nnum);
+    return builder_add_sample_at_gen(b, pcs, depth, flags, 0, values, labels,
+                                     num, nnum);
 }
 
 int builder_add_pseudo_sample(builder *b, const char *frame,
@@ -669,8 +689,8 @@ static void add_stacktab_entry(const uintptr_t *pcs, size_t depth,
 {
     struct add_stacktab_ctx *ctx = arg;
     if (ctx->rc == 0)
-        ctx->rc = add_sample(ctx->b, pcs, depth, flags, gen, values, labels,
-                             NULL, 0);
+        ctx->rc = builder_add_sample_at_gen(ctx->b, pcs, depth, flags, gen,
+                                            values, labels, NULL, 0);
 }
 
 int builder_add_stacktab(builder *b, const stacktab *t)

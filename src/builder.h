@@ -42,6 +42,15 @@ int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
                        const cpprof_labelset *labels,
                        const builder_numlabel *num, size_t nnum);
 
+/* builder_add_sample for a stack kept under generation `gen` (unwind.h,
+ * "Generations"): a PC in a mapping gone since is named after the object
+ * that was there, never the one there now. */
+int builder_add_sample_at_gen(builder *b, const uintptr_t *pcs, size_t depth,
+                              unsigned flags, uint64_t gen,
+                              const int64_t *values,
+                              const cpprof_labelset *labels,
+                              const builder_numlabel *num, size_t nnum);
+
 /* A sample whose whole stack is one pseudo-frame naming a cause, e.g.
  * "cpprof.lostProfileEvent" for samples a full buffer dropped. */
 int builder_add_pseudo_sample(builder *b, const char *frame,

@@ -826,7 +826,7 @@ static __attribute__((noinline)) void walk_self(census_thread *t)
 {
     int busy = collect_busy;
     collect_busy = 1;
-    t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags);
+    t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags, NULL);
     collect_busy = busy;
     COLLECT_NO_TAIL_CALL();
 }

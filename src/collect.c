@@ -67,15 +67,18 @@ pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
 #endif
 
 __attribute__((noinline)) size_t
-collect_stack(unsigned skip, uintptr_t *pcs, size_t max, unsigned *flags)
+collect_stack(unsigned skip, uintptr_t *pcs, size_t max, unsigned *flags,
+              uint64_t *gen)
 {
+    if (gen) /* before the walk: no mapping its stack meets goes unkept */
+        unwind_keep_gone_for_stacks();
     if (!stack_learnt) {
         unwind_learn_own_stack();
         stack_learnt = true;
     }
     struct unwind_start start;
     UNWIND_START_OF_CALLER(&start);
-    return unwind_from(&start, skip, pcs, max, flags);
+    return unwind_from(&start, skip, pcs, max, flags, gen);
 }
 
 void collect_spin_lock(atomic_flag *lock)

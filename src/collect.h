@@ -37,11 +37,15 @@ void collect_internal_leave(void);
  * addresses, leaf first, dropping the first `skip` (skip 0: pcs[0] is the
  * return address into collect_stack's caller; each further skip drops one
  * more caller), at most `max` in all; *flags gets STACK_TRUNCATED when the walk was cut.
+ * A caller that keeps the stack for the process's life passes `gen`,
+ * which gets the generation to keep it under (unwind_from), and from then
+ * on the mappings that go away are kept for such stacks
+ * (unwind_keep_gone_for_stacks); NULL for a stack used once.
  * The thread's stack bounds are learnt once (pthread_getattr_np) so that
  * the walk reads its own stack directly and nothing else without a
  * fault-proof read.  Call with collect_busy set. */
 size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
-                     unsigned *flags);
+                     unsigned *flags, uint64_t *gen);
 
 /* Placed after a call that must not become a tail call: the walk's frame
  * counts assume every interposer keeps its frame while it calls on. */

@@ -142,14 +142,15 @@ static inline bool profiling_off(void)
 /* ---- Recording (with collect_busy set) -------------------------------- */
 
 static void record(stacktab **tab, const uintptr_t *pcs, size_t depth,
-                   unsigned flags, int64_t count_milli, int64_t delay)
+                   unsigned flags, uint64_t gen, int64_t count_milli,
+                   int64_t delay)
 {
     int64_t v[CONT_NVALUES] = {count_milli, delay};
     collect_spin_lock(&table_lock);
     if (!*tab)
         *tab = stacktab_new(CONT_NVALUES);
     if (*tab)
-        stacktab_add(*tab, pcs, depth, flags, 0, NULL, v);
+        stacktab_add(*tab, pcs, depth, flags, gen, NULL, v);
     collect_spin_unlock(&table_lock);
 }
 
@@ -166,13 +167,14 @@ static __attribute__((noinline)) void block_event(int64_t d)
         return;
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
+    uint64_t gen;
     /* Drops block_event and the wait wrapper; the interposer's caller is
      * the leaf. */
-    size_t depth = collect_stack(3, pcs, STACK_MAX_FRAMES, &flags);
+    size_t depth = collect_stack(3, pcs, STACK_MAX_FRAMES, &flags, &gen);
     if (d < rate)
-        record(&block_tab, pcs, depth, flags, 1000 * rate / d, rate);
+        record(&block_tab, pcs, depth, flags, gen, 1000 * rate / d, rate);
     else
-        record(&block_tab, pcs, depth, flags, 1000, d);
+        record(&block_tab, pcs, depth, flags, gen, 1000, d);
 }
 
 static struct wait_slot *slot_of(const pthread_mutex_t *m)
@@ -236,8 +238,9 @@ static __attribute__((noinline)) void charge_unlocker(const pthread_mutex_t *m)
     if (delay > 0 && fraction > 0) {
         uintptr_t pcs[STACK_MAX_FRAMES];
         unsigned flags;
-        size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags);
-        record(&mutex_tab, pcs, depth, flags, 1000 * fraction,
+        uint64_t gen;
+        size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags, &gen);
+        record(&mutex_tab, pcs, depth, flags, gen, 1000 * fraction,
                delay * fraction);
     }
     collect_busy = 0;

@@ -21,6 +21,7 @@
 #include "labels.h"
 #include "stacktab.h"
 #include "symbolize.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ struct sset_entry {
     uintptr_t *pcs;
     size_t depth;
     unsigned flags;
+    uint64_t gen;
     const cpprof_labelset *labels;
     int64_t num;
     int64_t *values;
@@ -69,13 +71,24 @@ void sampleset_free(sampleset *s)
     free(s);
 }
 
-static uint64_t key_hash(const uintptr_t *pcs, size_t depth, unsigned flags,
-                         const cpprof_labelset *labels, int64_t num)
+/* A sample's key: what find_or_add looks up. */
+struct key {
+    const uintptr_t *pcs;
+    size_t depth;
+    unsigned flags;
+    uint64_t gen;
+    const cpprof_labelset *labels;
+    int64_t num;
+};
+
+static uint64_t key_hash(const struct key *k)
 {
     uint64_t h = 1469598103934665603ull;
-    uint64_t words[] = {depth, flags, (uintptr_t)labels, (uint64_t)num};
-    for (size_t i = 0; i < 4 + depth; i++) {
-        h ^= i < 4 ? words[i] : pcs[i - 4];
+    uint64_t words[] = {k->depth, k->flags, k->gen, (uintptr_t)k->labels,
+                        (uint64_t)k->num};
+    enum { NWORDS = sizeof words / sizeof words[0] };
+    for (size_t i = 0; i < NWORDS + k->depth; i++) {
+        h ^= i < NWORDS ? words[i] : k->pcs[i - NWORDS];
         h *= 1099511628211ull;
         h ^= h >> 29;
     }
@@ -83,12 +96,11 @@ static uint64_t key_hash(const uintptr_t *pcs, size_t depth, unsigned flags,
 }
 
 static bool key_equal(const struct sset_entry *e, uint64_t hash,
-                      const uintptr_t *pcs, size_t depth, unsigned flags,
-                      const cpprof_labelset *labels, int64_t num)
+                      const struct key *k)
 {
-    return e->hash == hash && e->depth == depth && e->flags == flags &&
-           e->labels == labels && e->num == num &&
-           memcmp(e->pcs, pcs, depth * sizeof *pcs) == 0;
+    return e->hash == hash && e->depth == k->depth && e->flags == k->flags &&
+           e->gen == k->gen && e->labels == k->labels && e->num == k->num &&
+           memcmp(e->pcs, k->pcs, k->depth * sizeof *k->pcs) == 0;
 }
 
 static int grow_slots(sampleset *s)
@@ -109,9 +121,7 @@ static int grow_slots(sampleset *s)
     return 0;
 }
 
-static int append_entry(sampleset *s, uint64_t hash, const uintptr_t *pcs,
-                        size_t depth, unsigned flags,
-                        const cpprof_labelset *labels, int64_t num)
+static int append_entry(sampleset *s, uint64_t hash, const struct key *k)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 32;
@@ -122,46 +132,44 @@ static int append_entry(sampleset *s, uint64_t hash, const uintptr_t *pcs,
         s->cap = cap;
     }
     struct sset_entry *e = &s->e[s->n];
-    e->pcs = malloc((depth ? depth : 1) * sizeof *pcs);
+    e->pcs = malloc((k->depth ? k->depth : 1) * sizeof *k->pcs);
     e->values = calloc(s->nvalues ? s->nvalues : 1, sizeof *e->values);
     if (!e->pcs || !e->values) {
         free(e->pcs);
         free(e->values);
         return -ENOMEM;
     }
-    memcpy(e->pcs, pcs, depth * sizeof *pcs);
+    memcpy(e->pcs, k->pcs, k->depth * sizeof *k->pcs);
     e->hash = hash;
-    e->depth = depth;
-    e->flags = flags;
-    e->labels = labelset_hold(labels);
-    e->num = num;
+    e->depth = k->depth;
+    e->flags = k->flags;
+    e->gen = k->gen;
+    e->labels = labelset_hold(k->labels);
+    e->num = k->num;
     return (int)s->n++;
 }
 
 /* The index of the entry with this key, created when missing. */
-static int find_or_add(sampleset *s, const uintptr_t *pcs, size_t depth,
-                       unsigned flags, const cpprof_labelset *labels,
-                       int64_t num)
+static int find_or_add(sampleset *s, const struct key *k)
 {
     if ((s->n + 1) * 2 > s->nslots && grow_slots(s) != 0)
         return -ENOMEM;
-    uint64_t hash = key_hash(pcs, depth, flags, labels, num);
+    uint64_t hash = key_hash(k);
     size_t j = hash & (s->nslots - 1);
     for (; s->slots[j]; j = (j + 1) & (s->nslots - 1))
-        if (key_equal(&s->e[s->slots[j] - 1], hash, pcs, depth, flags,
-                      labels, num))
+        if (key_equal(&s->e[s->slots[j] - 1], hash, k))
             return (int)(s->slots[j] - 1);
-    int i = append_entry(s, hash, pcs, depth, flags, labels, num);
+    int i = append_entry(s, hash, k);
     if (i >= 0)
         s->slots[j] = (size_t)i + 1;
     return i;
 }
 
 int sampleset_add(sampleset *s, const uintptr_t *pcs, size_t depth,
-                  unsigned flags, const cpprof_labelset *labels, int64_t num,
-                  const int64_t *values)
+                  unsigned flags, uint64_t gen, const cpprof_labelset *labels,
+                  int64_t num, const int64_t *values)
 {
-    int i = find_or_add(s, pcs, depth, flags, labels, num);
+    int i = find_or_add(s, &(struct key){pcs, depth, flags, gen, labels, num});
     if (i < 0)
         return i;
     for (size_t v = 0; v < s->nvalues; v++)
@@ -174,17 +182,15 @@ struct add_ctx {
     int rc;
 };
 
-/* The tables copied here (contention's) are walked without a generation
- * (gen 0: resolved against the mappings when built). */
 static void add_stacktab_entry(const uintptr_t *pcs, size_t depth,
                                unsigned flags, uint64_t gen,
                                const cpprof_labelset *labels,
                                const int64_t *values, void *arg)
 {
     struct add_ctx *c = arg;
-    (void)gen;
     if (c->rc == 0)
-        c->rc = sampleset_add(c->s, pcs, depth, flags, labels, 0, values);
+        c->rc = sampleset_add(c->s, pcs, depth, flags, gen, labels, 0,
+                              values);
 }
 
 int sampleset_add_stacktab(sampleset *s, const stacktab *t)
@@ -222,8 +228,8 @@ int sampleset_subtract(sampleset *s, const sampleset *earlier)
         const struct sset_entry *e = &earlier->e[i];
         for (size_t v = 0; v < s->nvalues; v++)
             neg[v] = -e->values[v];
-        int rc = sampleset_add(s, e->pcs, e->depth, e->flags, e->labels,
-                               e->num, neg);
+        int rc = sampleset_add(s, e->pcs, e->depth, e->flags, e->gen,
+                               e->labels, e->num, neg);
         if (rc != 0)
             return rc;
     }
@@ -261,8 +267,8 @@ int sampleset_sorted(const sampleset *s, size_t by, sampleset_entry **out,
         const struct sset_entry *e = &s->e[i];
         if (all_zero(e->values, s->nvalues))
             continue;
-        list[k++] = (sampleset_entry){e->pcs, e->depth, e->flags, e->labels,
-                                      e->num, e->values};
+        list[k++] = (sampleset_entry){e->pcs,    e->depth, e->flags, e->gen,
+                                      e->labels, e->num,   e->values};
     }
     if (by < s->nvalues)
         qsort_r(list, k, sizeof *list, by_value_desc, &by);
@@ -337,22 +343,46 @@ void text_write_pcs(FILE *f, const uintptr_t *pcs, size_t depth)
     fputc('\n', f);
 }
 
-void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
-                       unsigned flags)
+/* The frames at pc (exact or already one byte back), taken in generation
+ * `gen`: from the object that was mapped there then (unwind.h), or NULL
+ * when that is no longer known (*why says so).  Within a session; *path
+ * is the caller's to free. */
+static const symbolize_result *frames_at(uint64_t gen, uintptr_t pc,
+                                         char **path, const char **why)
 {
-    symbolize_begin();
+    unwind_gone g;
+    int where = unwind_gone_at(gen, pc, &g);
+    *path = NULL;
+    *why = where == UNWIND_PC_FORGOTTEN ? "[unloaded]" : "[out of memory]";
+    if (where == UNWIND_PC_CURRENT)
+        return symbolize_pc(pc);
+    if (where != UNWIND_PC_GONE)
+        return NULL;
+    *path = (char *)g.path;
+    symbolize_gone o = {g.path, g.dev, g.ino, g.bias};
+    const char *build_id;
+    return symbolize_gone_pc(&o, pc, &build_id);
+}
+
+void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
+                       unsigned flags, uint64_t gen)
+{
     for (size_t i = 0; i < depth; i++) {
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
-        const symbolize_result *r = symbolize_pc(pc);
-        for (size_t j = 0; j < r->nframes; j++) {
+        char *path;
+        const char *why;
+        const symbolize_result *r = frames_at(gen, pc, &path, &why);
+        if (!r)
+            fprintf(f, "#\t%#lx\t%s+0x0\t:0\n", (unsigned long)pc, why);
+        for (size_t j = 0; r && j < r->nframes; j++) {
             const symbolize_frame *fr = &r->frames[j];
             fprintf(f, "#\t%#lx\t%s+%#lx\t%s:%lld\n", (unsigned long)pc,
                     fr->name, (unsigned long)r->sym_offset, fr->file,
                     (long long)fr->line);
         }
+        free(path);
     }
-    symbolize_end();
 }
 
 /* ---- Serving a named profile ----------------------------------------- */

@@ -23,8 +23,10 @@
 #include "http.h"
 #include "stacktab.h"
 
-/* Samples keyed by (stack, flags, label set, one numeric key), each with
- * the same number of int64 values.  The numeric key is what Go's heap
+/* Samples keyed by (stack, flags, generation, label set, one numeric key),
+ * each with the same number of int64 values.  The generation is the one
+ * the stack's mappings were walked in (unwind.h; 0: resolve against the
+ * mappings at build time).  The numeric key is what Go's heap
  * profile keeps per sample besides its stack, the object size (label
  * "bytes"); profiles without one pass 0. */
 typedef struct sampleset sampleset;
@@ -33,6 +35,7 @@ typedef struct {
     const uintptr_t *pcs; /* pcs[0] is the leaf, as in stacktab.h */
     size_t depth;
     unsigned flags;       /* STACK_* */
+    uint64_t gen;         /* of the stack's mappings (unwind.h) */
     const cpprof_labelset *labels;
     int64_t num;
     const int64_t *values;
@@ -44,8 +47,8 @@ void sampleset_free(sampleset *s);
 /* Adds values to the entry with this key, creating it (with a reference to
  * labels) when new. */
 int sampleset_add(sampleset *s, const uintptr_t *pcs, size_t depth,
-                  unsigned flags, const cpprof_labelset *labels, int64_t num,
-                  const int64_t *values);
+                  unsigned flags, uint64_t gen, const cpprof_labelset *labels,
+                  int64_t num, const int64_t *values);
 
 /* Adds every entry of a stack table (its values must number as s's), with
  * the numeric key 0. */
@@ -90,9 +93,17 @@ int sampleset_build(builder *b, const sampleset *s,
 
 /* Writes Go's text-form frame lines for a stack of return addresses:
  * "#\t0xPC\tFUNC+0xOFF\tFILE:LINE" per frame (inlined frames each on a
- * line), as runtime/pprof's printStackRecord does. */
+ * line), as runtime/pprof's printStackRecord does.  `gen` is the
+ * generation the stack was kept under (unwind.h): a PC in an object
+ * unloaded since is named after that object (or "[unloaded]" once it is
+ * no longer known), never after the one mapped there now.  Within a
+ * symbolizer session (symbolize_begin), which a text profile opens once
+ * for all its stacks: what they need of libdw, and each unloaded object's
+ * file, is then opened once, not once a stack (a session a stack stalled
+ * block?debug=1 for seconds with a plugin loaded and unloaded thousands
+ * of times). */
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
-                       unsigned flags);
+                       unsigned flags, uint64_t gen);
 
 /* Writes " 0xPC" per stack entry and a newline: the "@ ..." list. */
 void text_write_pcs(FILE *f, const uintptr_t *pcs, size_t depth);

@@ -27,9 +27,13 @@
  * Defined here and exported (src/libcpprof.map) as siginterpose.c does
  * for sigaction: whether the library is linked or preloaded, the
  * program's call comes here first, then goes to the next definition
- * (glibc's, or a sanitizer's interceptor).  All this only while a CPU
- * profile runs or is being built (a generation is pinned): otherwise a
- * dlclose costs two atomic loads more.  A refresh costs a read of
+ * (glibc's, or a sanitizer's interceptor).  All this only while gone
+ * mappings are kept (unwind_keeping_gone): a CPU profile runs or is being
+ * built (a generation is pinned), or the allocation, contention or
+ * thread-creation profiler has kept a stack (their stacks live as long as
+ * the process; with the heap profile on by default, that is most
+ * processes once one allocation was sampled); otherwise a dlclose costs
+ * three atomic loads more.  A refresh costs a read of
  * /proc/self/maps (about 0.5 ms in a process linked with libcpprof's
  * dependencies), and only when the loader's counts moved: after, when the
  * loader really unmapped something (a dlclose of an object still in use
@@ -65,7 +69,7 @@ EXPORT int dlclose(void *handle)
     sampler_before_unload();
     collect_internal_leave();
     int rc = next_dlclose(handle);
-    if (unwind_generation_pinned()) {
+    if (unwind_keeping_gone()) {
         collect_internal_enter();
         unwind_refresh_if_loaded();
         collect_internal_leave();

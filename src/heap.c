@@ -37,8 +37,14 @@
  * (rate 0) a thread still looks at the setting every RECHECK_BYTES, so
  * turning it on at run time reaches every thread.
  *
- * A sampled allocation gets a bucket for its (stack, size), as in Go, and a
- * live record keyed by address; free() finds out whether a pointer may be
+ * A sampled allocation gets a bucket for its (stack, size), as in Go, and
+ * the generation of the stack's mappings (unwind_from), so that a plugin's
+ * frames are named after it even once another object is loaded at its
+ * address (issue 18); the generation is that of the newest mapping the
+ * stack passes through, so a stack of objects still loaded keeps one
+ * bucket however often others come and go, and only a stack through a
+ * reloaded object gets a new one per load.  It also gets a live record
+ * keyed by address; free() finds out whether a pointer may be
  * sampled from a 64 KiB counting filter indexed by the address's hash, so
  * an unsampled free costs one byte load that is almost always zero.
  * Buckets live forever (they hold cumulative counts, which the allocs
@@ -389,6 +395,7 @@ struct bucket {
     int64_t allocs, frees;
     size_t depth;
     unsigned flags;
+    uint64_t gen; /* of the stack's mappings (unwind_from) */
     uintptr_t pcs[];
 };
 
@@ -499,22 +506,24 @@ static void live_recycle(struct live *l)
     spare_lives = l;
 }
 
-static uint64_t bucket_hash(size_t size, const uintptr_t *pcs, size_t depth)
+static uint64_t bucket_hash(size_t size, const uintptr_t *pcs, size_t depth,
+                            uint64_t gen)
 {
-    uint64_t h = size * 0x9E3779B97F4A7C15ull;
+    uint64_t h = (size ^ gen << 40) * 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < depth; i++)
         h = (h ^ pcs[i]) * 0x100000001B3ull;
     return h ^ (h >> 31);
 }
 
 static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
-                                 size_t depth, unsigned flags)
+                                 size_t depth, unsigned flags, uint64_t gen)
 {
-    uint64_t h = bucket_hash(size, pcs, depth);
+    uint64_t h = bucket_hash(size, pcs, depth, gen);
     struct bucket **head = &bucket_heads[h >> (64 - BUCKET_BITS)];
     for (struct bucket *b = *head; b; b = b->next)
         if (b->hash == h && b->size == size && b->depth == depth &&
-            b->flags == flags && !memcmp(b->pcs, pcs, depth * sizeof *pcs))
+            b->flags == flags && b->gen == gen &&
+            !memcmp(b->pcs, pcs, depth * sizeof *pcs))
             return b;
     struct bucket *b = own_memory(sizeof *b + depth * sizeof *pcs);
     if (!b)
@@ -523,6 +532,7 @@ static struct bucket *bucket_for(size_t size, const uintptr_t *pcs,
     b->size = size;
     b->depth = depth;
     b->flags = flags;
+    b->gen = gen;
     memcpy(b->pcs, pcs, depth * sizeof *pcs);
     b->next = *head;
     *head = b;
@@ -562,11 +572,11 @@ static long next_interval(long rate)
 }
 
 static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
-                         size_t depth, unsigned flags)
+                         size_t depth, unsigned flags, uint64_t gen)
 {
     heap_lock();
-    struct bucket *b = tables_ready() ? bucket_for(size, pcs, depth, flags)
-                                      : NULL;
+    struct bucket *b =
+        tables_ready() ? bucket_for(size, pcs, depth, flags, gen) : NULL;
     struct live *l = b ? live_new() : NULL;
     if (l) {
         /* A record still at this address is one whose free we could not
@@ -619,13 +629,14 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
         if (due && p) {
             uintptr_t pcs[STACK_MAX_FRAMES];
             unsigned flags = BUCKET_INTERNAL;
+            uint64_t gen = 0;
             /* cpprof's own: sampled like the program's, so that its
              * in-use figure is estimated the same way, but kept with no
              * stack, out of the program's profile. */
             size_t depth = collect_internal ? 0
                                     : collect_stack(2, pcs, STACK_MAX_FRAMES,
-                                                    &flags);
-            record_alloc(p, n, pcs, depth, flags);
+                                                    &flags, &gen);
+            record_alloc(p, n, pcs, depth, flags, gen);
         }
         if (due)
             countdown = next_interval(rate);
@@ -858,7 +869,8 @@ int heap_snapshot(sampleset **out)
             int64_t size = (int64_t)b->size, inuse = b->allocs - b->frees;
             int64_t v[HEAP_NVALUES] = {b->allocs, b->allocs * size, inuse,
                                        inuse * size};
-            rc = sampleset_add(s, b->pcs, b->depth, b->flags, NULL, size, v);
+            rc = sampleset_add(s, b->pcs, b->depth, b->flags, b->gen, NULL,
+                               size, v);
         }
     heap_unlock();
     collect_busy = 0;

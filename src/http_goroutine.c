@@ -341,7 +341,7 @@ static int delta_snapshot(sampleset **out)
         const census_thread *t = &c.threads[i];
         bool stack = !t->missing[0];
         rc = sampleset_add(s, t->pcs, stack ? t->depth : 0,
-                           stack ? t->flags : 0, t->labels, 0, &one);
+                           stack ? t->flags : 0, 0, t->labels, 0, &one);
     }
     census_release(&c);
     if (rc != 0) {

@@ -22,6 +22,7 @@
 #include "contention.h"
 #include "delta.h"
 #include "heap.h"
+#include "symbolize.h"
 #include "threadcreate.h"
 
 #include <errno.h>
@@ -42,8 +43,8 @@ static int add_heap_record(builder *b, const sampleset_entry *e, void *rate)
     heap_scale(&v[HEAP_INUSE_OBJECTS], &v[HEAP_INUSE_BYTES], e->num,
                *(long *)rate);
     builder_numlabel size = {"bytes", e->num, "bytes"};
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, &size,
-                              1);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
+                                     NULL, &size, 1);
 }
 
 static int heap_build(builder *b, const sampleset *s, const char *dflt)
@@ -89,6 +90,7 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
             (long long)t[HEAP_INUSE_OBJECTS], (long long)t[HEAP_INUSE_BYTES],
             (long long)t[HEAP_ALLOC_OBJECTS], (long long)t[HEAP_ALLOC_BYTES],
             2 * cfg_int(CFG_MEM_PROFILE_RATE));
+    symbolize_begin();
     for (size_t i = 0; i < n; i++) {
         const int64_t *v = e[i].values;
         fprintf(f, "%lld: %lld [%lld: %lld] @", (long long)v[HEAP_INUSE_OBJECTS],
@@ -96,9 +98,11 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
                 (long long)v[HEAP_ALLOC_OBJECTS],
                 (long long)v[HEAP_ALLOC_BYTES]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
+    symbolize_end();
     free(e);
     struct mallinfo2 mi = mallinfo2();
     heap_stats st;
@@ -145,7 +149,8 @@ static int add_contention_record(builder *b, const sampleset_entry *e,
     (void)arg;
     int64_t v[2] = {events(e->values[CONT_COUNT_MILLI]),
                     e->values[CONT_DELAY_NS]};
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, v, NULL, NULL, 0);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen, v,
+                                     NULL, NULL, 0);
 }
 
 /* Go's printCountCycleProfile: contentions/count and delay/nanoseconds,
@@ -172,13 +177,16 @@ static int contention_text(FILE *f, const sampleset *s, const char *title,
     if (mutex)
         fprintf(f, "sampling period=%ld\n",
                 cfg_int(CFG_MUTEX_PROFILE_FRACTION));
+    symbolize_begin();
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%lld %lld @", (long long)e[i].values[CONT_DELAY_NS],
                 (long long)events(e[i].values[CONT_COUNT_MILLI]));
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
+    symbolize_end();
     free(e);
     return 0;
 }
@@ -209,8 +217,8 @@ static int add_threadcreate_record(builder *b, const sampleset_entry *e,
                                    void *arg)
 {
     (void)arg;
-    return builder_add_sample(b, e->pcs, e->depth, e->flags, e->values, NULL,
-                              NULL, 0);
+    return builder_add_sample_at_gen(b, e->pcs, e->depth, e->flags, e->gen,
+                                     e->values, NULL, NULL, 0);
 }
 
 static int threadcreate_build(builder *b, const sampleset *s)
@@ -234,12 +242,15 @@ static int threadcreate_text(FILE *f, const sampleset *s, int debug)
     for (size_t i = 0; i < n; i++)
         total += e[i].values[0];
     fprintf(f, "threadcreate profile: total %lld\n", (long long)total);
+    symbolize_begin();
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%lld @", (long long)e[i].values[0]);
         text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags);
+        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
+                          e[i].gen);
         fputc('\n', f);
     }
+    symbolize_end();
     free(e);
     return 0;
 }

@@ -41,8 +41,9 @@
  *
  * A PC of an object dlclosed since its sample was taken (unwind.h's
  * "Generations"; another object may be mapped at its address now) is
- * looked up in that object's file alone, reported at its old address in a
- * Dwfl of its own (symbolize_gone_pc), only while the file is still the
+ * looked up in that object's file alone, reported at an old address in a
+ * Dwfl of its own, one per file whatever the number of places it was
+ * loaded at (symbolize_gone_pc), only while the file is still the
  * one that was mapped (device and inode); otherwise its frame says
  * "[unloaded NAME]+0xADDR".  Its function and line come from libdw
  * directly, never through the decoded tables or the cache, which are
@@ -105,8 +106,9 @@ struct entry {
 };
 
 /* An object no longer mapped (symbolize_gone_pc): its file reported alone
- * in a Dwfl of its own at its old address, since another object may be
- * mapped there now. */
+ * in a Dwfl of its own at the address it had when first met this session
+ * (key.bias), since another object may be mapped there now; a pc from
+ * another of its load addresses is moved to that one. */
 struct gone_module {
     symbolize_gone key; /* key.file is `file` */
     char *file, *build_id;
@@ -818,13 +820,16 @@ static void report_gone(struct gone_module *g)
     }
 }
 
-/* The gone object o's module record, reported on first use; NULL when
- * out of memory. */
+/* The gone object o's file's module record, reported on first use (at
+ * the bias it had then); NULL when out of memory.  One per file, however
+ * many places it was loaded at: a plugin loaded and unloaded thousands of
+ * times would otherwise cost a Dwfl, and a read of its debug information,
+ * for every place (symbolize_gone_pc moves a pc to the record's bias). */
 static struct gone_module *gone_module(const symbolize_gone *o)
 {
     for (size_t i = 0; i < S.ngone; i++) {
         const symbolize_gone *k = &S.gone[i].key;
-        if (k->dev == o->dev && k->ino == o->ino && k->bias == o->bias &&
+        if (k->dev == o->dev && k->ino == o->ino &&
             strcmp(k->file, o->file) == 0)
             return &S.gone[i];
     }
@@ -916,7 +921,8 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
     *build_id = g && g->build_id ? g->build_id : "";
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    if (!(g && g->mod && gone_symbol(g, pc, &r, frames)))
+    if (!(g && g->mod &&
+          gone_symbol(g, pc - o->bias + g->key.bias, &r, frames)))
         unloaded_frame(o, pc, &r, frames);
     struct entry *e = entry_of(pc, &r);
     if (!e)

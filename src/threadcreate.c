@@ -48,15 +48,16 @@ static __attribute__((noinline)) void record_creation(void)
 {
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
+    uint64_t gen;
     int64_t one = 1;
     collect_busy = 1;
     /* Drops this function and pthread_create: the leaf is its caller. */
-    size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags);
+    size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags, &gen);
     collect_spin_lock(&table_lock);
     if (!created)
         created = stacktab_new(1);
     if (created)
-        stacktab_add(created, pcs, depth, flags, 0, NULL, &one);
+        stacktab_add(created, pcs, depth, flags, gen, NULL, &one);
     collect_spin_unlock(&table_lock);
     collect_busy = 0;
 }

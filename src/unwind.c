@@ -74,9 +74,17 @@
  * comparing each new table with the published one (both sorted: one
  * pass).  The generation moves on only when a mapping went away, so
  * samples of one stack aggregate across refreshes that only add objects.
- * Kept only while a pinned generation may refer to them: a program that
- * dlopens and dlcloses in a loop holds a record per dlclose for the
- * length of one profile, none otherwise.
+ * Kept while a pinned generation may refer to them (a CPU profile pins
+ * one from its start to its build), and, once the allocation, contention
+ * or thread-creation collectors keep a stack (they keep them for the
+ * process's life), for good, but at most UNWIND_GONE_KEPT, the oldest
+ * dropped first: a program that dlopens and dlcloses in a loop holds that
+ * many records, then PCs that were in the dropped ones are reported as
+ * forgotten (shown "[unloaded]"), never as the object mapped there now.
+ * Those collectors' stacks are kept under a generation of their own
+ * (stack_generation: the newest of their mappings), not the table's, so
+ * that a stack of objects still loaded is one entry however often other
+ * objects come and go.
  *
  * What it costs: see README ("Stacks") and bench/unwind for the figures.
  */
@@ -359,11 +367,19 @@ struct gone {
 
 #define PINS 8 /* profiles building at once: one CPU profile, and spares */
 
-static struct gone *gone_list;  /* under writer_mu */
+static struct gone *gone_list;  /* newest first; under writer_mu */
 static atomic_size_t ngone;     /* its length, for a lookup without lock */
 static uint64_t last_gen;       /* the newest table's; under writer_mu */
 static uint64_t pins[PINS];     /* pinned generations, 0 free; writer_mu */
 static atomic_int npins;        /* how many, for a test without lock */
+/* Stacks kept for the process's life refer to generations (the allocation,
+ * contention and thread-creation collectors' tables): the gone mappings
+ * are kept without a pin, UNWIND_GONE_KEPT at most. */
+static atomic_bool kept_for_stacks;
+/* The newest `until` of a record dropped for room (written under
+ * writer_mu): a PC from a generation before it may have been in a mapping
+ * no longer known. */
+static _Atomic uint64_t forgotten_until;
 
 static bool same_code(const struct code *a, const struct code *b)
 {
@@ -400,6 +416,26 @@ static void remember_gone(const struct code *c)
     atomic_fetch_add(&ngone, 1);
 }
 
+/* The generation a mapping new in a table was first listed in: that of
+ * the same object's mapping at the same place (a plugin reloaded) when
+ * that is the last thing known to have been there, so that a stack
+ * through it keeps its key across reloads (heap buckets do not multiply
+ * in a reload loop); else 0 (new).  Records are newest first, and those
+ * dropped are the oldest, so the first one overlapping the place is the
+ * last occupant kept, and nothing came between. */
+static uint64_t since_of_reloaded(const struct code *c)
+{
+    for (const struct gone *g = gone_list; c->obj && g; g = g->next) {
+        if (g->pub.limit <= c->lo || g->pub.start >= c->hi)
+            continue;
+        bool same = g->pub.start == c->lo && g->pub.limit == c->hi &&
+                    g->pub.offset == c->offset && g->pub.bias == c->bias &&
+                    g->pub.dev == c->obj->dev && g->pub.ino == c->obj->ino;
+        return same ? g->since : 0;
+    }
+    return 0;
+}
+
 /* Gives `next` its generation by comparing it with `cur`, the published
  * table: the same as cur's unless an object's mapping went away, which is
  * then kept.  Both tables' code is sorted by address. */
@@ -424,27 +460,42 @@ static void track_generation(const struct maps_table *cur,
         g->until = next->gen;
     for (size_t i = 0; i < next->ncode; i++)
         if (!next->code[i].since)
+            next->code[i].since = since_of_reloaded(&next->code[i]);
+    for (size_t i = 0; i < next->ncode; i++)
+        if (!next->code[i].since)
             next->code[i].since = next->gen;
 }
 
-/* Frees the mappings no pinned generation can refer to: those that went
- * away before the oldest pin (all of them when nothing is pinned). */
+static void free_gone(struct gone *g)
+{
+    free((char *)g->pub.path);
+    free(g);
+    atomic_fetch_sub(&ngone, 1);
+}
+
+/* Frees the mappings nothing can refer to any more: without stacks kept
+ * for life, those that went away before the oldest pin (all of them when
+ * nothing is pinned); with them, the oldest beyond UNWIND_GONE_KEPT,
+ * remembering how far back PCs may have lost theirs. */
 static void prune_gone(void)
 {
     uint64_t oldest = UINT64_MAX;
     for (int i = 0; i < PINS; i++)
         if (pins[i] && pins[i] < oldest)
             oldest = pins[i];
+    bool keep_all = atomic_load(&kept_for_stacks);
+    size_t kept = 0;
     for (struct gone **p = &gone_list; *p;) {
         struct gone *g = *p;
-        if (g->until > oldest) {
+        if (keep_all ? kept < UNWIND_GONE_KEPT : g->until > oldest) {
+            kept++;
             p = &g->next;
             continue;
         }
+        if (keep_all && g->until > atomic_load(&forgotten_until))
+            atomic_store(&forgotten_until, g->until);
         *p = g->next;
-        free((char *)g->pub.path);
-        free(g);
-        atomic_fetch_sub(&ngone, 1);
+        free_gone(g);
     }
 }
 
@@ -487,25 +538,48 @@ void unwind_unpin_generation(uint64_t gen)
     pthread_mutex_unlock(&writer_mu);
 }
 
-bool unwind_generation_pinned(void)
+void unwind_keep_gone_for_stacks(void)
 {
-    return atomic_load(&npins) > 0;
+    if (!atomic_load_explicit(&kept_for_stacks, memory_order_relaxed))
+        atomic_store(&kept_for_stacks, true);
 }
 
-bool unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
+bool unwind_keeping_gone(void)
 {
-    if (!gen || atomic_load(&ngone) == 0)
-        return false;
-    bool found = false;
+    return atomic_load(&npins) > 0 || atomic_load(&kept_for_stacks);
+}
+
+static const struct code *code_find(const struct maps_table *t, uintptr_t a);
+
+/* Whether the mapping listed now at pc was listed already in generation
+ * `gen`.  Under writer_mu, so the current table stays. */
+static bool listed_since(uint64_t gen, uintptr_t pc)
+{
+    const struct maps_table *t = atomic_load(&current);
+    const struct code *c = t ? code_find(t, pc) : NULL;
+    return c && c->since <= gen;
+}
+
+int unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out)
+{
+    if (!gen ||
+        (atomic_load(&ngone) == 0 && !atomic_load(&forgotten_until)))
+        return UNWIND_PC_CURRENT;
+    int r = UNWIND_PC_CURRENT;
     pthread_mutex_lock(&writer_mu);
-    for (struct gone *g = gone_list; g && !found; g = g->next)
+    for (struct gone *g = gone_list; g && r == UNWIND_PC_CURRENT;
+         g = g->next)
         if (g->since <= gen && gen < g->until && pc >= g->pub.start &&
             pc < g->pub.limit) {
             *out = g->pub;
-            found = true;
+            out->path = strdup(g->pub.path);
+            r = out->path ? UNWIND_PC_GONE : -ENOMEM;
         }
+    if (r == UNWIND_PC_CURRENT && gen < atomic_load(&forgotten_until) &&
+        !listed_since(gen, pc))
+        r = UNWIND_PC_FORGOTTEN;
     pthread_mutex_unlock(&writer_mu);
-    return found;
+    return r;
 }
 
 int unwind_refresh_maps(void)
@@ -1017,9 +1091,33 @@ size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
     return n;
 }
 
+/* SIGNAL-SAFE: the generation a stack of return addresses all[0..n),
+ * walked with t, is kept under: the newest `since` of the mappings it
+ * passes through, so that it stays the same however many objects go away
+ * elsewhere (unwind.h).  The walk ends before code t does not list, so
+ * every frame is in t; were one not, t's own generation is the safe
+ * answer. */
+static uint64_t stack_generation(const struct maps_table *t,
+                                 const uintptr_t *all, size_t n)
+{
+    uint64_t gen = 0;
+    const struct code *c = NULL;
+    for (size_t i = 0; t && i < n; i++) {
+        uintptr_t at = all[i] - 1;
+        if (!c || at < c->lo || at >= c->hi)
+            c = code_find(t, at);
+        if (!c)
+            return t->gen;
+        if (c->since > gen)
+            gen = c->since;
+    }
+    return gen;
+}
+
 /* Signal-safe too, though only ordinary calls use it. */
 size_t unwind_from(const struct unwind_start *start, unsigned skip,
-                   uintptr_t *pcs, size_t max, unsigned *flags)
+                   uintptr_t *pcs, size_t max, unsigned *flags,
+                   uint64_t *gen)
 {
     uintptr_t all[STACK_MAX_FRAMES + 8];
     size_t cap = sizeof all / sizeof all[0];
@@ -1031,6 +1129,8 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
     struct reader r;
     direct_bounds(&r, t, regs.sp);
     size_t n = walk(t, &r, regs, all, 1, room, flags, false);
+    if (gen)
+        *gen = stack_generation(t, all, n);
     table_release(t, NULL);
     n = n > skip ? n - skip : 0;
     memcpy(pcs, all + skip, n * sizeof *pcs);

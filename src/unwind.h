@@ -94,9 +94,14 @@ struct unwind_start {
 
 /* Walks from `start` (its pc is pcs[0], a return address), dropping the
  * first `skip` frames, at most `max` in all; *flags as unwind_context.
- * The calling thread's own stack only: it must be running on it. */
+ * *gen (unless NULL) gets the generation to keep the stack under: the
+ * newest of those its mappings were first listed in ("Generations"
+ * below), so that a stack through objects still loaded keeps one value
+ * while other objects come and go; 0 when there is no table.  The calling
+ * thread's own stack only: it must be running on it. */
 size_t unwind_from(const struct unwind_start *start, unsigned skip,
-                   uintptr_t *pcs, size_t max, unsigned *flags);
+                   uintptr_t *pcs, size_t max, unsigned *flags,
+                   uint64_t *gen);
 
 /* Walks the stack of another thread of this process that is blocked in
  * the kernel, so that its stack does not change while it is read: `pc` is
@@ -123,33 +128,54 @@ void unwind_learn_own_stack(void);
  * executable mapping went away (dlclose); a walk reports the generation
  * of the table it read.  The mappings that went away are kept, with the
  * generations they were mapped in, for as long as a generation from
- * before they went is pinned, so that a PC stored with its generation is
- * resolved later against the object that was there when it was taken,
- * not against whatever is mapped at that address by then.  Generation 0
- * means "unknown": resolve against the mappings as they are. */
+ * before they went is pinned (a CPU profile's samples) or, once stacks
+ * are kept for the process's life (unwind_keep_gone_for_stacks: the heap
+ * family's), the newest UNWIND_GONE_KEPT of them, so that a PC stored
+ * with its generation is resolved later against the object that was
+ * there when it was taken, not against whatever is mapped at that address
+ * by then.  Generation 0 means "unknown": resolve against the mappings as
+ * they are. */
 
 /* An executable mapping of an object that is no longer mapped there. */
 typedef struct {
     uintptr_t start, limit, offset; /* as /proc/self/maps said */
     uintptr_t bias;   /* address minus the object's ELF address */
-    const char *path; /* valid while the generation is pinned */
+    const char *path; /* the file's name when it was mapped */
     unsigned long long dev, ino; /* of the file that was mapped */
 } unwind_gone;
 
 /* Pins the current generation: mappings that go away from now on are kept
- * until it is unpinned.  Returns it, or 0 when there is no table yet or
+ * until it is unpinned (beyond UNWIND_GONE_KEPT too unless stacks are kept
+ * for life, which bounds them).  Returns it, or 0 when there is no table yet or
  * every pin slot is taken (then samples are resolved against the mappings
  * at build time, and stderr says so once).  Never from a signal handler. */
 uint64_t unwind_pin_generation(void);
 void unwind_unpin_generation(uint64_t gen);
 
-/* Whether any generation is pinned (one atomic load): whether a mapping
- * going away now must be recorded at once (dlinterpose.c). */
-bool unwind_generation_pinned(void);
+/* Says that stacks kept for the process's life refer to generations (the
+ * allocation, contention and thread-creation collectors'): from now on
+ * the mappings that go away are kept without a pin, the newest
+ * UNWIND_GONE_KEPT of them; a PC that was in an older one is reported as
+ * UNWIND_PC_FORGOTTEN.  One relaxed load once it is said: callable inside
+ * malloc. */
+#define UNWIND_GONE_KEPT 256
+void unwind_keep_gone_for_stacks(void);
 
-/* Whether pc, taken in generation `gen`, lay in a mapping that has gone
- * away since; if so *out describes it.  `gen` must be pinned.  Never from
- * a signal handler. */
-bool unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out);
+/* Whether a mapping going away now must be recorded at once: a generation
+ * is pinned or stacks are kept for life (two atomic loads; dlinterpose.c). */
+bool unwind_keeping_gone(void);
+
+/* What unwind_gone_at found for a PC. */
+enum {
+    UNWIND_PC_CURRENT,  /* in the mapping there now (or gen 0, unknown) */
+    UNWIND_PC_GONE,     /* in a mapping gone since: *out describes it */
+    UNWIND_PC_FORGOTTEN /* in a mapping gone since whose record was dropped
+                           for room (UNWIND_GONE_KEPT): name it nothing */
+};
+
+/* Where pc, taken in generation `gen`, lay: UNWIND_PC_* or -ENOMEM.  For
+ * UNWIND_PC_GONE, out->path is a malloc'd copy the caller frees.  Never
+ * from a signal handler. */
+int unwind_gone_at(uint64_t gen, uintptr_t pc, unwind_gone *out);
 
 #endif

@@ -12,6 +12,7 @@
 #include "builder.h"
 #include "labels.h"
 #include "stacktab.h"
+#include "unwind.h"
 
 #include <check.h>
 #include <dlfcn.h>
@@ -437,6 +438,67 @@ START_TEST(library_loaded_between_profiles)
 }
 END_TEST
 
+/* The generation now (pinned and unpinned again). */
+static uint64_t generation_now(void)
+{
+    uint64_t gen = unwind_pin_generation();
+    ck_assert_uint_gt(gen, 0);
+    unwind_unpin_generation(gen);
+    return gen;
+}
+
+/* A profile of one sample: `pc` (exact) taken in generation `gen`, in a
+ * file whose gocheck -frames output is returned. */
+static struct output frames_of_sample_at_gen(uintptr_t pc, uint64_t gen)
+{
+    builder *b = cpu_builder();
+    int64_t v[] = {1, 10000000};
+    ck_assert_int_eq(builder_add_sample_at_gen(b, &pc, 1, STACK_LEAF_EXACT,
+                                               gen, v, NULL, NULL, 0),
+                     0);
+    char *path = encode_to_file(b);
+    builder_free(b);
+    struct output out = gocheck("-frames", path);
+    unlink(path);
+    free(path);
+    return out;
+}
+
+/* A PC of a plugin unloaded since is named after it while its mapping is
+ * kept, and once the heap family's bound (UNWIND_GONE_KEPT) has dropped
+ * it, is one "[unloaded]" frame that google/pprof's parser accepts --
+ * never the function of the plugin loaded at that address since. */
+START_TEST(unloaded_pc_named_then_forgotten)
+{
+    unwind_keep_gone_for_stacks();
+    void *h = dlopen(PLUGIN_A, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "%s", dlerror());
+    uintptr_t pc = (uintptr_t)dlsym(h, "reuse_hot_a");
+    ck_assert(pc);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    uint64_t gen = generation_now();
+    ck_assert_int_eq(dlclose(h), 0);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    struct output out = frames_of_sample_at_gen(pc, gen);
+    ASSERT_LINE_LIKE(out.text, "frame reuse_hot_a ", "");
+    free(out.text);
+    for (int i = 0; i <= UNWIND_GONE_KEPT; i++) {
+        h = dlopen(PLUGIN_B, RTLD_NOW | RTLD_LOCAL);
+        ck_assert_msg(h != NULL, "%s", dlerror());
+        ck_assert_int_eq(unwind_refresh_maps(), 0);
+        ck_assert_int_eq(dlclose(h), 0);
+        ck_assert_int_eq(unwind_refresh_maps(), 0);
+    }
+    h = dlopen(PLUGIN_B, RTLD_NOW | RTLD_LOCAL); /* perhaps at A's place */
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    out = frames_of_sample_at_gen(pc, gen);
+    ASSERT_LINE_LIKE(out.text, "frame [unloaded] ", "");
+    ck_assert_msg(!strstr(out.text, "reuse_hot"), "%s", out.text);
+    free(out.text);
+    dlclose(h);
+}
+END_TEST
+
 /* ---- Stack table -------------------------------------------------------- */
 
 struct collected {
@@ -556,6 +618,7 @@ static Suite *builder_suite(void)
     tcase_add_test(p, empty_profile_keeps_sample_types);
     tcase_add_test(p, profile_from_stacktab);
     tcase_add_test(p, library_loaded_between_profiles);
+    tcase_add_test(p, unloaded_pc_named_then_forgotten);
     suite_add_tcase(s, p);
     TCase *t = tcase_create("stacktab");
     tcase_add_test(t, stacktab_sums_by_stack_flags_generation_and_set);

@@ -5,7 +5,8 @@
  * reads must ask the child's memory, not the parent's), a walk put off
  * and done later from a copy of the stack (the sampler's answer to code
  * with no table yet), the mapping of an object dlclosed while its
- * generation is pinned (issue 18 item 9), and cfi_build on
+ * generation is pinned, and the bound on those kept for the heap family's
+ * stacks (issue 18 item 9), and cfi_build on
  * bad images (a clear error or fewer rows, never a crash or a read outside
  * the image).
  */
@@ -25,6 +26,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "cpprof.h"
 #include "stacktab.h"
 #include "unwind.h"
 #include "unwind_cfi.h"
@@ -282,16 +284,18 @@ START_TEST(unloaded_object_is_kept_while_its_generation_is_pinned)
     char path[PATH_MAX];
     ck_assert_ptr_nonnull(realpath(PLUGIN_A, path)); /* as the maps say */
     ck_assert_int_eq(unwind_refresh_maps(), 0);
+    ck_assert(!unwind_keeping_gone()); /* no pin, no stack kept for life */
     uint64_t gen = unwind_pin_generation();
     ck_assert_uint_gt(gen, 0);
     unwind_gone g;
-    ck_assert(!unwind_gone_at(gen, pc, &g)); /* still mapped */
+    ck_assert_int_eq(unwind_gone_at(gen, pc, &g),
+                     UNWIND_PC_CURRENT); /* still mapped */
     static struct unwind_snapshot snap;
     getcontext(&before_unload);
     ck_assert(unwind_snapshot_take(&before_unload, &snap));
     ck_assert_int_eq(dlclose(h), 0);
     ck_assert_int_eq(unwind_refresh_maps(), 0);
-    ck_assert(unwind_gone_at(gen, pc, &g));
+    ck_assert_int_eq(unwind_gone_at(gen, pc, &g), UNWIND_PC_GONE);
     uintptr_t pcs[STACK_MAX_FRAMES] = {1};
     unsigned flags = 7;
     uint64_t walked_gen = gen;
@@ -302,13 +306,67 @@ START_TEST(unloaded_object_is_kept_while_its_generation_is_pinned)
     ck_assert_str_eq(g.path, path);
     ck_assert(g.start <= pc && pc < g.limit);
     ck_assert_uint_eq(g.bias, (uintptr_t)info.dli_fbase);
+    free((char *)g.path);
     uint64_t later = unwind_pin_generation();
     ck_assert_uint_gt(later, gen);
-    ck_assert(!unwind_gone_at(later, pc, &g));
+    ck_assert_int_eq(unwind_gone_at(later, pc, &g), UNWIND_PC_CURRENT);
     unwind_unpin_generation(later);
-    ck_assert(unwind_gone_at(gen, pc, &g)); /* still pinned */
+    ck_assert_int_eq(unwind_gone_at(gen, pc, &g),
+                     UNWIND_PC_GONE); /* still pinned */
+    free((char *)g.path);
     unwind_unpin_generation(gen);
-    ck_assert(!unwind_gone_at(gen, pc, &g)); /* freed */
+    ck_assert_int_eq(unwind_gone_at(gen, pc, &g),
+                     UNWIND_PC_CURRENT); /* freed */
+}
+END_TEST
+
+/* The current generation (pinned and unpinned again at once). */
+static uint64_t generation_now(void)
+{
+    uint64_t gen = unwind_pin_generation();
+    ck_assert_uint_gt(gen, 0);
+    unwind_unpin_generation(gen);
+    return gen;
+}
+
+/* Loads `path`, refreshes, unloads it, refreshes: one gone mapping.
+ * Returns a generation in which its function `fn` was mapped, its address
+ * in *pc. */
+static uint64_t load_and_unload(const char *path, const char *fn,
+                                uintptr_t *pc)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    *pc = (uintptr_t)dlsym(h, fn);
+    ck_assert(*pc);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    uint64_t gen = generation_now();
+    ck_assert_int_eq(dlclose(h), 0);
+    ck_assert_int_eq(unwind_refresh_maps(), 0);
+    return gen;
+}
+
+/* Once stacks are kept for the process's life (the heap family's), a gone
+ * mapping stays without a pin, and a program that reloads a plugin in a
+ * loop keeps UNWIND_GONE_KEPT of them: A's, older than B's, is then
+ * dropped, and a PC in it is reported as forgotten, never as whatever is
+ * mapped at its address now; the newest are still known. */
+START_TEST(gone_mappings_kept_for_stacks_are_bounded)
+{
+    unwind_keep_gone_for_stacks();
+    ck_assert(unwind_keeping_gone());
+    uintptr_t first_pc, pc = 0;
+    uint64_t first = load_and_unload(PLUGIN_A, "reuse_hot_a", &first_pc);
+    uint64_t last = 0;
+    unwind_gone g;
+    ck_assert_int_eq(unwind_gone_at(first, first_pc, &g), UNWIND_PC_GONE);
+    free((char *)g.path);
+    for (int i = 0; i < UNWIND_GONE_KEPT; i++)
+        last = load_and_unload(PLUGIN_B, "reuse_hot_b", &pc);
+    ck_assert_int_eq(unwind_gone_at(first, first_pc, &g),
+                     UNWIND_PC_FORGOTTEN);
+    ck_assert_int_eq(unwind_gone_at(last, pc, &g), UNWIND_PC_GONE);
+    free((char *)g.path);
 }
 END_TEST
 
@@ -373,6 +431,10 @@ END_TEST
 
 int main(void)
 {
+    /* No allocation is sampled, so no stack is kept for life: the pinned
+     * generation's case sees its mapping freed at the last unpin. */
+    if (cpprof_set("mem_profile_rate", "0") != 0)
+        return EXIT_FAILURE;
     Suite *s = suite_create("unwind");
     TCase *tc = tcase_create("unwind");
     tcase_set_timeout(tc, 60);
@@ -380,6 +442,7 @@ int main(void)
     tcase_add_test(tc, garbage_is_not_an_elf);
     tcase_add_test(tc, truncated_and_corrupted_images_are_survived);
     tcase_add_test(tc, unloaded_object_is_kept_while_its_generation_is_pinned);
+    tcase_add_test(tc, gone_mappings_kept_for_stacks_are_bounded);
     suite_add_tcase(s, tc);
     /* Tagged by what they need of the system, so that a run under an
      * emulator that lacks it can leave them out (CK_EXCLUDE_TAGS;
