@@ -120,28 +120,60 @@ static int build_profile(const sampler_result *r, long hz,
     return rc;
 }
 
+/* The running window, stopped: its samples and what building them needs. */
+struct window {
+    sampler_result r;
+    long hz;
+    int64_t start_ns, duration_ns;
+    uint64_t gen;
+};
+
+static int stop_window(struct window *w)
+{
+    pthread_mutex_lock(&window_mu);
+    int rc = sampler_stop(&w->r);
+    w->hz = window_hz;
+    w->start_ns = window_start_ns;
+    w->duration_ns = clock_ns(CLOCK_MONOTONIC) - window_start_mono_ns;
+    w->gen = window_gen;
+    if (rc == 0)
+        memcpy(last_unsampled, w->r.unsampled, sizeof last_unsampled);
+    pthread_mutex_unlock(&window_mu);
+    return rc;
+}
+
+/* With collect_internal set: what the window kept goes. */
+static void release_window(struct window *w)
+{
+    stacktab_free(w->r.samples);
+    unwind_unpin_generation(w->gen);
+}
+
 int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
 {
     if (!buf || !len)
         return -EINVAL;
-    sampler_result r;
-    pthread_mutex_lock(&window_mu);
-    int rc = sampler_stop(&r);
-    long hz = window_hz;
-    int64_t start_ns = window_start_ns;
-    int64_t duration_ns = clock_ns(CLOCK_MONOTONIC) - window_start_mono_ns;
-    uint64_t gen = window_gen;
-    if (rc == 0)
-        memcpy(last_unsampled, r.unsampled, sizeof last_unsampled);
-    pthread_mutex_unlock(&window_mu);
+    struct window w;
+    int rc = stop_window(&w);
     if (rc != 0)
         return rc;
     collect_internal_enter();
-    rc = build_profile(&r, hz, start_ns, duration_ns, buf, len);
-    stacktab_free(r.samples);
-    unwind_unpin_generation(gen);
+    rc = build_profile(&w.r, w.hz, w.start_ns, w.duration_ns, buf, len);
+    release_window(&w);
     collect_internal_leave();
     return rc;
+}
+
+int cpu_profile_discard(void)
+{
+    struct window w;
+    int rc = stop_window(&w);
+    if (rc != 0)
+        return rc;
+    collect_internal_enter();
+    release_window(&w);
+    collect_internal_leave();
+    return 0;
 }
 
 void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS])

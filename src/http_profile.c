@@ -7,7 +7,8 @@
  * with every ?seconds= window) wakes every 100 ms to see whether the client
  * has gone: a profile nobody will read is stopped at once, so that the
  * next request is not refused as "already in use" for the rest of the
- * window.
+ * window, and dropped without being built (symbolizing it would cost the
+ * host CPU for nobody).
  *
  * With format=json the same profile is answered in its JSON form
  * (http_json.c), for the index page's flame graph.
@@ -22,6 +23,7 @@
 #include "cpprof.h"
 #include "delta.h"
 #include "http.h"
+#include "sampler.h"
 
 #define DEFAULT_SECONDS 30
 
@@ -63,15 +65,14 @@ int http_profile(http_req *r)
     if (rc < 0)
         return http_error(r, 500, "Could not enable CPU profiling: %s",
                           cpprof_strerror(rc));
-    bool complete = http_wait_window(r, seconds);
+    if (!http_wait_window(r, seconds)) {
+        cpu_profile_discard(); /* nobody will read it: not built */
+        return http_error(r, 500, "client went away before the profile ended");
+    }
     rc = cpprof_cpu_profile_stop(&buf, &len);
     if (rc < 0)
         return http_error(r, 500, "Could not finish CPU profile: %s",
                           cpprof_strerror(rc));
-    if (!complete) {
-        free(buf);
-        return http_error(r, 500, "client went away before the profile ended");
-    }
     rc = http_reply_profile(r, "profile", true, buf, len);
     free(buf);
     return rc;

@@ -95,4 +95,9 @@ const char *sampler_reason_text(sampler_reason why);
  * reason (all zero before the first), for the index page. */
 void cpu_profile_last_unsampled(sampler_unsampled out[SAMPLER_NREASONS]);
 
+/* Stops the running CPU profile (cpu_profile.c) and drops it unbuilt: for
+ * a profile whose client went away, which symbolizing and encoding would
+ * cost the host CPU for nobody.  0 or CPPROF_ENOTRUNNING. */
+int cpu_profile_discard(void);
+
 #endif

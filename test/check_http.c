@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "sampler.h"
+#include "symbolize.h"
 
 /* Entries in a /proc/self directory (fds or threads). */
 static int count_entries(const char *dir)
@@ -327,6 +330,49 @@ START_TEST(stop_does_not_wait_out_a_profile)
 }
 END_TEST
 
+static atomic_bool stop_spinning;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    volatile unsigned long n = 0;
+    while (!atomic_load(&stop_spinning))
+        n++;
+    return NULL;
+}
+
+/* A profile whose client went away is stopped and dropped without being
+ * built: building it would symbolize the samples (here a spinning
+ * thread's) for nobody.  cpprof_http_stop waits for the handler, so the
+ * symbolizer has been used by then or never. */
+START_TEST(abandoned_profile_is_not_built)
+{
+    pthread_t spinner;
+    ck_assert_int_eq(pthread_create(&spinner, NULL, spin, NULL), 0);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    int fd = connect_server(AF_INET);
+    send_get(fd, "/debug/pprof/profile?seconds=60");
+    double give_up = now_s() + 10;
+    while (!sampler_running()) {
+        ck_assert_msg(now_s() < give_up, "the handler started no profile");
+        usleep(1000);
+    }
+    /* The spinner's samples: 100 Hz of its CPU. */
+    struct timespec samples = {0, 300000000};
+    nanosleep(&samples, NULL);
+    close(fd);
+    give_up = now_s() + 10;
+    while (sampler_running()) {
+        ck_assert_msg(now_s() < give_up, "the profile outlived its client");
+        usleep(1000);
+    }
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+    ck_assert_uint_eq(symbolize_own_bytes(), 0);
+    atomic_store(&stop_spinning, true);
+    pthread_join(spinner, NULL);
+}
+END_TEST
+
 /* A program that handles the census's signal itself: both forms of the
  * goroutine profile answer 500 naming the setting to change, the delta
  * through the named profiles' "failed to collect profile" (Go's words). */
@@ -441,6 +487,7 @@ static Suite *http_suite(void)
     tcase_add_test(life, taken_port_is_eaddrinuse);
     tcase_add_test(life, stop_frees_sockets_and_threads);
     tcase_add_test(life, stop_does_not_wait_out_a_profile);
+    tcase_add_test(life, abandoned_profile_is_not_built);
     tcase_add_test(life, goroutine_names_a_taken_census_signal);
     tcase_add_test(life, own_waits_stay_out_of_the_block_profile);
     suite_add_tcase(s, life);
