@@ -120,6 +120,7 @@ demo_sockets() {
 CPPROF_HTTP_MAX_CONNECTIONS=2 CPPROF_HTTP_CONNECTION_TIMEOUT=3 \
 CPPROF_HTTP_MAX_BODY=2048 CPPROF_HTTP_CMDLINE=0 CPPROF_LABEL_CAP=lots \
     start_demo --workers 1 --for 120
+listeners=$(demo_sockets) # no request yet: its listening sockets alone
 [ "$(grep -c 'CPPROF_LABEL_CAP="lots" is not valid' "$tmp/demo.err")" = 1 ] ||
     fail "bad CPPROF_LABEL_CAP not reported once: $(cat "$tmp/demo.err")"
 
@@ -135,11 +136,17 @@ expect_status "1000-byte body" 200 "$code"
 
 # Two idle connections take both slots: wait until the server has accepted
 # them (two more sockets in the demo), then a request cannot be served
-# within 1.5 s; when the idle timeout (3 s) closes them, it is.
+# within 1.5 s; when the idle timeout (3 s) closes them, it is.  First
+# the requests above must be closed on the server's side too: a count
+# taken while one lingered (slow under TSan) never grew by two.  Both are
+# readiness waits, not bounds under test: 15 s for a TSan build on a
+# loaded machine.
+for tick in $(seq 150); do
+    [ "$(demo_sockets)" -le "$listeners" ] && break
+    sleep 0.1
+done
 idle=$(demo_sockets)
 exec 7<>"/dev/tcp/127.0.0.1/$port" 8<>"/dev/tcp/127.0.0.1/$port"
-# A readiness wait, not a bound under test: 15 s for a TSan build on a
-# loaded machine (5 s was once too short there).
 for tick in $(seq 150); do
     [ "$(demo_sockets)" -ge $((idle + 2)) ] && break
     sleep 0.1
