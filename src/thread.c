@@ -25,6 +25,7 @@
 #include "thread.h"
 #include "accounting.h"
 #include "collect.h"
+#include "config.h"
 #include "heap.h"
 #include "atfork.h"
 #include "labels.h"
@@ -309,6 +310,20 @@ void *thread_start_run(void *p)
             labelset_drop(t.labels);
     }
     return t.start(t.arg);
+}
+
+void thread_block_host_signals(sigset_t *old)
+{
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL,
+                                 SIGFPE,  SIGTRAP, SIGSYS};
+    sigset_t block;
+    sigfillset(&block);
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+        sigdelset(&block, faults[i]);
+    sigdelset(&block, (int)cfg_int(CFG_CPU_SIGNAL));
+    sigdelset(&block, (int)cfg_int(CFG_CENSUS_SIGNAL));
+    sigdelset(&block, (int)cfg_int(CFG_ACCOUNTING_SIGNAL));
+    pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
 int thread_label_internal(const char *role)

@@ -11,6 +11,7 @@
 #define CPPROF_THREAD_H
 
 #include "cpprof.h"
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -51,6 +52,20 @@ void thread_start_discard(struct thread_start *t);
 /* Labels the calling thread pprof_internal=`role` for life.  0 or a
  * negative error (out of memory: the thread stays unlabelled). */
 int thread_label_internal(const char *role);
+
+/* Blocks in the calling thread every signal but cpprof's own (the CPU
+ * sampler's, the census's and the accounting tick's, as set now) and the
+ * faults a thread raises on itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGTRAP, SIGSYS), keeping the mask it had in *old.  threadcreate.c
+ * creates each of cpprof's threads under it, so that they start with it:
+ * a signal sent to the process (kill, a terminal's ^C, SIGCHLD) then goes
+ * to a thread of the program, as it would without cpprof.  Without it, a
+ * program that blocks SIGTERM everywhere and takes it with sigwait() is
+ * killed by it instead, once cpprof's threads exist.  A signal setting
+ * changed later leaves the threads made before it with that signal
+ * blocked: the sampler counts them as unsampled, the census as threads
+ * that block its signal. */
+void thread_block_host_signals(sigset_t *old);
 
 /* Linux names the CPU-time clock of thread `tid` of this process
  * (include/linux/posix-timers.h: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).

@@ -551,9 +551,11 @@ static double clock_seconds(clockid_t c)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Runs on the collector thread: it does not drain until both burners have
- * burned STALL_CPU_SECONDS more of CPU, however loaded the machine is; at
- * most 20 s.  The kernel delivers a CPU timer's expiries as few signals
+/* Runs on the collector thread, sent SIGTRAP: cpprof's threads block the
+ * program's signals (SIGUSR2 would stay pending there) but leave open the
+ * faults a thread raises on itself, SIGTRAP among them.  It does not
+ * drain until both burners have burned STALL_CPU_SECONDS more of CPU,
+ * however loaded the machine is; at most 20 s.  The kernel delivers a CPU timer's expiries as few signals
  * with large overrun counts when it likes: 600 ms of CPU at 1000 Hz came
  * as anywhere from 19 to 115 signals on a loaded 2-core VM, so the stall
  * is long (about 30 signals per burner at that worst rate) and the ring
@@ -600,10 +602,10 @@ START_TEST(dropped_samples_are_reported)
     }
     ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
     struct sigaction sa = {.sa_handler = stall};
-    ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    ck_assert_int_eq(sigaction(SIGTRAP, &sa, NULL), 0);
     pid_t collector = thread_named("cpprof-sampler");
     ck_assert_int_ne(collector, 0);
-    ck_assert_int_eq(syscall(SYS_tgkill, getpid(), collector, SIGUSR2), 0);
+    ck_assert_int_eq(syscall(SYS_tgkill, getpid(), collector, SIGTRAP), 0);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     ck_assert_int_eq(atomic_load(&stall_state), STALL_OVER);
