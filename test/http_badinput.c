@@ -146,6 +146,9 @@ static void send_all(int fd, const char *data, size_t len)
     }
 }
 
+/* How the last read_answer ended, for a failure's message. */
+static char read_end[96];
+
 /* Reads until the server closes (or timeout_ms); returns the status of the
  * answer, 0 when none came, and keeps the body's start in body. */
 static int read_answer(int fd, int timeout_ms, char *body, size_t body_len)
@@ -156,21 +159,30 @@ static int read_answer(int fd, int timeout_ms, char *body, size_t body_len)
     for (;;) {
         int64_t left = deadline - now_ms();
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0)
+        if (left <= 0) {
+            snprintf(read_end, sizeof read_end, "no more after %d ms",
+                     timeout_ms);
             break;
+        }
         /* A thread census signals this thread too: poll says EINTR. */
         int ready = poll(&p, 1, (int)left);
         if (ready < 0 && errno == EINTR)
             continue;
-        if (ready <= 0)
+        if (ready <= 0) {
+            snprintf(read_end, sizeof read_end, "poll: %s",
+                     ready < 0 ? strerror(errno) : "timed out");
             break;
+        }
         char sink[8192];
         char *to = got < sizeof head - 1 ? head + got : sink;
         size_t room = got < sizeof head - 1 ? sizeof head - 1 - got
                                             : sizeof sink;
         ssize_t n = recv(fd, to, room, 0);
-        if (n <= 0)
+        if (n <= 0) {
+            snprintf(read_end, sizeof read_end, "%s after %zu bytes",
+                     n < 0 ? strerror(errno) : "closed", got);
             break;
+        }
         if (to != sink)
             got += (size_t)n;
     }
@@ -392,6 +404,7 @@ static void many_connections(int n, int want_ok, const char *label)
     for (int i = 0; i < n; i++)
         send_all(fds[i], req, sizeof req - 1);
     int ok = 0, refused = 0, other = 0;
+    int64_t t0 = now_ms();
     for (int i = 0; i < n; i++) {
         int status = read_answer(fds[i], 20000, NULL, 0);
         close(fds[i]);
@@ -401,6 +414,10 @@ static void many_connections(int n, int want_ok, const char *label)
             refused++;
         else
             other++;
+        if (status != 200)
+            printf("connection %d of %d: status %d (%s), %lld ms into the "
+                   "reading\n", i, n, status, read_end,
+                   (long long)(now_ms() - t0));
     }
     free(fds);
     char what[200];
