@@ -41,34 +41,31 @@
  */
 #define _GNU_SOURCE
 #include "collect.h"
+#include "interpose.h"
 #include "sampler.h"
 #include "unwind.h"
-
-#include <dlfcn.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int dlclose_fn(void *);
-static dlclose_fn *next_dlclose;
+static void *next_dlclose;
 
 /* Looked up by the constructor; a call before it (another library's
  * constructor) looks up itself. */
 __attribute__((constructor)) static void find_next_dlclose(void)
 {
-    if (!next_dlclose)
-        next_dlclose = (dlclose_fn *)dlsym(RTLD_NEXT, "dlclose");
+    interpose_next(&next_dlclose, "dlclose");
 }
 
 EXPORT int dlclose(void *handle)
 {
-    if (!next_dlclose)
-        find_next_dlclose();
-    if (!next_dlclose)
+    dlclose_fn *next = (dlclose_fn *)interpose_next(&next_dlclose, "dlclose");
+    if (!next)
         return -1; /* no loader to forward to: nothing was unloaded */
     collect_internal_enter(); /* the tables' memory is cpprof's */
     sampler_before_unload();
     collect_internal_leave();
-    int rc = next_dlclose(handle);
+    int rc = next(handle);
     if (unwind_keeping_gone()) {
         collect_internal_enter();
         unwind_refresh_if_loaded();

@@ -8,9 +8,10 @@
  * atomic store, not a lock.  A lookup that finds nothing is not cached and
  * returns NULL; the caller answers as that function would when it cannot
  * work (ENOSYS, EAGAIN).  dlsym may allocate: a caller whose allocation
- * path is interposed too marks itself busy around the call.  sigaction is
- * the exception (siginterpose.c): it is looked up in a constructor, before
- * any thread could race for it.
+ * path is interposed too marks itself busy around the call.  sigaction
+ * and signal, which a program may call from a signal handler, where dlsym
+ * is not safe, are also looked up from a constructor, so that such a call
+ * finds the cache filled; so is dlclose.
  */
 #ifndef CPPROF_INTERPOSE_H
 #define CPPROF_INTERPOSE_H

@@ -24,9 +24,10 @@
  */
 #define _GNU_SOURCE
 #include "accounting.h"
+#include "interpose.h"
 #include "sampler.h"
 
-#include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -38,23 +39,21 @@
  * runtime, whose interceptor then calls here as its "real" function:
  * naming either one outright would loop in one of the two layouts (it
  * did: every test linked with libcpprof.so under ASan spun in sigaction).
- * Looked up by the constructor, before the program can be in a handler;
- * a call before that (another library's constructor) looks up itself. */
+ * Looked up by the constructor, before the program can be in a handler
+ * (where dlsym is not safe to call); a call before that (another
+ * library's constructor) looks up itself. */
 /* Not under TSan, whose runtime calls sigaction while it starts, before
  * instrumented code may run (as collect.c leaves pthread_getattr_np to
  * it): there the program's action simply replaces cpprof's. */
 #ifndef __SANITIZE_THREAD__
 typedef int sigaction_fn(int, const struct sigaction *, struct sigaction *);
 typedef __sighandler_t signal_fn(int, __sighandler_t);
-static sigaction_fn *next_sigaction;
-static signal_fn *next_signal;
+static void *next_sigaction, *next_signal;
 
 __attribute__((constructor)) static void find_next_definitions(void)
 {
-    if (!next_sigaction)
-        next_sigaction = (sigaction_fn *)dlsym(RTLD_NEXT, "sigaction");
-    if (!next_signal)
-        next_signal = (signal_fn *)dlsym(RTLD_NEXT, "signal");
+    interpose_next(&next_sigaction, "sigaction");
+    interpose_next(&next_signal, "signal");
 }
 
 EXPORT int sigaction(int signo, const struct sigaction *act,
@@ -64,17 +63,24 @@ EXPORT int sigaction(int signo, const struct sigaction *act,
         accounting_yield_signal(signo);
         sampler_signal_claimed(signo);
     }
-    if (!next_sigaction)
-        find_next_definitions();
-    return next_sigaction(signo, act, old);
+    sigaction_fn *next =
+        (sigaction_fn *)interpose_next(&next_sigaction, "sigaction");
+    if (!next) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return next(signo, act, old);
 }
 
 EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
 {
     accounting_yield_signal(signo);
     sampler_signal_claimed(signo);
-    if (!next_signal)
-        find_next_definitions();
-    return next_signal(signo, handler);
+    signal_fn *next = (signal_fn *)interpose_next(&next_signal, "signal");
+    if (!next) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    return next(signo, handler);
 }
 #endif
