@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,7 +313,8 @@ void *thread_start_run(void *p)
     return t.start(t.arg);
 }
 
-void thread_block_host_signals(sigset_t *old)
+/* Blocks in the calling thread what thread.h says, keeping its mask. */
+static void block_host_signals(sigset_t *old)
 {
     static const int faults[] = {SIGSEGV, SIGBUS, SIGILL,
                                  SIGFPE,  SIGTRAP, SIGSYS};
@@ -324,6 +326,41 @@ void thread_block_host_signals(sigset_t *old)
     sigdelset(&block, (int)cfg_int(CFG_CENSUS_SIGNAL));
     sigdelset(&block, (int)cfg_int(CFG_ACCOUNTING_SIGNAL));
     pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
+/* Attributes of an ordinary (SCHED_OTHER) thread in *attr when the calling
+ * thread runs under a real-time policy; false when it does not (a new
+ * thread may inherit its policy then) or they cannot be made. */
+static bool ordinary_if_realtime(pthread_attr_t *attr)
+{
+    int policy;
+    struct sched_param param;
+    if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 ||
+        (policy != SCHED_FIFO && policy != SCHED_RR) ||
+        pthread_attr_init(attr) != 0)
+        return false;
+    param.sched_priority = 0;
+    if (pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED) == 0 &&
+        pthread_attr_setschedpolicy(attr, SCHED_OTHER) == 0 &&
+        pthread_attr_setschedparam(attr, &param) == 0)
+        return true;
+    pthread_attr_destroy(attr);
+    return false;
+}
+
+const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
+                                                const pthread_attr_t *attr)
+{
+    block_host_signals(&c->creator_mask);
+    c->has_ordinary = !attr && ordinary_if_realtime(&c->ordinary);
+    return c->has_ordinary ? &c->ordinary : attr;
+}
+
+void thread_own_creation_end(struct own_creation *c)
+{
+    if (c->has_ordinary)
+        pthread_attr_destroy(&c->ordinary);
+    pthread_sigmask(SIG_SETMASK, &c->creator_mask, NULL);
 }
 
 int thread_label_internal(const char *role)

@@ -11,7 +11,9 @@
 #define CPPROF_THREAD_H
 
 #include "cpprof.h"
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -53,19 +55,35 @@ void thread_start_discard(struct thread_start *t);
  * negative error (out of memory: the thread stays unlabelled). */
 int thread_label_internal(const char *role);
 
-/* Blocks in the calling thread every signal but cpprof's own (the CPU
- * sampler's, the census's and the accounting tick's, as set now) and the
- * faults a thread raises on itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
- * SIGTRAP, SIGSYS), keeping the mask it had in *old.  threadcreate.c
- * creates each of cpprof's threads under it, so that they start with it:
- * a signal sent to the process (kill, a terminal's ^C, SIGCHLD) then goes
- * to a thread of the program, as it would without cpprof.  Without it, a
- * program that blocks SIGTERM everywhere and takes it with sigwait() is
- * killed by it instead, once cpprof's threads exist.  A signal setting
- * changed later leaves the threads made before it with that signal
- * blocked: the sampler counts them as unsampled, the census as threads
- * that block its signal. */
-void thread_block_host_signals(sigset_t *old);
+/* What a thread of cpprof's own must not take from the program's thread
+ * that creates it (threadcreate.c brackets the real pthread_create with
+ * these two when the creator is inside cpprof's work):
+ *   - the signal mask: the creator blocks, for the length of the call,
+ *     every signal but cpprof's own (the CPU sampler's, the census's and
+ *     the accounting tick's, as set now) and the faults a thread raises
+ *     on itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS), so the
+ *     thread starts with them blocked and a signal sent to the process
+ *     (kill, ^C, SIGCHLD) goes to a thread of the program, as without
+ *     cpprof.  Otherwise a program that blocks SIGTERM everywhere and
+ *     takes it with sigwait() is killed by it once cpprof's threads
+ *     exist.  A signal setting changed later leaves the threads made
+ *     before with that signal blocked: the sampler counts them as
+ *     unsampled, the census as threads that block its signal;
+ *   - a real-time scheduling policy (SCHED_FIFO, SCHED_RR), which a new
+ *     thread inherits: cpprof's work (a census, symbolizing a profile)
+ *     would run ahead of every ordinary thread of the program and take
+ *     CPUs from its real-time ones.  The thread is created as an
+ *     ordinary SCHED_OTHER thread instead, when the creator passes no
+ *     attributes of its own (neither cpprof nor libmicrohttpd does).
+ * thread_own_creation_begin returns the attributes to create with. */
+struct own_creation {
+    sigset_t creator_mask;
+    pthread_attr_t ordinary;
+    bool has_ordinary;
+};
+const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
+                                                const pthread_attr_t *attr);
+void thread_own_creation_end(struct own_creation *c);
 
 /* Linux names the CPU-time clock of thread `tid` of this process
  * (include/linux/posix-timers.h: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).

@@ -17,12 +17,13 @@
  * (collect_internal: the HTTP server's, the CPU sampler's collector) is
  * wrapped too, to be cpprof's for life and take no labels, and is not
  * counted: threadcreate shows the program's threads.  It is created with
- * every signal blocked but cpprof's own and faults (thread.h), so that a
- * signal sent to the process reaches the program's threads only.  While a
- * CPU profile runs every new thread is wrapped, so that it announces
- * itself to the sampler (sampler_thread_started) and is sampled from its
- * start.  Any other creator without labels creates its thread unwrapped,
- * at no cost.
+ * every signal blocked but cpprof's own and faults, so that a signal sent
+ * to the process reaches the program's threads only, and as an ordinary
+ * thread when its creator runs under a real-time policy (thread.h).
+ * While a CPU profile runs every new thread is wrapped, so that it
+ * announces itself to the sampler (sampler_thread_started) and is sampled
+ * from its start.  Any other creator without labels creates its thread
+ * unwrapped, at no cost.
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
@@ -36,7 +37,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -107,14 +107,15 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         start = thread_start_run;
         arg = inherit;
     }
-    /* cpprof's own thread starts with the program's signals blocked. */
-    sigset_t creator_mask;
-    bool own = collect_internal;
-    if (own)
-        thread_block_host_signals(&creator_mask);
+    /* cpprof's own thread starts without the program's signals and
+     * real-time policy (thread.h). */
+    struct own_creation own;
+    bool is_own = collect_internal;
+    if (is_own)
+        attr = thread_own_creation_begin(&own, attr);
     int rc = real(thread, attr, start, arg);
-    if (own)
-        pthread_sigmask(SIG_SETMASK, &creator_mask, NULL);
+    if (is_own)
+        thread_own_creation_end(&own);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
     if (rc == 0 && !collect_busy && !collect_internal)

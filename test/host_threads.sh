@@ -1,11 +1,11 @@
 #!/bin/sh
-# host_signals.sh -- a signal sent to the process reaches the program,
-# never one of cpprof's threads.
+# host_threads.sh -- what cpprof's threads must not take from the program's
+# thread that creates them: its signal mask, and a real-time policy.
 #
-# test/host_signals starts cpprof's server and a CPU profile before it
-# blocks its signals, then takes them with sigwait() on a thread of its
-# own, and parks enough threads for a census to start its helpers.  After
-# one census:
+# test/host_threads moves its main thread to SCHED_FIFO, starts cpprof's
+# server and a CPU profile before it blocks its signals, then takes them
+# with sigwait() on a thread of its own, and parks enough threads for a
+# census to start its helpers.  After one census:
 #   - every thread the program did not list as its own is cpprof's (named
 #     so; under TSan its runtime's thread is left out), and blocks SIGHUP,
 #     SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD
@@ -14,20 +14,42 @@
 #     says; among them are each kind of cpprof's threads: the server's
 #     pool (libmicrohttpd's MHD-worker), cpprof-window, cpprof-watch,
 #     cpprof-sampler and cpprof-census;
+#   - each of them runs under SCHED_OTHER while the program's main thread
+#     runs under SCHED_FIFO (policy, field 41 of /proc/PID/task/TID/stat);
+#     where the system refuses SCHED_FIFO this part is said not checked;
 #   - each of those signals, sent to the process with kill, is taken by the
 #     program's thread ("took NAME"), one after the other, and SIGTERM
 #     ends the program with status 0.  Before cpprof's threads blocked
 #     them, the first kill ended the program (status 129: SIGHUP's default
-#     action, run on one of cpprof's threads).
+#     action, run on one of cpprof's threads); before they left the real-
+#     time policy, every one of them ran under SCHED_FIFO.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
-start_program "$top_builddir/test/host_signals"
+start_program "$top_builddir/test/host_threads"
 code=$(fetch census "$base/goroutine?debug=1")
 [ "$code" = 200 ] || fail "census: status $code: $(cat "$tmp/census.body")"
 
 program=" $(sed -n 's/^program threads: //p' "$tmp/demo.out") "
 [ "$program" != "  " ] || fail "the program did not list its threads"
+
+# policy TASK: the scheduling policy of /proc/PID/task/TID (0 SCHED_OTHER,
+# 1 SCHED_FIFO), field 41 of its stat, the 39th after the ")" that ends
+# the name.
+policy() {
+    # shellcheck disable=SC2046 # the fields are words
+    set -- $(sed 's/.*) //' "$1/stat")
+    shift 38
+    echo "$1"
+}
+realtime=yes
+if grep -q '^realtime: refused' "$tmp/demo.out"; then
+    realtime=
+    echo "not checked: the policy of cpprof's threads ($(grep '^realtime' "$tmp/demo.out"))"
+else
+    [ "$(policy /proc/"$demo_pid"/task/"$demo_pid")" = 1 ] ||
+        fail "the program's main thread is not under SCHED_FIFO"
+fi
 
 # blocked HALF SIGNAL: whether SIGNAL's bit is set in HALF, the low
 # (signals 1-32) or high (33-64) 8 hex digits of a SigBlk line.
@@ -65,6 +87,10 @@ for task in /proc/"$demo_pid"/task/*; do
     done
     blocked "$high" 39 &&
         fail "cpprof's thread $tid ($name) blocks the census's signal 39: SigBlk $mask"
+    if [ -n "$realtime" ]; then
+        p=$(policy "$task")
+        [ "$p" = 0 ] || fail "cpprof's thread $tid ($name) runs under policy $p, not SCHED_OTHER"
+    fi
     kinds="$kinds $name"
 done
 echo "cpprof's threads ($own):$kinds"
@@ -92,4 +118,4 @@ status=$?
 demo_pid=
 [ $status = 0 ] || fail "SIGTERM: the program exited with status $status: $(cat "$tmp/demo.err")"
 grep -qx "took TERM" "$tmp/demo.out" || fail "SIGTERM did not reach the program's sigwait"
-echo "host_signals: ok"
+echo "host_threads: ok"

@@ -1,13 +1,15 @@
 /*
- * host_signals.c -- a program that takes its signals with sigwait(), the
- * way many servers shut down cleanly, for host_signals.sh.
+ * host_threads.c -- a real-time program that takes its signals with
+ * sigwait(), the way many servers shut down cleanly, for host_threads.sh.
  *
- * It starts cpprof's HTTP server and a CPU profile first, with every
- * signal still open (as a program does that starts its debug server at
- * the top of main), so that cpprof's threads are created by a thread that
- * blocks nothing.  Only then does it block SIGHUP, SIGINT, SIGQUIT,
- * SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD and SIGWINCH and
- * create its own threads, which inherit the mask: PARKED parked threads
+ * Its main thread first moves to SCHED_FIFO (priority 1; when the system
+ * refuses, it says "realtime: refused" and goes on), then starts cpprof's
+ * HTTP server and a CPU profile with every signal still open (as a
+ * program does that starts its debug server at the top of main), so that
+ * cpprof's threads are created by a real-time thread that blocks nothing.
+ * Only then does it block SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2,
+ * SIGPIPE, SIGALRM, SIGTERM, SIGCHLD and SIGWINCH and create its own
+ * threads, which inherit the mask and the policy: PARKED parked threads
  * (enough for the census to share its work with helper threads) and
  * "taker", which takes those signals with sigwait and prints "took NAME"
  * for each.  SIGTERM ends the program with status 0.  A signal sent to the
@@ -20,7 +22,9 @@
 #define _GNU_SOURCE
 #include "cpprof.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,14 +74,17 @@ static void *take(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3 || strcmp(argv[1], "--addr") != 0) {
-        fprintf(stderr, "usage: host_signals --addr HOST:PORT\n");
+        fprintf(stderr, "usage: host_threads --addr HOST:PORT\n");
         return 2;
     }
+    struct sched_param fifo = {.sched_priority = 1};
+    if (sched_setscheduler(0, SCHED_FIFO, &fifo) != 0)
+        printf("realtime: refused (%s)\n", strerror(errno));
     int rc = cpprof_http_start(argv[2]);
     if (rc == 0)
         rc = cpprof_cpu_profile_start();
     if (rc != 0) {
-        fprintf(stderr, "host_signals: %s\n", cpprof_strerror(rc));
+        fprintf(stderr, "host_threads: %s\n", cpprof_strerror(rc));
         return 1;
     }
     sigemptyset(&taken_set);
