@@ -28,7 +28,7 @@ top=$PWD
 packages=(autoconf automake libtool pkg-config make gcc g++
   libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libjansson-dev libdw-dev libgnutls28-dev openssl
-  check curl golang-go golang-github-google-pprof-dev chromium jq
+  check curl golang-go golang-github-google-pprof-dev chromium jq python3
   cmake meson ninja-build
   clang libclang-rt-14-dev libgoogle-perftools-dev
   libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev redis-server redis-tools

@@ -68,6 +68,7 @@
 #include "labels.h"
 #include "sigbudget.h"
 #include "thread.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -334,10 +335,10 @@ void accounting_yield_signal(int signo)
         struct sigaction ignore = {0};
         ignore.sa_handler = SIG_IGN;
         __sigaction(signo, &ignore, NULL);
-        fprintf(stderr, "cpprof: the program set its own action for signal "
-                        "%d, the accounting tick; accounting goes on without "
-                        "it (CPU is charged at label switches and thread "
-                        "exit)\n", signo);
+        warn_stderr("cpprof: the program set its own action for signal "
+                    "%d, the accounting tick; accounting goes on without "
+                    "it (CPU is charged at label switches and thread "
+                    "exit)\n", signo);
     }
     pthread_mutex_unlock(&ticks_mu);
 }
@@ -480,7 +481,7 @@ __attribute__((constructor)) static void accounting_from_environment(void)
     if (cfg_int(CFG_ACCOUNTING)) {
         int rc = cpprof_accounting_enable();
         if (rc)
-            fprintf(stderr, "cpprof: CPPROF_ACCOUNTING=1: %s\n",
+            warn_stderr("cpprof: CPPROF_ACCOUNTING=1: %s\n",
                     cpprof_strerror(rc));
     }
 }

@@ -15,6 +15,7 @@
 #include "addr.h"
 #include "config.h"
 #include "cpprof.h"
+#include "warn.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -358,10 +359,10 @@ static void report_refused(struct setting *s, const char *var, const char *v)
     atomic_store(&s->refused, true);
     describe_limits(s, limits, sizeof limits);
     if (s->secret)
-        fprintf(stderr, "cpprof: %s (%zu characters, not shown) is not valid "
+        warn_stderr("cpprof: %s (%zu characters, not shown) is not valid "
                 "for %s: expected %s\n", var, strlen(v), s->doc, s->expect);
     else
-        fprintf(stderr, "cpprof: %s=\"%s\" is not valid for %s: expected "
+        warn_stderr("cpprof: %s=\"%s\" is not valid for %s: expected "
                 "%s\n", var, v, s->doc, limits);
 }
 

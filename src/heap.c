@@ -71,6 +71,7 @@
 #include "unwind.h"
 #include "config.h"
 #include "stacktab.h"
+#include "warn.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -1010,6 +1011,6 @@ __attribute__((constructor)) static void heap_init(void)
      * every program linked with libcpprof.so declines, as expected, and
      * the endpoints still say why.) */
     else
-        fprintf(stderr, "cpprof: no heap profile: %s\n", declined);
+        warn_stderr("cpprof: no heap profile: %s\n", declined);
 #endif
 }

@@ -54,6 +54,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "thread.h"
+#include "warn.h"
 
 #define HTTP_PREFIX "/debug/pprof/"
 
@@ -1061,12 +1062,12 @@ static bool stop_if_lost(void)
     /* Handlers waiting out a profile end, as on a stop. */
     atomic_store(&server_stopping, true);
     if (safe)
-        fprintf(stderr, "cpprof: the HTTP server's %s (descriptor %d) was "
+        warn_stderr("cpprof: the HTTP server's %s (descriptor %d) was "
                 "closed by the program; the server has stopped\n",
                 lost == 0 ? "listening socket" : "descriptor",
                 own_fds[lost].fd);
     else
-        fprintf(stderr, "cpprof: the HTTP server's descriptor %d was closed "
+        warn_stderr("cpprof: the HTTP server's descriptor %d was closed "
                 "and its number reused by the program; the server has "
                 "stopped, but its thread may still use that number\n",
                 own_fds[lost].fd);
@@ -1456,11 +1457,11 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     if (rc == CPPROF_EREFUSED) {
         char var[64];
         cfg_env_name((cfg_id)refused_server_setting(), var, sizeof var);
-        fprintf(stderr, "cpprof: not serving CPPROF_HTTP=%s: %s was refused, "
+        warn_stderr("cpprof: not serving CPPROF_HTTP=%s: %s was refused, "
                 "and the server does not start without the value asked "
                 "for\n", addr, var);
     } else if (rc < 0) {
-        fprintf(stderr, "cpprof: cannot serve CPPROF_HTTP=%s: %s\n", addr,
+        warn_stderr("cpprof: cannot serve CPPROF_HTTP=%s: %s\n", addr,
                 cpprof_strerror(rc));
     }
 }

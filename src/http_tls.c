@@ -36,6 +36,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "http.h"
+#include "warn.h"
 
 #include <microhttpd.h>
 
@@ -109,7 +110,7 @@ static void say(cfg_id id, const char *path, const char *why)
 {
     char var[64];
     cfg_env_name(id, var, sizeof var);
-    fprintf(stderr, "cpprof: the HTTP server does not start: %s=\"%s\": "
+    warn_stderr("cpprof: the HTTP server does not start: %s=\"%s\": "
             "%s\n", var, path, why);
 }
 
@@ -243,7 +244,7 @@ static void reload_if_renewed(void)
     struct keypair *renewed = NULL;
     const char *why = NULL;
     if (load_renewal(&renewed, &why) < 0) {
-        fprintf(stderr, "cpprof: the changed TLS certificate \"%s\" and key "
+        warn_stderr("cpprof: the changed TLS certificate \"%s\" and key "
                 "\"%s\" are not used: %s; the HTTP server goes on serving "
                 "the previous ones\n", cert_path, key_path,
                 why != NULL ? why : "out of memory");
@@ -251,7 +252,7 @@ static void reload_if_renewed(void)
     }
     renewed->older = serving;
     serving = renewed;
-    fprintf(stderr, "cpprof: the HTTP server now serves the renewed TLS "
+    warn_stderr("cpprof: the HTTP server now serves the renewed TLS "
             "certificate \"%s\"\n", cert_path);
 }
 

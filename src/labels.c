@@ -31,6 +31,7 @@
 #include "config.h"
 #include "otel.h"
 #include "thread.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -438,9 +439,9 @@ void labelset_ref_signal_safe(const cpprof_labelset *set)
 static void report_overrelease(void)
 {
     if (!atomic_exchange(&overrelease_reported, 1))
-        fprintf(stderr, "cpprof: cpprof_labelset_release called more often "
-                        "than the set was referenced; the extra releases are "
-                        "ignored\n");
+        warn_stderr("cpprof: cpprof_labelset_release called more often "
+                    "than the set was referenced; the extra releases are "
+                    "ignored\n");
 }
 
 void labelset_drop(const cpprof_labelset *set)

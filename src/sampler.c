@@ -90,6 +90,7 @@
 #include "sigbudget.h"
 #include "thread.h"
 #include "unwind.h"
+#include "warn.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -824,10 +825,10 @@ static void yield_signal(struct session *s)
     for (size_t i = 0; i < s->ntimers; i++)
         make_untimed(s, &s->timers[i], SAMPLER_SIGNAL_TAKEN);
     if (!atomic_exchange(&reported, 1))
-        fprintf(stderr, "cpprof: the program installed its own handler for "
-                        "signal %d during a CPU profile; the profile stops "
-                        "sampling and leaves the program's handler in "
-                        "place\n", s->signo);
+        warn_stderr("cpprof: the program installed its own handler for "
+                    "signal %d during a CPU profile; the profile stops "
+                    "sampling and leaves the program's handler in "
+                    "place\n", s->signo);
 }
 
 /* Sleeps until `deadline` (CLOCK_MONOTONIC ns) or a nudge, whichever

@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include "symbolize_dwarf.h"
 #include "symbolize_lines.h"
+#include "warn.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -360,7 +361,7 @@ static void warn_lines(Dwfl_Module *mod, Dwarf_Off offset, int rc)
     warned = true;
     const char *name =
         dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-    fprintf(stderr,
+    warn_stderr(
             "cpprof: symbolizer: the line table of the unit at 0x%llx of %s "
             "is %s; its addresses get no file or line (said once)\n",
             (unsigned long long)offset, name ? name : "?",

@@ -93,6 +93,7 @@
 #include "loader.h"
 #include "stacktab.h"
 #include "unwind_cfi.h"
+#include "warn.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -398,9 +399,9 @@ static void remember_gone(const struct code *c)
         static atomic_bool said;
         free(g);
         if (!atomic_exchange(&said, true))
-            fprintf(stderr, "cpprof: out of memory keeping an unloaded "
-                            "object's mapping; its samples may be shown "
-                            "in the object loaded next at its address\n");
+            warn_stderr("cpprof: out of memory keeping an unloaded "
+                        "object's mapping; its samples may be shown "
+                        "in the object loaded next at its address\n");
         return;
     }
     g->pub = (unwind_gone){.start = c->lo,
@@ -514,10 +515,10 @@ uint64_t unwind_pin_generation(void)
     if (gen && i == PINS) {
         static atomic_bool said;
         if (!atomic_exchange(&said, true))
-            fprintf(stderr, "cpprof: more than %d profiles at once keep "
-                            "unloaded objects' mappings; another one's "
-                            "samples are shown in the objects mapped when "
-                            "it is built\n", PINS);
+            warn_stderr("cpprof: more than %d profiles at once keep "
+                        "unloaded objects' mappings; another one's "
+                        "samples are shown in the objects mapped when "
+                        "it is built\n", PINS);
         return 0;
     }
     return gen;

@@ -9,7 +9,8 @@
 #   - Debian's xz -T2 -9, whose two workers block every signal: the CPU
 #     profile and the index say those 2 threads and their CPU time went
 #     unsampled (issue 17);
-#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on;
+#   - a bad CPPROF_HTTP is reported once on stderr and the program runs on,
+#     also when stderr is a pipe nobody reads any more (no SIGPIPE);
 #   - a refused CPPROF_HTTP_TOKEN (a trailing \r) keeps the server from
 #     starting, says so on stderr without showing the token, and the
 #     program runs on;
@@ -163,6 +164,21 @@ LD_PRELOAD=$PRELOAD CPPROF_HTTP=nonsense sh -c 'echo ran' >"$tmp/bad.out" \
 [ "$(cat "$tmp/bad.out")" = ran ] || fail "bad CPPROF_HTTP: the program did not run"
 [ "$(grep -c 'CPPROF_HTTP="nonsense" is not valid' "$tmp/bad.err")" = 1 ] ||
     fail "bad CPPROF_HTTP not reported once: $(cat "$tmp/bad.err")"
+
+# --- The same, with stderr a pipe whose reader is gone -------------------------
+# cpprof's line must not raise SIGPIPE in a program that never writes to
+# stderr itself (it ended such a program with status -13 before src/warn.c).
+status=$(python3 - "$PRELOAD" <<'EOF'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+env = dict(os.environ, LD_PRELOAD=sys.argv[1], CPPROF_HTTP="nonsense")
+print(subprocess.run(["sh", "-c", "echo ran"], stderr=w, env=env,
+                     stdout=subprocess.DEVNULL).returncode)
+EOF
+)
+[ "$status" = 0 ] ||
+    fail "bad CPPROF_HTTP with stderr a closed pipe: the program ended with status $status"
 
 # --- A refused token: no server, and said why ---------------------------------
 secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
