@@ -1438,6 +1438,23 @@ int http_port(void)
     return port;
 }
 
+/* Removes every NAME=... entry from the process's environment in place.
+ * Not unsetenv(): a program may define its own (bash does, over its shell
+ * variables, which it has not even set up while constructors run), and
+ * the dynamic linker gives cpprof's call to it, which then leaves the
+ * variable to every child.  glibc's unsetenv also shifts the array in
+ * place, so environ and main's envp (the same array) both lose it. */
+static void remove_from_environ(const char *name)
+{
+    size_t len = strlen(name);
+    char **to = environ;
+    for (char **from = environ; from != NULL && *from != NULL; from++)
+        if (strncmp(*from, name, len) != 0 || (*from)[len] != '=')
+            *to++ = *from;
+    if (to != NULL)
+        *to = NULL;
+}
+
 /* Zero-code mode: `LD_PRELOAD=libcpprof.so CPPROF_HTTP=HOST:PORT program`
  * serves /debug/pprof/ from any dynamically linked program that never heard
  * of cpprof.  A constructor without a priority runs after every prioritised
@@ -1451,8 +1468,8 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     const char *addr = cfg_str(CFG_HTTP);
     if (addr[0] == '\0')
         return;
-    unsetenv("CPPROF_HTTP");
-    unsetenv("CPPROF_HTTP_TOKEN");
+    remove_from_environ("CPPROF_HTTP");
+    remove_from_environ("CPPROF_HTTP_TOKEN");
     int rc = start(addr, true);
     if (rc == CPPROF_EREFUSED) {
         char var[64];

@@ -17,7 +17,9 @@
 #   - a bad TLS file (missing, key not matching the certificate, an empty
 #     CA file) is named on stderr with its setting and the reason, once,
 #     and the program runs on without a server;
-#   - the token is not in the environment of the program's children;
+#   - the token and CPPROF_HTTP are not in the environment of the
+#     program's children, bash's (whose own unsetenv cpprof must not use)
+#     as well as sh's;
 #   - a daemon that closes every inherited descriptor and then appends and
 #     reads back a file 1,000 times loses no read-back, and the server,
 #     having lost its socket, stops and says so on stderr.
@@ -222,10 +224,20 @@ tls_refused "CPPROF_HTTP_TLS_CA=\"$pki/empty.pem\": the file is empty" \
     CPPROF_HTTP_TLS_CA="$pki/empty.pem"
 
 # --- The token stays out of children's environment -------------------------------
-LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_TOKEN="$secret" \
-    sh -c 'env' >"$tmp/env.out" 2>"$tmp/env.err" || fail "env under zero-code failed"
-grep -q '^PATH=' "$tmp/env.out" || fail "the child printed no environment"
-grep -qF "$secret" "$tmp/env.out" && fail "a child inherits CPPROF_HTTP_TOKEN"
+# The child runs without cpprof (LD_PRELOAD emptied), so it prints what it
+# was given, and after another command (so that the shell forks it rather
+# than exec it).  bash defines its own unsetenv over its shell variables:
+# cpprof's call reached it before bash's main and removed nothing, so every
+# child of bash inherited the token and CPPROF_HTTP (and, preloaded, tried
+# to serve on the parent's port).
+for shell in sh bash; do
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_TOKEN="$secret" \
+        $shell -c 'LD_PRELOAD= env; true' >"$tmp/env.out" 2>"$tmp/env.err" ||
+        fail "$shell: env under zero-code failed"
+    grep -q '^PATH=' "$tmp/env.out" || fail "$shell: the child printed no environment"
+    grep -qF "$secret" "$tmp/env.out" && fail "$shell: a child inherits CPPROF_HTTP_TOKEN"
+    grep -q '^CPPROF_HTTP=' "$tmp/env.out" && fail "$shell: a child inherits CPPROF_HTTP"
+done
 
 # --- A daemon that closes every inherited descriptor --------------------------
 # It closes the server's descriptors at once, so it is not waited on to
