@@ -1438,21 +1438,45 @@ int http_port(void)
     return port;
 }
 
-/* Removes every NAME=... entry from the process's environment in place.
+/* Zero-code mode's variables taken out of the environment, and by whom
+ * (http_zero_code_env). */
+static const char *zero_code_vars[HTTP_ZERO_CODE_VARS];
+static size_t n_zero_code_vars;
+static pid_t zero_code_owner;
+
+size_t http_zero_code_env(const char *vars[HTTP_ZERO_CODE_VARS],
+                          pid_t *owner)
+{
+    for (size_t i = 0; i < n_zero_code_vars; i++)
+        vars[i] = zero_code_vars[i];
+    *owner = zero_code_owner;
+    return n_zero_code_vars;
+}
+
+/* Removes every NAME=... entry from the process's environment in place,
+ * keeping the first (the one getenv saw) for an exec of this process.
  * Not unsetenv(): a program may define its own (bash does, over its shell
  * variables, which it has not even set up while constructors run), and
  * the dynamic linker gives cpprof's call to it, which then leaves the
  * variable to every child.  glibc's unsetenv also shifts the array in
  * place, so environ and main's envp (the same array) both lose it. */
-static void remove_from_environ(const char *name)
+static void take_from_environ(const char *name)
 {
     size_t len = strlen(name);
+    const char *taken = NULL;
     char **to = environ;
-    for (char **from = environ; from != NULL && *from != NULL; from++)
+    for (char **from = environ; from != NULL && *from != NULL; from++) {
         if (strncmp(*from, name, len) != 0 || (*from)[len] != '=')
             *to++ = *from;
+        else if (taken == NULL)
+            taken = *from;
+    }
     if (to != NULL)
         *to = NULL;
+    if (taken != NULL && n_zero_code_vars < HTTP_ZERO_CODE_VARS) {
+        zero_code_vars[n_zero_code_vars++] = taken;
+        zero_code_owner = getpid();
+    }
 }
 
 /* Zero-code mode: `LD_PRELOAD=libcpprof.so CPPROF_HTTP=HOST:PORT program`
@@ -1461,15 +1485,16 @@ static void remove_from_environ(const char *name)
  * one, so the settings (config_load) and the interposers are ready.  The
  * variables are removed first, while the process still has one thread, so
  * that programs it starts do not all fight for the same port, nor learn the
- * token (config_load has read it). */
+ * token (config_load has read it); an exec of this process gets them back
+ * (execinterpose.c). */
 __attribute__((constructor)) static void http_serve_from_load(void)
 {
     cfg_freeze(CFG_HTTP);
     const char *addr = cfg_str(CFG_HTTP);
     if (addr[0] == '\0')
         return;
-    remove_from_environ("CPPROF_HTTP");
-    remove_from_environ("CPPROF_HTTP_TOKEN");
+    take_from_environ("CPPROF_HTTP");
+    take_from_environ("CPPROF_HTTP_TOKEN");
     int rc = start(addr, true);
     if (rc == CPPROF_EREFUSED) {
         char var[64];

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <gnutls/abstract.h> /* http_tls_certificate's types */
 
@@ -67,6 +68,16 @@ bool http_client_gone(http_req *r);
 /* The port the running server listens on (useful after binding port 0), or
  * CPPROF_ENOTRUNNING. */
 int http_port(void);
+
+/* Zero-code mode's variables as the NAME=VALUE strings the process was
+ * started with (CPPROF_HTTP, and CPPROF_HTTP_TOKEN when set), which are
+ * taken out of the environment at load so that the processes the program
+ * starts do not inherit them, and in *owner the pid of the process that
+ * took them: execinterpose.c gives them back to an exec of that process.
+ * Returns how many there are in vars (0: not zero-code mode). */
+enum { HTTP_ZERO_CODE_VARS = 2 };
+size_t http_zero_code_env(const char *vars[HTTP_ZERO_CODE_VARS],
+                          pid_t *owner);
 
 typedef int (*http_handler)(http_req *r);
 

@@ -20,6 +20,8 @@
 #   - the token and CPPROF_HTTP are not in the environment of the
 #     program's children, bash's (whose own unsetenv cpprof must not use)
 #     as well as sh's;
+#   - a wrapper script (sh or bash) that execs the program: the program
+#     serves (/cmdline names it);
 #   - a daemon that closes every inherited descriptor and then appends and
 #     reads back a file 1,000 times loses no read-back, and the server,
 #     having lost its socket, stops and says so on stderr.
@@ -237,6 +239,34 @@ for shell in sh bash; do
     grep -q '^PATH=' "$tmp/env.out" || fail "$shell: the child printed no environment"
     grep -qF "$secret" "$tmp/env.out" && fail "$shell: a child inherits CPPROF_HTTP_TOKEN"
     grep -q '^CPPROF_HTTP=' "$tmp/env.out" && fail "$shell: a child inherits CPPROF_HTTP"
+done
+
+# --- A wrapper that execs the program: the program serves ---------------------
+# The wrapper (sh or bash) loads cpprof first and takes the variables out of
+# its environment; its exec of the program gives them back (same process),
+# so the program, not the wrapper, is what /cmdline names.  Before
+# execinterpose.c the program started without them and nothing served.
+for shell in sh bash; do
+    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port \
+        $shell -c 'echo wrapper; exec "$0" 20' "$PROG" \
+        >"$tmp/wrap.out" 2>"$tmp/wrap.err" &
+    demo_pid=$!
+    served=
+    for tick in $(seq 100); do
+        if curl -s --max-time 2 -o "$tmp/wrap.cmdline" \
+            "http://127.0.0.1:$port/debug/pprof/cmdline" &&
+            [ "$(tr '\0' ' ' <"$tmp/wrap.cmdline")" = "$PROG 20" ]; then
+            served=yes
+            break
+        fi
+        kill -0 "$demo_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$demo_pid" 2>/dev/null
+    wait "$demo_pid" 2>/dev/null
+    demo_pid=
+    [ -n "$served" ] || fail "$shell wrapper exec'ing the program: the program did not serve ($(cat "$tmp/wrap.err"))"
 done
 
 # --- A daemon that closes every inherited descriptor --------------------------

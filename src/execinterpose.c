@@ -1,0 +1,108 @@
+/*
+ * execinterpose.c -- execve, execv, execvp and execvpe interposed, so that
+ * zero-code mode serves from the program a wrapper script execs.
+ *
+ * Zero-code mode takes CPPROF_HTTP and CPPROF_HTTP_TOKEN out of the
+ * environment at load (http.c), so that the processes a program starts do
+ * not all try to serve on its port, nor learn the token.  But a process
+ * that replaces itself with exec is not starting another: a wrapper that
+ * ends in `exec "$@"` (a container's entrypoint, pyenv's shims) loaded
+ * cpprof first, served for a moment, and handed the real program an
+ * environment without the variables, so the program never served.  So an
+ * exec by the very process that took them (same pid: not a fork or vfork
+ * child, which have pids of their own) gets them back in the environment
+ * it passes; the new image loads cpprof again and serves, the old
+ * listener having been closed by the exec (close-on-exec).
+ *
+ * glibc's execv, execvp and execvpe reach execve inside libc, past this
+ * one, so they are interposed too; the execl family and fexecve are not.
+ */
+#define _GNU_SOURCE
+#include "http.h"
+#include "interpose.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int exec_fn(const char *, char *const[], char *const[]);
+static void *next_execve, *next_execvpe;
+
+/* Whether entry is NAME=... for one of the n variables in vars. */
+static int is_one_of(const char *entry, const char *const *vars, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t name_len = (size_t)(strchr(vars[i], '=') - vars[i]) + 1;
+        if (strncmp(entry, vars[i], name_len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* envp with zero-code mode's variables given back, when this process is
+ * the one that took them; else envp itself.  Freed by the caller when it
+ * is not envp (the exec failed). */
+static char *const *with_zero_code_vars(char *const envp[])
+{
+    const char *vars[HTTP_ZERO_CODE_VARS];
+    pid_t owner;
+    size_t n = http_zero_code_env(vars, &owner);
+    if (n == 0 || owner != getpid() || envp == NULL)
+        return envp;
+    size_t count = 0;
+    while (envp[count] != NULL)
+        count++;
+    char **with = malloc((count + n + 1) * sizeof *with);
+    if (with == NULL)
+        return envp; /* the exec goes on, without serving */
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!is_one_of(envp[i], vars, n))
+            with[k++] = envp[i];
+    for (size_t i = 0; i < n; i++)
+        with[k++] = (char *)vars[i];
+    with[k] = NULL;
+    return with;
+}
+
+/* Calls the next definition of `name` (execve or execvpe, which take the
+ * same arguments) with envp, zero-code mode's variables given back. */
+static int exec_next(void **cache, const char *name, const char *what,
+                     char *const argv[], char *const envp[])
+{
+    exec_fn *next = (exec_fn *)interpose_next(cache, name);
+    if (next == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    char *const *env = with_zero_code_vars(envp);
+    int rc = next(what, argv, env); /* returns only when the exec failed */
+    int saved = errno;
+    if (env != envp)
+        free((void *)env);
+    errno = saved;
+    return rc;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    return exec_next(&next_execve, "execve", path, argv, envp);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    return exec_next(&next_execvpe, "execvpe", file, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
