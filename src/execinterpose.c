@@ -22,7 +22,6 @@
 #include "interpose.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,6 +29,16 @@
 
 typedef int exec_fn(const char *, char *const[], char *const[]);
 static void *next_execve, *next_execvpe;
+
+/* Looked up by the constructor: a program's exec usually comes right
+ * after a fork, where dlsym must not run (another thread may have held
+ * the loader's lock at the fork); a call before it (another library's
+ * constructor) looks up itself. */
+__attribute__((constructor)) static void find_next_execs(void)
+{
+    interpose_next(&next_execve, "execve");
+    interpose_next(&next_execvpe, "execvpe");
+}
 
 /* Whether entry is NAME=... for one of the n variables in vars. */
 static int is_one_of(const char *entry, const char *const *vars, size_t n)
@@ -42,22 +51,30 @@ static int is_one_of(const char *entry, const char *const *vars, size_t n)
     return 0;
 }
 
-/* envp with zero-code mode's variables given back, when this process is
- * the one that took them; else envp itself.  Freed by the caller when it
- * is not envp (the exec failed). */
-static char *const *with_zero_code_vars(char *const envp[])
+/* Calls the next definition of `name` (execve or execvpe, which take the
+ * same arguments) with envp, and zero-code mode's variables given back
+ * when this process is the one that took them.  Async-signal-safe, as
+ * execve is: the new array is on the stack (an environment of more than
+ * ENV_MAX entries is passed on as it is, and the program does not serve). */
+static int exec_next(void **cache, const char *name, const char *what,
+                     char *const argv[], char *const envp[])
 {
+    enum { ENV_MAX = 4096 };
+    exec_fn *next = (exec_fn *)interpose_next(cache, name);
+    if (next == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
     const char *vars[HTTP_ZERO_CODE_VARS];
     pid_t owner;
-    size_t n = http_zero_code_env(vars, &owner);
+    size_t n = http_zero_code_env(vars, &owner), count = 0;
     if (n == 0 || owner != getpid() || envp == NULL)
-        return envp;
-    size_t count = 0;
-    while (envp[count] != NULL)
+        return next(what, argv, envp);
+    while (envp[count] != NULL && count <= ENV_MAX)
         count++;
-    char **with = malloc((count + n + 1) * sizeof *with);
-    if (with == NULL)
-        return envp; /* the exec goes on, without serving */
+    if (count > ENV_MAX)
+        return next(what, argv, envp);
+    char *with[count + n + 1];
     size_t k = 0;
     for (size_t i = 0; i < count; i++)
         if (!is_one_of(envp[i], vars, n))
@@ -65,26 +82,7 @@ static char *const *with_zero_code_vars(char *const envp[])
     for (size_t i = 0; i < n; i++)
         with[k++] = (char *)vars[i];
     with[k] = NULL;
-    return with;
-}
-
-/* Calls the next definition of `name` (execve or execvpe, which take the
- * same arguments) with envp, zero-code mode's variables given back. */
-static int exec_next(void **cache, const char *name, const char *what,
-                     char *const argv[], char *const envp[])
-{
-    exec_fn *next = (exec_fn *)interpose_next(cache, name);
-    if (next == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    char *const *env = with_zero_code_vars(envp);
-    int rc = next(what, argv, env); /* returns only when the exec failed */
-    int saved = errno;
-    if (env != envp)
-        free((void *)env);
-    errno = saved;
-    return rc;
+    return next(what, argv, with);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])

@@ -11,7 +11,8 @@
  * path is interposed too marks itself busy around the call.  sigaction
  * and signal, which a program may call from a signal handler, where dlsym
  * is not safe, are also looked up from a constructor, so that such a call
- * finds the cache filled; so is dlclose.
+ * finds the cache filled; so are the exec functions, which a program calls
+ * in a fork child, where dlsym must not run either, and dlclose.
  */
 #ifndef CPPROF_INTERPOSE_H
 #define CPPROF_INTERPOSE_H
