@@ -117,6 +117,7 @@
 #include "procfile.h"
 #include "thread.h"
 #include "unwind.h"
+#include "warn.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -752,6 +753,29 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     return rc;
 }
 
+/* A blocked thread whose syscall file cannot be opened for want of
+ * permission: a process that made itself non-dumpable (setuid to another
+ * user, or PR_SET_DUMPABLE 0) has its /proc files owned by root, and that
+ * file is its owner's alone.  Its stack cannot be had without a signal,
+ * which would cut its blocking call short, so it stays in the census with
+ * the reason instead, said once on stderr too.  (It was left out as if it
+ * had exited: a census after setuid listed only its own thread.) */
+static bool stack_unreadable(census_thread *t, int rc)
+{
+    static atomic_bool said;
+    if (rc != -EACCES && rc != -EPERM)
+        return false;
+    snprintf(t->missing, sizeof t->missing,
+             "stack unreadable: the process is not dumpable");
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: census: the stacks of threads blocked in the "
+                    "kernel cannot be read: the process is not dumpable "
+                    "(setuid to another user, or PR_SET_DUMPABLE 0), so "
+                    "only root may read /proc/self/task/TID/syscall; they "
+                    "are listed without a stack, not signalled\n");
+    return true;
+}
+
 /* ---- The unwinder's table: refreshed for the threads signalled ---------- */
 
 /* A signalled thread's handler reads its stack directly only inside the
@@ -929,6 +953,8 @@ static void take_stack(struct pass *p, uint32_t i, bool walk)
                 strcpy(t->missing, "stack changed while read");
                 return;
             }
+            if (stack_unreadable(t, rc))
+                return;
             if (rc < 0 && rc != -EPROTO) {
                 t->tid = 0; /* exited */
                 return;
@@ -971,6 +997,8 @@ static void walk_for_caller(struct pass *p, uint32_t i)
         return;
     if (rc == -EAGAIN)
         strcpy(t->missing, "stack changed while read");
+    else if (stack_unreadable(t, rc))
+        return;
     else if (rc == NOT_BLOCKED)
         p->outcome[i] = SIGNAL_ONLY;
     else if (rc == -EPROTO)
