@@ -54,7 +54,9 @@ enum cpprof_error {
     CPPROF_EADDRFORM = -10017, /* the address is not HOST:PORT */
     CPPROF_EADDRHOST = -10018, /* its HOST is not an IPv4 address, [IPv6],
                                   localhost or empty */
-    CPPROF_EADDRPORT = -10019  /* its PORT is not a number in 0..65535 */
+    CPPROF_EADDRPORT = -10019, /* its PORT is not a number in 0..65535 */
+    CPPROF_ENOPROC = -10020    /* /proc/self/task cannot be opened (no /proc
+                                  in a chroot, or not mounted) */
 };
 
 /* A message for any code returned by cpprof (never NULL). */

@@ -238,7 +238,9 @@ static int open_task_dir(struct task_dir *td)
 {
     td->pid = getpid();
     td->fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    return td->fd < 0 ? -errno : 0;
+    if (td->fd >= 0)
+        return 0;
+    return errno == ENOENT ? CPPROF_ENOPROC : -errno;
 }
 
 /* How many threads the process has now: the kernel counts them in the

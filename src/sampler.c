@@ -472,7 +472,7 @@ static int list_threads(pid_t **out, size_t *n)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
-        return -errno;
+        return errno == ENOENT ? CPPROF_ENOPROC : -errno;
     size_t cap = 64, len = 0;
     pid_t *tids = malloc(cap * sizeof *tids);
     struct dirent *e;

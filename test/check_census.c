@@ -784,6 +784,40 @@ START_TEST(signal_with_another_handler_is_refused)
 }
 END_TEST
 
+/* In a chroot without /proc (a daemon's jail), the census and the CPU
+ * profile fail with CPPROF_ENOPROC, whose message says why, not a bare
+ * "No such file or directory".  In a child of its own, which chroots; it
+ * needs the right to chroot (root, as in CI): without it the test says so
+ * and checks nothing. */
+START_TEST(chroot_without_proc_is_named)
+{
+    char jail[] = "/tmp/cpprof-jail-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(jail));
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        if (chroot(jail) != 0 || chdir("/") != 0)
+            _exit(errno == EPERM ? 77 : 1);
+        census c;
+        int census_rc = census_take_stacks(&c);
+        int profile_rc = cpprof_cpu_profile_start();
+        _exit(census_rc == CPPROF_ENOPROC && profile_rc == CPPROF_ENOPROC
+                  ? 0
+                  : 2);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    rmdir(jail);
+    ck_assert(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        printf("chroot_without_proc_is_named: not checked, chroot refused\n");
+        return;
+    }
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert(strstr(cpprof_strerror(CPPROF_ENOPROC), "chroot") != NULL);
+}
+END_TEST
+
 static Suite *census_suite(void)
 {
     Suite *s = suite_create("census");
@@ -800,6 +834,7 @@ static Suite *census_suite(void)
     tcase_add_test(tc, signal_with_another_handler_is_refused);
     tcase_add_test(tc, signal_not_sent_reason_is_whole);
     tcase_add_test(tc, moved_or_renamed_thread_is_read_afresh);
+    tcase_add_test(tc, chroot_without_proc_is_named);
     suite_add_tcase(s, tc);
     return s;
 }
