@@ -74,7 +74,9 @@ int thread_label_internal(const char *role);
  *     would run ahead of every ordinary thread of the program and take
  *     CPUs from its real-time ones.  The thread is created as an
  *     ordinary SCHED_OTHER thread instead, when the creator passes no
- *     attributes of its own (neither cpprof nor libmicrohttpd does).
+ *     attributes of its own (neither cpprof nor libmicrohttpd does;
+ *     ThreadSanitizer's interceptor does, so under TSan the policy is
+ *     inherited).
  * thread_own_creation_begin returns the attributes to create with. */
 struct own_creation {
     sigset_t creator_mask;
