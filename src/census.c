@@ -694,6 +694,29 @@ static bool in_vfork(const struct blocked_at *at)
 /* Tries per thread before it counts as changing too fast to read. */
 #define WALK_TRIES 3
 
+/* A blocked thread whose syscall file cannot be opened for want of
+ * permission: a process that made itself non-dumpable (setuid to another
+ * user, or PR_SET_DUMPABLE 0) has its /proc files owned by root, and that
+ * file is its owner's alone.  Its stack cannot be had without a signal,
+ * which would cut its blocking call short, so it stays in the census with
+ * the reason instead, said once on stderr too.  (It was left out as if it
+ * had exited: a census after setuid listed only its own thread.) */
+static bool stack_unreadable(census_thread *t, int rc)
+{
+    static atomic_bool said;
+    if (rc != -EACCES && rc != -EPERM)
+        return false;
+    snprintf(t->missing, sizeof t->missing,
+             "stack unreadable: the process is not dumpable");
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: census: the stacks of threads blocked in the "
+                    "kernel cannot be read: the process is not dumpable "
+                    "(setuid to another user, or PR_SET_DUMPABLE 0), so "
+                    "only root may read /proc/self/task/TID/syscall; they "
+                    "are listed without a stack, not signalled\n");
+    return true;
+}
+
 /* Walks a thread that is blocked in the kernel without stopping it: the
  * thread does not run, so the stack above its SP holds still while the
  * walker reads it (through the fault-proof path).  Its CPU clock, read
@@ -711,8 +734,10 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     char path[24];
     snprintf(path, sizeof path, "%d/syscall", (int)t->tid);
     int fd = openat(td->fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) {
+        int err = -errno;
+        return stack_unreadable(t, err) ? BLOCKED : err;
+    }
     int rc = -EAGAIN;
     for (int try = 0; try <= WALK_TRIES && rc == -EAGAIN; try++) {
         int64_t cpu_before = try == 0 ? t->cpu_ns : tid_cpu_ns(t->tid);
@@ -753,29 +778,6 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
     if (rc != BLOCKED)
         t->depth = 0;
     return rc;
-}
-
-/* A blocked thread whose syscall file cannot be opened for want of
- * permission: a process that made itself non-dumpable (setuid to another
- * user, or PR_SET_DUMPABLE 0) has its /proc files owned by root, and that
- * file is its owner's alone.  Its stack cannot be had without a signal,
- * which would cut its blocking call short, so it stays in the census with
- * the reason instead, said once on stderr too.  (It was left out as if it
- * had exited: a census after setuid listed only its own thread.) */
-static bool stack_unreadable(census_thread *t, int rc)
-{
-    static atomic_bool said;
-    if (rc != -EACCES && rc != -EPERM)
-        return false;
-    snprintf(t->missing, sizeof t->missing,
-             "stack unreadable: the process is not dumpable");
-    if (!atomic_exchange(&said, true))
-        warn_stderr("cpprof: census: the stacks of threads blocked in the "
-                    "kernel cannot be read: the process is not dumpable "
-                    "(setuid to another user, or PR_SET_DUMPABLE 0), so "
-                    "only root may read /proc/self/task/TID/syscall; they "
-                    "are listed without a stack, not signalled\n");
-    return true;
 }
 
 /* ---- The unwinder's table: refreshed for the threads signalled ---------- */
@@ -955,8 +957,6 @@ static void take_stack(struct pass *p, uint32_t i, bool walk)
                 strcpy(t->missing, "stack changed while read");
                 return;
             }
-            if (stack_unreadable(t, rc))
-                return;
             if (rc < 0 && rc != -EPROTO) {
                 t->tid = 0; /* exited */
                 return;
@@ -999,8 +999,6 @@ static void walk_for_caller(struct pass *p, uint32_t i)
         return;
     if (rc == -EAGAIN)
         strcpy(t->missing, "stack changed while read");
-    else if (stack_unreadable(t, rc))
-        return;
     else if (rc == NOT_BLOCKED)
         p->outcome[i] = SIGNAL_ONLY;
     else if (rc == -EPROTO)

@@ -246,27 +246,21 @@ done
 # its environment; its exec of the program gives them back (same process),
 # so the program, not the wrapper, is what /cmdline names.  Before
 # execinterpose.c the program started without them and nothing served.
-for shell in sh bash; do
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+wrapper_launch() {
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port \
         $shell -c 'echo wrapper; exec "$0" 20' "$PROG" \
         >"$tmp/wrap.out" 2>"$tmp/wrap.err" &
-    demo_pid=$!
-    served=
-    for tick in $(seq 100); do
-        if curl -s --max-time 2 -o "$tmp/wrap.cmdline" \
-            "http://127.0.0.1:$port/debug/pprof/cmdline" &&
-            [ "$(tr '\0' ' ' <"$tmp/wrap.cmdline")" = "$PROG 20" ]; then
-            served=yes
-            break
-        fi
-        kill -0 "$demo_pid" 2>/dev/null || break
-        sleep 0.1
-    done
+}
+program_names_itself() {
+    curl -s --max-time 2 -o "$tmp/wrap.cmdline" "$base/cmdline" &&
+        [ "$(tr '\0' ' ' <"$tmp/wrap.cmdline")" = "$PROG 20" ]
+}
+for shell in sh bash; do
+    serve_on_free_port "the program exec'd by a $shell wrapper" "$tmp/wrap.err" \
+        wrapper_launch program_names_itself
     kill "$demo_pid" 2>/dev/null
     wait "$demo_pid" 2>/dev/null
     demo_pid=
-    [ -n "$served" ] || fail "$shell wrapper exec'ing the program: the program did not serve ($(cat "$tmp/wrap.err"))"
 done
 
 # --- A daemon that closes every inherited descriptor --------------------------
