@@ -485,7 +485,10 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 		return err
 	}
 	var profiles [][]string
+	// Only once the page is parsed: while it still loads, the table may
+	// hold its first rows only (CI read 7 of 9 so).
 	if err := c.eval(waitFor(`() => {
+  if (document.readyState === 'loading') return null;
   const rows = [...document.querySelectorAll('tr[data-profile]')];
   return rows.length ? rows.map(r => [r.dataset.profile, r.cells[0].textContent]) : null;
 }`, 10000), &profiles); err != nil {
