@@ -42,17 +42,22 @@ check_page() {
     # The demo's tenants cost 1:2:5: the CPU view puts initech first.
     [ "$(awk '$1 == "cpu" && $2 == "tenant" { print $3; exit }' "$tmp/page")" = initech ] ||
         fail "cpu view: $(grep '^cpu tenant' "$tmp/page")"
-    # Every CPU sample of the demo's workers carries a tenant: the shares
-    # (the labels view's own arithmetic, which flame.js must not disturb)
-    # add up to nearly all of it -- to less under a sanitizer, whose own
-    # runtime thread (TSan's background thread) uses unlabelled CPU too
-    # (70.6% seen under TSan).
-    least=90
-    case ${CPPROF_SANITIZER:-none} in asan | tsan) least=50 ;; esac
-    awk -v least=$least '$1 == "cpu" && $2 == "tenant" { s += $4 }
-        END { exit !(s > least && s <= 100.5) }' \
-        "$tmp/page" || fail "cpu view shares: $(grep '^cpu tenant' "$tmp/page")"
+    # Each share the view shows is its count over the note's total (the
+    # labels view's own arithmetic, which flame.js must not disturb), and
+    # the tenants' counts fit in it.  How much of the total is the
+    # tenants' is left alone: samples without a tenant (the demo's
+    # producer, cpprof's own threads serving the page, more so over TLS)
+    # grow as the machine's load takes CPU from the workers (72.9% seen in
+    # CI, 97-99% on an idle machine).
+    # (A share is shown to 0.1%, rounded from the JSON's six digits.)
+    awk -v total="$(field cputotal 2)" '$1 == "cpu" && $2 == "tenant" {
+             n++; s += $5; d = 100 * $5 / total - $4
+             if (d > 0.051 || d < -0.051) bad = 1 }
+         END { exit !(total > 0 && n == 3 && !bad && s <= total) }' \
+        "$tmp/page" ||
+        fail "cpu view shares: $(grep '^cpu' "$tmp/page" | tr '\n' ';')"
     ! grep '^overflow' "$tmp/page" || fail "the page is wider than the screen"
+    grep '^cpu' "$tmp/page"
 }
 
 # field N of the page's line starting with WORDS (the first one).
@@ -119,7 +124,7 @@ rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
     fail "the browser could not show the page"
 check_page
 check_flame
-grep '^flame' "$tmp/page"
+grep "^flame" "$tmp/page"
 for shot in phone wide; do
     [ "$(od -An -N4 -tx1 "$SHOTS/$shot.png" | tr -d ' ')" = 89504e47 ] ||
         fail "no $shot.png screenshot"

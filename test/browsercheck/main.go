@@ -22,7 +22,8 @@
 //
 //	profile NAME COUNT        per row of the profile table
 //	threads KEY VALUE COUNT   per row of the threads-by-label view
-//	cpu KEY VALUE SHARE       per row of the CPU-by-label view
+//	cpu KEY VALUE SHARE COUNT per row of the CPU-by-label view
+//	cputotal N                the CPU view's samples in all, as its note says
 //	overflow WIDTH PX         when the page is wider than the viewport
 //	console LEVEL TEXT        per error the page logged or threw
 //
@@ -520,9 +521,18 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	if err := c.eval(waitFor(labelRows("cpu", 2), 1000*(cpuSeconds+15)), &cpu); err != nil {
 		return err
 	}
-	for _, r := range cpu {
-		fmt.Printf("cpu %s %s %s\n", r[0], r[1], strings.TrimSuffix(r[2], "%"))
+	var counts [][]string
+	if err := c.eval("("+labelRows("cpu", 1)+")()", &counts); err != nil {
+		return err
 	}
+	for i, r := range cpu {
+		fmt.Printf("cpu %s %s %s %s\n", r[0], r[1], strings.TrimSuffix(r[2], "%"), counts[i][2])
+	}
+	var cpuNote string
+	if err := c.eval(`document.querySelector('#cpu p.note').textContent`, &cpuNote); err != nil {
+		return err
+	}
+	fmt.Printf("cputotal %s\n", strings.Fields(cpuNote+" ?")[0])
 	if protoFile != "" {
 		if err := c.flameChecks(cpuSeconds, protoFile, note); err != nil {
 			return err

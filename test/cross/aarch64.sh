@@ -230,7 +230,8 @@ EOF
 }
 
 # run_test NAME COMMAND...: runs one test from $out, writing
-# test/NAME.log and test/NAME.trs; prints PASS or FAIL as make check does.
+# test/NAME.log and test/NAME.trs; prints PASS or FAIL as make check does,
+# and a failed test's last lines on stderr.
 # The timeout only keeps a hung test from hanging the run.
 run_test() {
   local name=$1 result=PASS
@@ -238,7 +239,10 @@ run_test() {
   (cd "$out" && timeout 600 "$@") >"$out/test/$name.log" 2>&1 || result=FAIL
   echo ":test-result: $result" >"$out/test/$name.trs"
   echo "aarch64: $result: $name"
-  [ $result = PASS ]
+  [ $result = PASS ] && return 0
+  # The failure's own words, where CI's report shows them.
+  tail -n 30 "$out/test/$name.log" | sed "s|^|aarch64: $name: |" >&2
+  return 1
 }
 
 # check_accounted: every test of Makefile.am's TESTS is run or left out
