@@ -986,10 +986,22 @@ static int install_handler(struct session *s)
     return 0;
 }
 
+/* How long SIG_IGN is held before SIG_DFL comes back (restore_handler). */
+#define IGNORE_HOLD_NS 25000000L
+
 /* Puts the previous disposition back, unless the program has installed a
  * handler of its own since, which stays.  SIG_IGN first: it discards
  * signals still pending from deleted timers, which SIG_DFL would turn into
- * the process's death. */
+ * the process's death.  The kernel discards them at once and sends none
+ * after timer_delete returns; an emulator need not.  qemu-user takes a
+ * signal into a queue of its own and acts on it, by the disposition of
+ * that moment, only when the target thread next runs: a tick queued just
+ * before the SIG_IGN killed a test process under qemu 7.2 about once in
+ * 5,000 stops at 1,000 Hz.  So before SIG_DFL comes back, SIG_IGN is held
+ * for longer than a runnable thread waits for a CPU (a scheduler period:
+ * under CFS's defaults 12 ms on two CPUs, 24 ms at most): 25 ms, paid only
+ * by a stop whose signal had the default disposition, the one that
+ * kills. */
 static void restore_handler(struct session *s)
 {
     if (!handler_is_ours(s->signo))
@@ -997,6 +1009,12 @@ static void restore_handler(struct session *s)
     struct sigaction ignore = {0};
     ignore.sa_handler = SIG_IGN;
     sigaction(s->signo, &ignore, NULL);
+    if (!(s->previous.sa_flags & SA_SIGINFO) &&
+        s->previous.sa_handler == SIG_DFL) {
+        struct timespec hold = {0, IGNORE_HOLD_NS};
+        while (nanosleep(&hold, &hold) != 0 && errno == EINTR)
+            ;
+    }
     sigaction(s->signo, &s->previous, NULL);
 }
 
