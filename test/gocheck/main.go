@@ -42,7 +42,8 @@
 //	            location's inlined frames, hold a name matching each
 //	            expression in that order (other frames may come between).
 //	            The judged samples are those with the string label
-//	            -where and the numeric label -numwhere (all samples when
+//	            -where (or without the label KEY, -where '!KEY') and the
+//	            numeric label -numwhere (all samples when
 //	            neither is given), so which samples are judged never
 //	            depends on their stacks.  N and C are sums of value IDX
 //	            (-value, default 0) over them; V likewise per printed
@@ -258,7 +259,10 @@ func carries(names []string, pattern []*regexp.Regexp) bool {
 
 // selected says whether s has the string label key=value and the numeric
 // label numKey=numValue (an empty key asks nothing).
-func selected(s *profile.Sample, key, value, numKey string, numValue int64) bool {
+func selected(s *profile.Sample, key, value, without, numKey string, numValue int64) bool {
+	if without != "" && len(s.Label[without]) > 0 {
+		return false
+	}
 	if key != "" {
 		found := false
 		for _, v := range s.Label[key] {
@@ -289,9 +293,11 @@ func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
 		}
 		pattern = append(pattern, re)
 	}
-	var key, value, numKey string
+	var key, value, without, numKey string
 	var numValue int64
-	if where != "" {
+	if strings.HasPrefix(where, "!") {
+		without = where[1:]
+	} else if where != "" {
 		kv := strings.SplitN(where, "=", 2)
 		if len(kv) != 2 {
 			fail(2, "-where wants KEY=VALUE, not %q", where)
@@ -315,7 +321,7 @@ func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
 	var judged, complete int64
 	missing := map[string]int64{}
 	for _, s := range p.Sample {
-		if !selected(s, key, value, numKey, numValue) {
+		if !selected(s, key, value, without, numKey, numValue) {
 			continue
 		}
 		names := rootFirst(s)
@@ -350,7 +356,7 @@ func main() {
 	locations := flag.Bool("locations", false, "print each location's lines")
 	mappings := flag.Bool("mappings", false, "print each mapping")
 	chain := flag.String("chain", "", "report the samples carrying this call chain")
-	where := flag.String("where", "", "with -chain: judge samples with this label KEY=VALUE")
+	where := flag.String("where", "", "with -chain: judge samples with this label KEY=VALUE (or without label KEY: !KEY)")
 	numWhere := flag.String("numwhere", "", "with -chain: judge samples with this numeric label KEY=N")
 	value := flag.Int("value", 0, "with -chain: the sample value to sum")
 	flag.Parse()
