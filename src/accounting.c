@@ -67,6 +67,7 @@
 #include "heap.h"
 #include "labels.h"
 #include "sigbudget.h"
+#include "sigowner.h"
 #include "thread.h"
 #include "warn.h"
 
@@ -417,13 +418,9 @@ void accounting_lock_wait(int64_t ns)
 
 static int install_tick_handler(int signo)
 {
-    struct sigaction cur;
-    if (sigaction(signo, NULL, &cur) != 0)
-        return -errno;
-    if (cur.sa_flags & SA_SIGINFO)
-        return cur.sa_sigaction == on_tick ? 0 : CPPROF_ESIGTAKEN;
-    if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)
-        return CPPROF_ESIGTAKEN;
+    int rc = signal_claim_check(signo, on_tick);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     struct sigaction sa = {0};
     sa.sa_sigaction = on_tick;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;

@@ -115,6 +115,7 @@
 #include "sigbudget.h"
 #include "labels.h"
 #include "procfile.h"
+#include "sigowner.h"
 #include "thread.h"
 #include "unwind.h"
 #include "warn.h"
@@ -211,13 +212,9 @@ static void on_census_signal(int sig, siginfo_t *si, void *uc)
  * that is not ours means the application uses the signal: refuse. */
 static int ensure_handler(int signo)
 {
-    struct sigaction cur;
-    if (sigaction(signo, NULL, &cur) != 0)
-        return -errno;
-    if (cur.sa_flags & SA_SIGINFO)
-        return cur.sa_sigaction == on_census_signal ? 0 : CPPROF_ESIGTAKEN;
-    if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)
-        return CPPROF_ESIGTAKEN;
+    int rc = signal_claim_check(signo, on_census_signal);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     struct sigaction sa = {0};
     sa.sa_sigaction = on_census_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
@@ -1289,12 +1286,32 @@ static int collect_stacks(struct pass *p, long timeout_ms)
     return 0;
 }
 
+/* Stderr, once: censuses with stacks are declined while the program
+ * handles the census's signal itself. */
+static void say_signal_taken(int signo)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: thread censuses with stacks are declined: the "
+                    "program has its own handler for signal %d; set "
+                    "CPPROF_CENSUS_SIGNAL to a signal it leaves alone\n",
+                    signo);
+}
+
+bool census_signal_is_programs(void)
+{
+    return signal_owner((int)cfg_int(CFG_CENSUS_SIGNAL), on_census_signal) ==
+           OWNER_PROGRAM;
+}
+
 /* `details`: read every thread's name, state and wait channel. */
 static int take_locked(census *out, bool details)
 {
     int signo = (int)cfg_int(CFG_CENSUS_SIGNAL);
     long timeout_ms = cfg_int(CFG_CENSUS_TIMEOUT_MS);
     int rc = ensure_handler(signo);
+    if (rc == CPPROF_ESIGTAKEN)
+        say_signal_taken(signo);
     if (rc)
         return rc;
     struct task_dir td;

@@ -75,6 +75,11 @@ int census_take_stacks(census *out);
  * What /debug/pprof/labels counts.  Errors: -ENOMEM, -errno. */
 int census_take_labels(census *out);
 
+/* Whether the program has a handler of its own on the census's signal
+ * (setting census_signal), so that a census with stacks would be declined
+ * (CPPROF_ESIGTAKEN): for the index. */
+bool census_signal_is_programs(void);
+
 /* Releases the label references and frees the threads. */
 void census_release(census *c);
 

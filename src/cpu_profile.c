@@ -26,9 +26,12 @@
 #include "cpprof.h"
 #include "sampler.h"
 #include "unwind.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -51,6 +54,19 @@ static int64_t clock_ns(clockid_t clock)
 static void window_lock(void) { pthread_mutex_lock(&window_mu); }
 static void window_unlock(void) { pthread_mutex_unlock(&window_mu); }
 
+/* Stderr, once: CPU profiles are declined while the program handles the
+ * profiling signal itself (Debian's sort does, to remove its temporary
+ * files). */
+static void say_signal_taken(int signo)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: CPU profiles are declined: the program has its "
+                    "own handler for signal %d; set CPPROF_CPU_SIGNAL to a "
+                    "signal it leaves alone\n",
+                    signo);
+}
+
 int cpprof_cpu_profile_start(void)
 {
     static const atfork_handlers on_fork = {window_lock, window_unlock,
@@ -61,6 +77,8 @@ int cpprof_cpu_profile_start(void)
     collect_internal_enter(); /* the collector thread is cpprof's own */
     uint64_t gen = unwind_pin_generation();
     int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
+    if (rc == CPPROF_ESIGTAKEN)
+        say_signal_taken((int)cfg_int(CFG_CPU_SIGNAL));
     if (rc != 0)
         unwind_unpin_generation(gen);
     collect_internal_leave();

@@ -185,6 +185,10 @@ struct Perftools__Profiles__Profile;
  * perftools__profiles__profile__free_unpacked); NULL when it does not. */
 struct Perftools__Profiles__Profile *http_profile_unpack(
     const unsigned char *gz, size_t len);
+/* Answers a request whose CPU profile did not start (cpprof_cpu_profile_
+ * start's error rc): a 500 saying why, and for a signal the program
+ * handles itself, which signal and the setting that picks another. */
+int http_cpu_profile_refused(http_req *r, int rc);
 int http_accounting(http_req *r);  /* http_metrics.c: .../accounting */
 int http_metrics(http_req *r);     /* http_metrics.c: /metrics */
 

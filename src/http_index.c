@@ -13,7 +13,9 @@
  * profile could not sample and why (sampler.h), as that profile does.
  */
 #define _GNU_SOURCE /* open_memstream */
+#include "census.h"
 #include "census_crew.h"
+#include "config.h"
 #include "contention.h"
 #include "delta.h"
 #include "heap.h"
@@ -92,6 +94,15 @@ static const char *why_unavailable(const char *name)
 {
     if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
         return heap_declined();
+    if (strcmp(name, "profile") == 0 &&
+        sampler_signal_is_programs((int)cfg_int(CFG_CPU_SIGNAL)))
+        return "declined: the program has its own handler for the CPU "
+               "profiling signal; set CPPROF_CPU_SIGNAL (setting cpu_signal) "
+               "to a signal it leaves alone";
+    if (strcmp(name, "goroutine") == 0 && census_signal_is_programs())
+        return "declined: the program has its own handler for the census's "
+               "signal; set CPPROF_CENSUS_SIGNAL (setting census_signal) to "
+               "a signal it leaves alone";
     return NULL;
 }
 

@@ -161,8 +161,7 @@ static int reply_cpu(http_req *r, long seconds)
     size_t len;
     int rc = cpprof_cpu_profile_start();
     if (rc < 0)
-        return http_error(r, 500, "Could not enable CPU profiling: %s",
-                          cpprof_strerror(rc));
+        return http_cpu_profile_refused(r, rc);
     bool complete = http_wait_window(r, seconds);
     rc = cpprof_cpu_profile_stop(&buf, &len);
     if (rc < 0)

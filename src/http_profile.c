@@ -45,6 +45,19 @@ static long parse_seconds(const char *s, long max)
     return v >= 1 ? v : -EINVAL;
 }
 
+int http_cpu_profile_refused(http_req *r, int rc)
+{
+    if (rc == CPPROF_ESIGTAKEN)
+        return http_error(r, 500,
+                          "Could not enable CPU profiling: signal %ld "
+                          "(setting cpu_signal) has a handler that is not "
+                          "cpprof's: the program handles it itself; set "
+                          "CPPROF_CPU_SIGNAL to a signal it leaves alone",
+                          cfg_int(CFG_CPU_SIGNAL));
+    return http_error(r, 500, "Could not enable CPU profiling: %s",
+                      cpprof_strerror(rc));
+}
+
 int http_profile(http_req *r)
 {
     long max = cfg_int(CFG_PROFILE_MAX_SECONDS);
@@ -63,8 +76,7 @@ int http_profile(http_req *r)
         return http_error(r, 400, "%s", format_error);
     rc = cpprof_cpu_profile_start();
     if (rc < 0)
-        return http_error(r, 500, "Could not enable CPU profiling: %s",
-                          cpprof_strerror(rc));
+        return http_cpu_profile_refused(r, rc);
     if (!http_wait_window(r, seconds)) {
         cpu_profile_discard(); /* nobody will read it: not built */
         return http_error(r, 500, "client went away before the profile ended");

@@ -88,6 +88,7 @@
 #include "labels.h"
 #include "procfile.h"
 #include "sigbudget.h"
+#include "sigowner.h"
 #include "thread.h"
 #include "unwind.h"
 #include "warn.h"
@@ -811,9 +812,12 @@ static void delete_timers(struct session *s)
 /* Whether the signal's handler is still ours. */
 static bool handler_is_ours(int signo)
 {
-    struct sigaction cur;
-    return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-           cur.sa_sigaction == on_profiling_signal;
+    return signal_owner(signo, on_profiling_signal) == OWNER_CPPROF;
+}
+
+bool sampler_signal_is_programs(int signo)
+{
+    return signal_owner(signo, on_profiling_signal) == OWNER_PROGRAM;
 }
 
 /* The program installed its own handler for the signal: stop sending it

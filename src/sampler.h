@@ -84,6 +84,10 @@ typedef struct {
  * collected; the caller frees out->samples.  Error: CPPROF_ENOTRUNNING. */
 int sampler_stop(sampler_result *out);
 
+/* Whether the program has a handler of its own on signo, so that a CPU
+ * profile on it would be declined (CPPROF_ESIGTAKEN): for the index. */
+bool sampler_signal_is_programs(int signo);
+
 /* The pseudo-frame that names a reason in a profile, e.g.
  * "cpprof.unsampled.signalBlocked". */
 const char *sampler_reason_frame(sampler_reason why);

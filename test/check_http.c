@@ -439,6 +439,34 @@ static void *signal_program_later(void *arg)
     return NULL;
 }
 
+/* The program handles both the census's and the CPU profile's signal: the
+ * index says, before anyone asks, that both profiles are declined and
+ * which setting picks another signal; /profile names its signal. */
+START_TEST(index_names_taken_signals)
+{
+    ck_assert_int_eq(cpprof_set("census_signal", "45"), 0);
+    ck_assert_int_eq(cpprof_set("cpu_signal", "46"), 0);
+    struct sigaction sa = {.sa_handler = programs_own_handler};
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(45, &sa, NULL), 0);
+    ck_assert_int_eq(sigaction(46, &sa, NULL), 0);
+    ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+    char *index = get_body("/debug/pprof/?format=json");
+    ck_assert_ptr_nonnull(index);
+    ck_assert_msg(strstr(index, "set CPPROF_CPU_SIGNAL (setting cpu_signal)") &&
+                      strstr(index, "set CPPROF_CENSUS_SIGNAL (setting "
+                                    "census_signal)"),
+                  "%s", index);
+    free(index);
+    char reply[RESPONSE_MAX];
+    ck_assert_int_eq(get(AF_INET, "/debug/pprof/profile?seconds=1", reply),
+                     500);
+    ck_assert_msg(strstr(reply, "signal 46 (setting cpu_signal)"), "%s",
+                  reply);
+    ck_assert_int_eq(cpprof_http_stop(), 0);
+}
+END_TEST
+
 /* A wait of the program's own: the block profile must show it. */
 __attribute__((noinline)) void program_waits_for_work(void)
 {
@@ -489,6 +517,7 @@ static Suite *http_suite(void)
     tcase_add_test(life, stop_does_not_wait_out_a_profile);
     tcase_add_test(life, abandoned_profile_is_not_built);
     tcase_add_test(life, goroutine_names_a_taken_census_signal);
+    tcase_add_test(life, index_names_taken_signals);
     tcase_add_test(life, own_waits_stay_out_of_the_block_profile);
     suite_add_tcase(s, life);
     return s;
