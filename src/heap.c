@@ -75,6 +75,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <math.h>
@@ -270,12 +271,29 @@ static const void *object_of(const void *f)
     return f && dladdr(f, &info) ? info.dli_fbase : NULL;
 }
 
+/* The global definition of `name`, or NULL where there is none to be
+ * seen: in a non-PIE executable that takes the function's address (Debian's
+ * python3.11 takes malloc's), the global symbol is the executable's own PLT
+ * stub, its canonical address, which jumps to whatever definition lookup
+ * bound, ours when we interpose.  Forwarding to that stub would call
+ * ourselves until the stack ran out.  The stub's symbol is undefined
+ * (SHN_UNDEF) with the stub's address as its value. */
+static void *global_definition(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT))
+        return f;
+    return sym && sym->st_shndx == SHN_UNDEF ? NULL : f;
+}
+
 /* The definition of `name` in the object `base`: the global one, or else
  * the next after ours (the global one is ours when we interpose). */
 static void *defined_in(const void *base, const char *name)
 {
-    void *f = dlsym(RTLD_DEFAULT, name);
-    if (object_of(f) == base)
+    void *f = global_definition(name);
+    if (f && object_of(f) == base)
         return f;
     f = dlsym(RTLD_NEXT, name);
     return object_of(f) == base ? f : NULL;
@@ -289,8 +307,8 @@ static void *defined_in(const void *base, const char *name)
 static void lookup_next(void)
 {
     const void *self = object_of((const void *)lookup_next);
-    void *m = dlsym(RTLD_DEFAULT, "malloc");
-    if (object_of(m) == self)
+    void *m = global_definition("malloc");
+    if (!m || object_of(m) == self)
         m = dlsym(RTLD_NEXT, "malloc");
     const void *base = object_of(m);
     if (!base || !defined_in(base, "free")) {
@@ -939,8 +957,11 @@ static const char *not_ours(const char **where)
         "pvalloc",        "reallocarray", "malloc_usable_size"};
     const void *self = object_of((const void *)not_ours);
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-        void *global = dlsym(RTLD_DEFAULT, fns[i]);
-        if (object_of(global) == self)
+        /* An executable's PLT stub (global_definition) is taken as
+         * reaching us: which definition it is bound to cannot be read
+         * from the symbol (README, "Allocators"). */
+        void *global = global_definition(fns[i]);
+        if (!global || object_of(global) == self)
             continue;
         Dl_info info;
         *where = global && dladdr(global, &info) && info.dli_fname &&

@@ -1,0 +1,87 @@
+#!/bin/sh
+# python3.sh -- Debian's python3 (/usr/bin/python3, not a pyenv shim) with
+# cpprof preloaded.  Debian builds python3.11 as a non-PIE executable that
+# takes malloc's address, so the global malloc symbol is the executable's
+# own PLT stub; cpprof once forwarded its malloc to that stub, which jumped
+# back into cpprof's malloc until the stack overflowed: every preloaded
+# python3 died at load with SIGSEGV.  Checked:
+#   - `python3 -c 'print(1)'` preloaded prints 1 and exits 0;
+#   - in zero-code mode, two threads hashing while a 2-second CPU profile
+#     is taken: google/pprof's parser accepts it, at least 99% of the
+#     program's samples (those not labelled pprof_internal) carry
+#     start_thread -> _PyEval_EvalFrameDefault through the interpreter and
+#     libcrypto, and the heap profile is served (not declined: the stub
+#     reaches cpprof's malloc) with the interpreter's frames in it;
+#   - the script ends normally once told to.
+set -u
+case ${CPPROF_SANITIZER:-none} in
+asan | tsan) echo "SKIP: under $CPPROF_SANITIZER (python3 is not instrumented; zero_code.sh covers preloading a sanitizer build)" >&2; exit 77 ;;
+esac
+. "$(dirname "$0")/http_lib.sh"
+PRELOAD=$top_builddir/.libs/libcpprof.so
+PY=/usr/bin/python3
+[ -f "$PRELOAD" ] || fail "no $PRELOAD"
+[ -x "$PY" ] || fail "no $PY: apt-get install python3"
+
+# What makes this python3 the case: an executable (not PIE) whose
+# dynamic symbol malloc is undefined with a value (its PLT stub).
+real=$(readlink -f "$PY")
+echo "python3 is $real: ELF type $(od -An -j16 -N2 -tu2 "$real" | tr -d ' ') (2: executable, 3: PIE)"
+
+out=$(LD_PRELOAD=$PRELOAD "$PY" -c 'print(1)' 2>"$tmp/print.err")
+status=$?
+[ "$status" = 0 ] && [ "$out" = 1 ] ||
+    fail "python3 -c 'print(1)' preloaded: status $status, output '$out': $(head -c 300 "$tmp/print.err")"
+echo "ok: python3 -c 'print(1)' preloaded prints 1"
+
+cat >"$tmp/busy.py" <<'EOF'
+import hashlib, os, sys, threading
+stop = sys.argv[1]
+def work():
+    h = hashlib.sha256()
+    while not os.path.exists(stop):
+        for _ in range(1000):
+            h.update(b"x" * 1000)
+threads = [threading.Thread(target=work) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("done")
+EOF
+launch_python() {
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$PY" "$tmp/busy.py" \
+        "$tmp/stop" >"$tmp/py.out" 2>"$tmp/py.err" &
+}
+serve_on_free_port python3 "$tmp/py.err" launch_python answers_index
+
+code=$(fetch profile "$base/profile?seconds=2")
+[ "$code" = 200 ] || fail "/profile answered $code: $(cat "$tmp/profile.body")"
+"$GOCHECK" -chain 'start_thread;_PyEval_EvalFrameDefault' -where '!pprof_internal' \
+    "$tmp/profile.body" >"$tmp/profile.check" ||
+    fail "google/pprof rejects python3's CPU profile"
+awk '$1 == "chain" && $2 == "judged" {
+         printf "%d of %d samples carry the chain\n", $5, $3
+         ok = $3 >= 10 && $5 >= 0.99 * $3 }
+     END { exit !ok }' "$tmp/profile.check" >"$tmp/chain" ||
+    fail "python3's stacks: $(cat "$tmp/chain") (at least 10 wanted, 99% of them complete): $(grep '^chain incomplete' "$tmp/profile.check")"
+echo "ok: $(cat "$tmp/chain") (start_thread;_PyEval_EvalFrameDefault)"
+
+code=$(fetch heap "$base/heap")
+[ "$code" = 200 ] || fail "/heap answered $code: $(cat "$tmp/heap.body")"
+"$GOCHECK" -frames "$tmp/heap.body" >"$tmp/heap.check" ||
+    fail "google/pprof rejects python3's heap profile"
+grep -q '^frame _PyEval_EvalFrameDefault ' "$tmp/heap.check" ||
+    fail "the heap profile holds no allocation by the interpreter: $(grep -v '^frame' "$tmp/heap.check")"
+echo "ok: the heap profile holds the interpreter's allocations ($(grep '^samples' "$tmp/heap.check"))"
+
+: >"$tmp/stop"
+for tick in $(seq 300); do # a bound on a hang, not a timing
+    kill -0 "$demo_pid" 2>/dev/null || break
+    sleep 0.1
+done
+! kill -0 "$demo_pid" 2>/dev/null || fail "python3 did not end when told to"
+wait "$demo_pid" || fail "python3 exited with status $?: $(cat "$tmp/py.err")"
+demo_pid=
+[ "$(cat "$tmp/py.out")" = done ] || fail "python3 printed '$(cat "$tmp/py.out")'"
+echo "ok: python3 ended normally"
