@@ -408,7 +408,9 @@ static Dwfl_Module *module_at(uintptr_t pc)
  * knows it once the module's ELF file is open, which it does lazily. */
 static char *build_id_of(const struct mapping *m)
 {
-    Dwfl_Module *mod = module_at(m->pub.start);
+    /* Anonymous code (a JIT's) is no module's, whatever module's span it
+     * lies in (in_file_code). */
+    Dwfl_Module *mod = m->file[0] ? module_at(m->pub.start) : NULL;
     const unsigned char *bits;
     GElf_Addr vaddr;
     Dwarf_Addr bias;
@@ -759,6 +761,21 @@ static struct entry *entry_of(uintptr_t pc, const symbolize_result *r)
     return e;
 }
 
+/* Whether pc is in a file's executable mapping, as last read.  Other
+ * code -- anonymous memory a JIT wrote (V8's, the JVM's), or memory
+ * mapped since the last read, which only a dlopen or dlclose prompts --
+ * belongs to no module and gets no symbol.  Asking libdw anyway named it
+ * after the nearest symbol of whichever object's module spanned it:
+ * libdwfl makes one module of all the mappings of a file, and node maps
+ * part of its own file again far above its first mapping, so node's
+ * module spanned V8's code space and every JIT frame was named "_end",
+ * node's last symbol. */
+static bool in_file_code(uintptr_t pc)
+{
+    int i = mapping_index(pc);
+    return i >= 0 && S.maps[i].file[0] != '\0';
+}
+
 const symbolize_result *symbolize_pc(uintptr_t pc)
 {
     struct entry *e = cache_find(pc);
@@ -766,8 +783,8 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         return &e->r;
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
-    struct lookup l;
-    if (!look_up_in_tables(pc, &l))
+    struct lookup l = {0};
+    if (in_file_code(pc) && !look_up_in_tables(pc, &l))
         look_up_in_libdw(pc, &l);
     make_result(pc, &l, &r, frames);
     e = entry_of(pc, &r);

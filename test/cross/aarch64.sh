@@ -88,6 +88,7 @@ left_out=(
   "sqlite3.sh: not wired; needs arm64 sqlite3"
   "sort.sh: not wired"
   "python3.sh: not wired"
+  "node.sh: not wired"
   "http_exposing.sh: not wired"
   "census_rename.sh: not wired (starts test/census_rename)"
   "host_threads.sh: not wired (starts test/host_threads)"
