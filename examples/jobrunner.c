@@ -334,13 +334,12 @@ int main(int argc, char **argv)
             usage();
     }
     int rc = build_labels();
-    if (!rc && addr && (rc = cpprof_http_start(addr)) == 0)
-        printf("serving http://%s/debug/pprof/\n", addr);
+    if (!rc && addr)
+        rc = cpprof_http_start(addr);
     if (rc) {
         fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
         return 1;
     }
-    fflush(stdout);
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
 
@@ -356,6 +355,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
             return 1;
         }
+    /* Said once every thread exists, so that a test that waits for this
+     * line sees them all (under qemu a census could otherwise come first
+     * and a delta count the threads started since). */
+    if (addr)
+        printf("serving http://%s/debug/pprof/\n", addr);
+    fflush(stdout);
     int64_t start = clock_ns(CLOCK_MONOTONIC);
     int64_t end = start + seconds * 1000000000LL;
     for (unsigned n = 0; !stop_requested && clock_ns(CLOCK_MONOTONIC) < end;
