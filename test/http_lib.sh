@@ -103,6 +103,34 @@ stop_demo() {
     demo_pid=
 }
 
+# await_exit NAME ERRFILE: waits for $demo_pid, a program told to end (its
+# input closed, a stop file made), to exit, at most 60 s (a bound on a
+# hang, not a timing), and fails unless it exits with status 0 (naming
+# NAME and showing ERRFILE).
+await_exit() {
+    for tick in $(seq 600); do
+        kill -0 "$demo_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    ! kill -0 "$demo_pid" 2>/dev/null || fail "$1 did not end when told to"
+    wait "$demo_pid" || fail "$1 exited with status $?: $(cat "$2")"
+    demo_pid=
+}
+
+# judge_chain NAME CHECKFILE CHAIN: from gocheck -chain's output in
+# CHECKFILE, fails unless at least 10 samples were judged and 99% of them
+# carry the chain (listing the incomplete), else prints "ok: N of M
+# samples carry the chain (CHAIN)".  Not in $(...): its fail must end the
+# script.
+judge_chain() {
+    awk '$1 == "chain" && $2 == "judged" {
+             printf "%d of %d samples carry the chain\n", $5, $3
+             ok = $3 >= 10 && $5 >= 0.99 * $3 }
+         END { exit !ok }' "$2" >"$tmp/chain.judged" ||
+        fail "$1's stacks: $(cat "$tmp/chain.judged") (at least 10 wanted, 99% of them complete): $(grep '^chain incomplete' "$2")"
+    echo "ok: $(cat "$tmp/chain.judged") ($3)"
+}
+
 # fetch NAME URL [CURL ARGS...]: GETs URL into $tmp/NAME.body, headers into
 # $tmp/NAME.hdr (lower-cased names, no CRs), and prints the status code.
 fetch() {

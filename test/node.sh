@@ -64,12 +64,6 @@ awk '$4 != $2 { print }' "$tmp/unmapped" >"$tmp/named"
 echo "ok: $samples samples; $(wc -l <"$tmp/unmapped") JIT locations, each named by its address"
 
 : >"$tmp/stop"
-for tick in $(seq 300); do # a bound on a hang, not a timing
-    kill -0 "$demo_pid" 2>/dev/null || break
-    sleep 0.1
-done
-! kill -0 "$demo_pid" 2>/dev/null || fail "node did not end when told to"
-wait "$demo_pid" || fail "node exited with status $?: $(cat "$tmp/node.err")"
-demo_pid=
+await_exit node "$tmp/node.err"
 [ "$(cat "$tmp/node.out")" = done ] || fail "node printed '$(cat "$tmp/node.out")'"
 echo "ok: node ended normally"

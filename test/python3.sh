@@ -63,12 +63,8 @@ code=$(fetch profile "$base/profile?seconds=2")
     -where '!pprof_internal' \
     "$tmp/profile.body" >"$tmp/profile.check" ||
     fail "google/pprof rejects python3's CPU profile"
-awk '$1 == "chain" && $2 == "judged" {
-         printf "%d of %d samples carry the chain\n", $5, $3
-         ok = $3 >= 10 && $5 >= 0.99 * $3 }
-     END { exit !ok }' "$tmp/profile.check" >"$tmp/chain" ||
-    fail "python3's stacks: $(cat "$tmp/chain") (at least 10 wanted, 99% of them complete): $(grep '^chain incomplete' "$tmp/profile.check")"
-echo "ok: $(cat "$tmp/chain") (start_thread or __libc_start_call_main, then _PyEval_EvalFrameDefault)"
+judge_chain python3 "$tmp/profile.check" \
+    'start_thread or __libc_start_call_main, then _PyEval_EvalFrameDefault'
 
 code=$(fetch heap "$base/heap")
 [ "$code" = 200 ] || fail "/heap answered $code: $(cat "$tmp/heap.body")"
@@ -79,12 +75,6 @@ grep -q '^frame _PyEval_EvalFrameDefault ' "$tmp/heap.check" ||
 echo "ok: the heap profile holds the interpreter's allocations ($(grep '^samples' "$tmp/heap.check"))"
 
 : >"$tmp/stop"
-for tick in $(seq 300); do # a bound on a hang, not a timing
-    kill -0 "$demo_pid" 2>/dev/null || break
-    sleep 0.1
-done
-! kill -0 "$demo_pid" 2>/dev/null || fail "python3 did not end when told to"
-wait "$demo_pid" || fail "python3 exited with status $?: $(cat "$tmp/py.err")"
-demo_pid=
+await_exit python3 "$tmp/py.err"
 [ "$(cat "$tmp/py.out")" = done ] || fail "python3 printed '$(cat "$tmp/py.out")'"
 echo "ok: python3 ended normally"

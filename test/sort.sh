@@ -46,13 +46,7 @@ launch_sort() {
 finish_sort() {
     cat "$tmp/lines" >&3
     exec 3>&-
-    for tick in $(seq 600); do # a bound on a hang, not a timing
-        kill -0 "$demo_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    ! kill -0 "$demo_pid" 2>/dev/null || fail "sort did not exit at the end of its input"
-    wait "$demo_pid" || fail "sort exited with status $?: $(cat "$tmp/sort.err")"
-    demo_pid=
+    await_exit sort "$tmp/sort.err"
     cmp -s "$tmp/sorted" "$tmp/want" || fail "sort's output differs from sort's without cpprof"
 }
 

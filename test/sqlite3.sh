@@ -59,12 +59,7 @@ code=$(fetch profile "$base/profile?seconds=2")
 "$GOCHECK" -chain '__libc_start_call_main;sqlite3_step;sqlite3VdbeExec' \
     -where '!pprof_internal' "$tmp/profile.body" >"$tmp/profile.check" ||
     fail "google/pprof rejects sqlite3's CPU profile"
-awk '$1 == "chain" && $2 == "judged" {
-         printf "%d of %d samples carry the chain\n", $5, $3
-         ok = $3 >= 10 && $5 >= 0.99 * $3 }
-     END { exit !ok }' "$tmp/profile.check" >"$tmp/chain" ||
-    fail "sqlite3's stacks: $(cat "$tmp/chain") (at least 10 wanted, 99% of them complete): $(grep '^chain incomplete' "$tmp/profile.check")"
-echo "ok: $(cat "$tmp/chain") (__libc_start_call_main;sqlite3_step;sqlite3VdbeExec)"
+judge_chain sqlite3 "$tmp/profile.check" '__libc_start_call_main;sqlite3_step;sqlite3VdbeExec'
 
 code=$(fetch heap "$base/heap")
 [ "$code" = 200 ] || fail "/heap answered $code: $(cat "$tmp/heap.body")"
@@ -74,16 +69,8 @@ grep -q '^frame sqlite3Malloc ' "$tmp/heap.check" ||
     fail "the heap profile has no allocation through sqlite3Malloc: $(grep -v '^frame' "$tmp/heap.check")"
 echo "ok: the heap profile holds sqlite3Malloc's allocations ($(grep '^samples' "$tmp/heap.check"), $(awk '$1 == "total" && $2 == 0 { print $3 }' "$tmp/heap.check") objects)"
 
-exec 3>&-
-# The query's rest, then end of input: 120 s is a bound on a hang, not a
-# timing under test.
-for tick in $(seq 1200); do
-    kill -0 "$demo_pid" 2>/dev/null || break
-    sleep 0.1
-done
-! kill -0 "$demo_pid" 2>/dev/null || fail "sqlite3 did not exit at the end of its input"
-wait "$demo_pid" || fail "sqlite3 exited with status $?: $(cat "$tmp/sqlite.err")"
-demo_pid=
+exec 3>&- # the query's rest, then the end of its input
+await_exit sqlite3 "$tmp/sqlite.err"
 [ "$(cat "$tmp/sqlite.out")" = "$WANT" ] ||
     fail "sqlite3 answered '$(cat "$tmp/sqlite.out")', not '$WANT'"
 [ ! -s "$tmp/sqlite.err" ] || fail "sqlite3 wrote to stderr: $(cat "$tmp/sqlite.err")"
