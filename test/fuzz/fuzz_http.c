@@ -56,17 +56,27 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* libFuzzer's SIGALRM (its -timeout check, every timeout/2 + 1 s) has a
+ * handler without SA_RESTART, so this thread's calls may fail with EINTR:
+ * each is tried again (connect on a new socket: an interrupted one goes on
+ * connecting in the background).  CI once aborted on "connect:
+ * Interrupted system call". */
 static int connect_server(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            return fd;
+        if (fd >= 0 && errno == EINTR) {
+            close(fd);
+            continue;
+        }
         perror("fuzz_http: connect");
         abort();
     }
-    return fd;
 }
 
 /* Sends `data`, shuts the write side and reads the answer's first bytes
@@ -78,6 +88,8 @@ static size_t exchange(const uint8_t *data, size_t len, char *buf,
     size_t got = 0;
     while (len > 0) {
         ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break; /* the server may close on a bad request: fine */
         data += n, len -= (size_t)n;
@@ -89,7 +101,8 @@ static size_t exchange(const uint8_t *data, size_t len, char *buf,
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (left <= 0)
             break;
-        /* A thread census signals this thread too: poll says EINTR. */
+        /* A thread census signals this thread too, and poll is never
+         * restarted: EINTR. */
         int ready = poll(&p, 1, (int)left);
         if (ready < 0 && errno == EINTR)
             continue;
@@ -99,6 +112,8 @@ static size_t exchange(const uint8_t *data, size_t len, char *buf,
         char *to = got < cap - 1 ? buf + got : sink;
         size_t room = got < cap - 1 ? cap - 1 - got : sizeof sink;
         ssize_t n = recv(fd, to, room, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break;
         if (to != sink)
