@@ -65,6 +65,7 @@
 #include "atfork.h"
 #include "config.h"
 #include "heap.h"
+#include "interpose.h"
 #include "labels.h"
 #include "sigbudget.h"
 #include "sigowner.h"
@@ -81,9 +82,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-/* glibc's sigaction: siginterpose.c defines sigaction itself. */
-extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 #define SHORT_NS 100000   /* segments from here on are charged exactly */
 #define TICK_COOKIE 0x41434354 /* "ACCT" in the timer signal's si_value */
@@ -115,6 +113,7 @@ static char name_store[ACCT_USER_MAX][ACCT_NAME_MAX + 1];
 static const char *names[ACCT_USER_MAX];
 static atomic_size_t nnames;
 
+/* SIGNAL-SAFE */
 static struct acct_counters *counters_of(const cpprof_labelset *set)
 {
     return set ? labelset_counters(set) : &unlabelled;

@@ -105,6 +105,7 @@ int accounting_tick_yielded(void);
 #endif
 }
 
+/* SIGNAL-SAFE */
 static inline int64_t acct_ticks_to_ns(uint64_t ticks)
 {
     return (int64_t)(((unsigned __int128)ticks * acct_ns_per_tick32) >> 32);

@@ -309,6 +309,7 @@ void cfg_freeze(cfg_id id)
     atomic_store(&settings[id].frozen, true);
 }
 
+/* SIGNAL-SAFE: one atomic load (the crash handler reads a setting). */
 long cfg_int(cfg_id id)
 {
     return atomic_load(&settings[id].ival);

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cpprof.h"
+#include "interpose.h"
 #include "stacktab.h"
 #include "thread.h"
 #include "unwind.h"
@@ -208,7 +209,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
     write_mappings();
     /* The previous action takes over; the signal, blocked while this
      * handler runs, is delivered to it as soon as we return. */
-    sigaction(sig, &previous[crash_index(sig)], NULL);
+    __sigaction(sig, &previous[crash_index(sig)], NULL);
     raise(sig);
     errno = saved_errno;
 }

@@ -30,4 +30,12 @@ static inline void *interpose_next(void **cache, const char *name)
     return f;
 }
 
+/* glibc's own sigaction, under the alias it exports beside the name
+ * siginterpose.c takes over: for cpprof's calls, which need none of the
+ * interposer's work (they set actions for cpprof's signals) and some of
+ * which run in a signal handler (crash.c), where the interposer's first
+ * lookup would be dlsym. */
+struct sigaction;
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
+
 #endif

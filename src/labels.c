@@ -422,6 +422,7 @@ int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
  * freed under it: such a release is refused instead, with one warning on
  * stderr (a host process must not be aborted for it). */
 
+/* SIGNAL-SAFE: one relaxed atomic add. */
 cpprof_labelset *labelset_hold(const cpprof_labelset *set)
 {
     cpprof_labelset *s = (cpprof_labelset *)set;
@@ -482,6 +483,7 @@ void cpprof_labelset_release(const cpprof_labelset *set)
 
 /* ---- Reading ------------------------------------------------------------ */
 
+/* SIGNAL-SAFE */
 size_t cpprof_labelset_size(const cpprof_labelset *set)
 {
     return set ? set->n : 0;
@@ -532,7 +534,8 @@ int cpprof_labels_foreach(const cpprof_labelset *set, cpprof_label_fn fn,
     return 0;
 }
 
-/* Appends s quoted as Go's %q would, counting what does not fit. */
+/* SIGNAL-SAFE: appends s quoted as Go's %q would, counting what does not
+ * fit (the crash handler prints labels with it). */
 static size_t put_quoted(char *buf, size_t len, size_t at, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -567,6 +570,7 @@ static size_t put_quoted(char *buf, size_t len, size_t at, const char *s)
     return at;
 }
 
+/* SIGNAL-SAFE: no allocation, only the caller's buffer. */
 int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len)
 {
     if (!buf && len)
@@ -606,6 +610,7 @@ void *labelset_attach_published(const cpprof_labelset *set, void *record)
 
 /* ---- Accounting (accounting.c) ----------------------------------------- */
 
+/* SIGNAL-SAFE */
 struct acct_counters *labelset_counters(const cpprof_labelset *set)
 {
     return &((cpprof_labelset *)set)->acct;
