@@ -15,7 +15,7 @@
 # acme against initech drawn; the top table filled; no console errors.
 # Screenshots (phone.png, wide.png, the CPU flame graph on screen) are kept
 # in test/browser-shots/ under the build tree.  Then the same over TLS
-# with a token in the page's address (README, "Exposing the endpoints",
+# with a token in the page's address (docs/security.md, "Exposing the endpoints",
 # way 2).
 set -u
 . "$(dirname "$0")/http_lib.sh"
@@ -131,7 +131,7 @@ for shot in phone wide; do
 done
 stop_demo
 
-# README's second way: TLS and a token, the page opened as
+# docs/security.md's second way: TLS and a token, the page opened as
 # https://user:TOKEN@host:PORT/debug/pprof/, its own fetches carrying the
 # credentials the browser keeps.  The throwaway CA is not the browser's, so
 # certificate errors are ignored (-insecure); mutual TLS is not checked in

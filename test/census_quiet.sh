@@ -37,7 +37,7 @@ grep -q '^profile goroutine' "$tmp/page" || fail "the page has no profile table"
 # names only) must hold the wrapper and the test's callers in order.  Under
 # a sanitizer most of these calls go through its interceptor, a
 # frame-pointer frame which a thread read from outside must be walked
-# through without knowing its frame pointer (README, "Known limits"):
+# through without knowing its frame pointer (docs/limits.md):
 # there a stack that misses is printed, not judged; the calls' own
 # results still are.
 awk '

@@ -1,5 +1,5 @@
 #!/bin/sh
-# http_exposing.sh -- README's "Exposing the endpoints", command by command:
+# http_exposing.sh -- docs/security.md's "Exposing the endpoints", command by command:
 # each go tool pprof, pprof and curl command there is run here as written,
 # from a directory holding the files it names (ca.pem, server.pem,
 # client.pem, ...), with two substitutions: host:6060 is 127.0.0.1:PORT (a
@@ -14,8 +14,8 @@
 #   3. Mutual TLS: the standalone google/pprof with -tls_cert, -tls_key and
 #      -tls_ca; curl with a client certificate.  Go 1.19's go tool pprof
 #      ignores those flags (it fetches URLs itself, knowing only
-#      https+insecure): the README says so, and the last check here fails
-#      the day it honours them, so that the README gets changed.
+#      https+insecure): docs/security.md says so, and the last check here fails
+#      the day it honours them, so that the page gets changed.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 command -v go >/dev/null || fail "go not found (Debian package golang-go)"
@@ -79,19 +79,19 @@ run way3curl curl -sf --cacert ca.pem --cert client.pem --key client.key \
     -o p.pb "https://127.0.0.1:$port/debug/pprof/profile?seconds=2"
 run way3file go tool pprof -tags p.pb
 has_tenants way3file
-# What the README says go tool pprof does with the same flags: it checks
+# What docs/security.md says go tool pprof does with the same flags: it checks
 # the server against the system's CAs only, and, told to skip that
 # (https+insecure), sends no client certificate.
 (cd "$pki" && go tool pprof -tls_cert client.pem -tls_key client.key -tls_ca ca.pem \
     -tags "https://127.0.0.1:$port/debug/pprof/profile?seconds=2") \
     >"$tmp/gotls.out" 2>"$tmp/gotls.err" &&
-    fail "go tool pprof now does mutual TLS: change README's 'Exposing the endpoints'"
+    fail "go tool pprof now does mutual TLS: change docs/security.md's 'Exposing the endpoints'"
 grep -q 'certificate signed by unknown authority' "$tmp/gotls.err" ||
     fail "go tool pprof -tls_ca: $(cat "$tmp/gotls.err")"
 (cd "$pki" && go tool pprof -tls_cert client.pem -tls_key client.key -tls_ca ca.pem \
     -tags "https+insecure://127.0.0.1:$port/debug/pprof/profile?seconds=2") \
     >"$tmp/gotls.out" 2>"$tmp/gotls.err" &&
-    fail "go tool pprof now does mutual TLS: change README's 'Exposing the endpoints'"
+    fail "go tool pprof now does mutual TLS: change docs/security.md's 'Exposing the endpoints'"
 # No certificate sent: the server ends the handshake, Go sees the
 # connection close.
 grep -q 'profile?seconds=2": EOF$' "$tmp/gotls.err" ||

@@ -1,5 +1,5 @@
 #!/bin/sh
-# http_json.sh -- format=json on the proto endpoints (README, "JSON
+# http_json.sh -- format=json on the proto endpoints (docs/endpoints.md, "JSON
 # profile"), against the demo:
 #   - the CPU profile's JSON, with proto=1, holds the same profile as the
 #     .pb.gz embedded in it: google/pprof's parser (gocheck) reading the
