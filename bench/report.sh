@@ -144,6 +144,7 @@ overhead() {
              printf "%.2f %.2f\n", share_on - share_off, sd / sqrt(n)
          }' "$tmp/$1.windows"
 }
+# shellcheck disable=SC2046 # two words each
 set -- $(overhead cpprof) $(overhead gperftools)
 c_ovh=$1 c_se=$2 g_ovh=$3 g_se=$4
 c_attr=$(field "$tmp/attr" max_share_diff_points)
