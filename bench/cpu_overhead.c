@@ -10,6 +10,7 @@
  * closes, so the figure is the cost of sampling, not of encoding.
  *
  * Usage: cpu_overhead [THREADS [SECONDS [ROUNDS]]]
+ *        cpu_overhead run cpprof|gperftools THREADS SECONDS ROUNDS
  *   THREADS defaults to min(4, online CPUs): more busy threads than cores
  *   measures the scheduler, not the profiler.  Prints each round and the
  *   medians:
@@ -22,14 +23,27 @@
  *   The per-CPU-second figures count the process's own CPU time only, so
  *   they stay meaningful on a machine that other work keeps busy, where
  *   wall-clock throughput swings by tens of percent between windows.
+ *   Even so they swing by a few points between runs.  `run` is the
+ *   workload alone, for bench/report.sh to watch from outside with perf
+ *   (bench/perf_lib.sh): after a 1 s warm-up, per round one window without
+ *   a profile and one with a 100 Hz profile of cpprof or of gperftools
+ *   (libprofiler preloaded: ProfilerStart/ProfilerStop, found at run time,
+ *   so the bench does not link it), the two in alternating order, each
+ *   printed as
+ *     window off|on ROUND OPEN,CLOSE
+ *   with its CLOCK_MONOTONIC bounds in seconds, so that a profile's start
+ *   and its encoding after stop stay out of the count.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +105,7 @@ static double clock_seconds(clockid_t clock)
  * other load on the machine does not disturb. */
 struct rate {
     double wall, cpu;
+    double opened, closed; /* the window's CLOCK_MONOTONIC bounds */
 };
 
 static struct rate measure(double seconds)
@@ -100,9 +115,10 @@ static struct rate measure(double seconds)
     double c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     usleep((useconds_t)(seconds * 1e6));
     long long jobs = atomic_load(&jobs_done) - j0;
-    return (struct rate){
-        jobs / (clock_seconds(CLOCK_MONOTONIC) - t0),
-        jobs / (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0)};
+    double t1 = clock_seconds(CLOCK_MONOTONIC);
+    return (struct rate){jobs / (t1 - t0),
+                         jobs / (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0),
+                         t0, t1};
 }
 
 static struct rate measure_profiled(double seconds)
@@ -133,8 +149,84 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static void start_workers(pthread_t *t, int threads)
+{
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
+}
+
+static void stop_workers(pthread_t *t, int threads)
+{
+    atomic_store(&stopping, true);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* gperftools' profiler, when libprofiler is preloaded. */
+static int (*gperf_start)(const char *fname);
+static void (*gperf_stop)(void);
+
+static struct rate measure_gperftools(double seconds)
+{
+    /* The profile itself is not wanted, only its cost. */
+    if (!gperf_start("/dev/null")) {
+        fputs("cpu_overhead: ProfilerStart failed\n", stderr);
+        exit(1);
+    }
+    struct rate rate = measure(seconds);
+    gperf_stop();
+    return rate;
+}
+
+static void print_window(const char *kind, int round, struct rate r)
+{
+    printf("window %s %d %.6f,%.6f\n", kind, round, r.opened, r.closed);
+}
+
+/* `cpu_overhead run cpprof|gperftools THREADS SECONDS ROUNDS` (see the
+ * header). */
+static int run_workload(char **argv)
+{
+    bool gperftools = strcmp(argv[2], "gperftools") == 0;
+    int threads = atoi(argv[3]), rounds = atoi(argv[5]);
+    double seconds = atof(argv[4]);
+    if ((!gperftools && strcmp(argv[2], "cpprof") != 0) || threads < 1 ||
+        threads > MAX_THREADS || !(seconds > 0) || rounds < 1) {
+        fputs("usage: cpu_overhead run cpprof|gperftools THREADS SECONDS "
+              "ROUNDS\n",
+              stderr);
+        return 2;
+    }
+    if (gperftools) {
+        *(void **)&gperf_start = dlsym(RTLD_DEFAULT, "ProfilerStart");
+        *(void **)&gperf_stop = dlsym(RTLD_DEFAULT, "ProfilerStop");
+        if (!gperf_start || !gperf_stop) {
+            fputs("cpu_overhead: no ProfilerStart; preload libprofiler\n",
+                  stderr);
+            return 2;
+        }
+    }
+    pthread_t t[MAX_THREADS];
+    start_workers(t, threads);
+    measure(1); /* warm up, as the alternating mode does */
+    for (int r = 1; r <= rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            if ((r + k) % 2 == 0) {
+                print_window("off", r, measure(seconds));
+                continue;
+            }
+            print_window("on", r,
+                         gperftools ? measure_gperftools(seconds)
+                                    : measure_profiled(seconds));
+        }
+    stop_workers(t, threads);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 6 && strcmp(argv[1], "run") == 0)
+        return run_workload(argv);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = argc > 1 ? atoi(argv[1]) : (cpus < 4 ? (int)cpus : 4);
     double seconds = argc > 2 ? atof(argv[2]) : 3;
@@ -145,8 +237,7 @@ int main(int argc, char **argv)
         return 2;
     }
     pthread_t t[MAX_THREADS];
-    for (int i = 0; i < threads; i++)
-        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
+    start_workers(t, threads);
     printf("threads %d window %.1f s rounds %d\n", threads, seconds, rounds);
     measure(1); /* warm up: caches, frequency, the label sets */
     double off[MAX_ROUNDS], on[MAX_ROUNDS], cpu_off[MAX_ROUNDS],
@@ -159,9 +250,7 @@ int main(int argc, char **argv)
                "(%.1f per CPU s)\n",
                r + 1, a.wall, a.cpu, b.wall, b.cpu);
     }
-    atomic_store(&stopping, true);
-    for (int i = 0; i < threads; i++)
-        pthread_join(t[i], NULL);
+    stop_workers(t, threads);
     double m_off = median(off, rounds), m_on = median(on, rounds);
     double c_off = median(cpu_off, rounds), c_on = median(cpu_on, rounds);
     printf("jobs_per_second_off %.1f\n", m_off);

@@ -6,12 +6,15 @@
 # gperftools' libprofiler (Debian libgoogle-perftools-dev, preloaded).
 #
 #   label apply      cpprof_do vs pprof.Do, ns per scoped apply, and ratio
-#   CPU overhead     cost of a 100 Hz CPU profile to the demo's job loop, in
-#                    jobs per process CPU second (a busy machine disturbs
-#                    that less than wall-clock throughput): cpprof's on/off
-#                    windows in one run; gperftools' (CPUPROFILE, SIGPROF
-#                    at 100 Hz) as a run under libprofiler against a run
-#                    without, both with cpprof off
+#   CPU overhead     cost of a 100 Hz CPU profile to the demo's job loop
+#                    (bench/cpu_overhead run), counted by perf as in
+#                    bench/overhead_perf.sh (bench/perf_lib.sh): the share
+#                    of the process's CPU outside the job loop in profiled
+#                    windows above that in unprofiled ones, alternating in
+#                    one run, for cpprof's profile and for gperftools'
+#                    (libprofiler preloaded, ProfilerStart, SIGPROF at
+#                    100 Hz) alike; and its spread, the standard error
+#                    over the rounds
 #   attribution      worst tenant share error, profile vs the threads' own
 #                    CPU clocks, over a 10 s profile of the same job mix
 #                    (the demo; bench/go jobmix for Go)
@@ -25,23 +28,46 @@
 #                    from an earlier census)
 #
 # Usage: bench/report.sh   (from the build directory, or set top_builddir;
-#                           takes about 3 minutes)
+#                           takes about 4 minutes)
 # The machine's load average is printed with the table: figures from a
-# shared, busy machine are noisy.
+# shared, busy machine are noisy.  A step that fails -- a peer killed by a
+# signal included -- ends the report with the step's name, how it ended and
+# its stderr: no table with a hole in it.
 set -eu
 : "${top_builddir:=.}"
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 b=$top_builddir
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpprof-report.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+. "$srcdir/bench/perf_lib.sh"
 
-make -s -C "$b" bench examples/jobrunner >/dev/null
+# failed STEP STATUS ERRFILE: ends the report, saying which step failed and
+# how, with the end of its stderr.
+failed() {
+    how="exit status $2"
+    [ "$2" -le 128 ] || how="killed by SIG$(kill -l $(($2 - 128)))"
+    echo "report: step \"$1\" failed ($how); its stderr ends:" >&2
+    tail -n 20 "$3" | sed 's/^/    /' >&2
+    exit 1
+}
+
+# step STEP OUT CMD...: one step of the report, CMD's stdout to OUT.
+step() {
+    step_name=$1 step_out=$2
+    shift 2
+    "$@" >"$step_out" 2>"$tmp/step.err" || failed "$step_name" $? "$tmp/step.err"
+}
+
+step "make bench" /dev/null make -s -C "$b" bench examples/jobrunner
 gobench=$tmp/cpprofbench-go
-(cd "$srcdir/bench/go" && GO111MODULE=off GOPATH=/usr/share/gocode \
-    GOCACHE=$tmp/gocache go build -o "$gobench" main.go)
+step "go build bench/go" /dev/null sh -c 'cd "$1/bench/go" &&
+    GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$2/gocache \
+    go build -o "$3" main.go' sh "$srcdir" "$tmp" "$gobench"
 libprofiler=$(ls /usr/lib/*/libprofiler.so.0 2>/dev/null | head -n 1)
 [ -n "$libprofiler" ] ||
     { echo "report: no libprofiler (apt-get install libgoogle-perftools-dev)" >&2; exit 1; }
+command -v perf >/dev/null ||
+    { echo "report: no perf (apt-get install linux-perf)" >&2; exit 1; }
 
 # field FILE KEY: the word after KEY on its (last) line.
 field() {
@@ -49,36 +75,78 @@ field() {
 }
 
 echo "report: label apply" >&2
-"$b/bench/labels" >"$tmp/labels"
-"$gobench" labels >"$tmp/golabels"
+step "label apply (cpprof)" "$tmp/labels" "$b/bench/labels"
+step "label apply (Go)" "$tmp/golabels" "$gobench" labels
 
-echo "report: CPU overhead (cpprof, then gperftools)" >&2
-# Threads = cores (at most 4), 3 s windows, 4 rounds of each.
+# The CPU overhead: bench/cpu_overhead is a libtool wrapper (a shell
+# script), so it runs through `libtool --mode=execute`, which starts the
+# real binary with the library path set.  A preload must reach that binary,
+# not the wrapper: a profiler preloaded into the shell starts its SIGPROF
+# timer there, the timer survives the exec, and its first tick kills the
+# real binary before anything there handles the signal.
+# Threads = cores (at most 4); per run, rounds of an unprofiled and a
+# profiled window in alternating order, so that the machine's changing load
+# hits both alike.
 threads=$(nproc); [ "$threads" -le 4 ] || threads=4
-"$b/bench/cpu_overhead" "$threads" 3 4 >"$tmp/cpprof_ovh"
-# gperftools holds SIGPROF: cpprof's own windows move to another signal
-# (only the runs' cpprof-off windows are compared).
-CPPROF_CPU_SIGNAL=40 "$b/bench/cpu_overhead" "$threads" 3 4 >"$tmp/plain_ovh"
-CPPROF_CPU_SIGNAL=40 LD_PRELOAD=$libprofiler CPUPROFILE=$tmp/gperf.prof \
-    CPUPROFILE_FREQUENCY=100 "$b/bench/cpu_overhead" "$threads" 3 4 \
-    >"$tmp/gperf_ovh" 2>/dev/null
+rounds=15 window=2
+execute="$b/libtool --mode=execute"
+echo "report: CPU overhead counted by perf (cpprof, then gperftools)" >&2
+# overhead_run PROFILER [VAR=VALUE...]: the job loop's windows with and
+# without PROFILER's profile, under perf, with the variables in its
+# environment; their sample counts to $tmp/PROFILER.windows.
+overhead_run() {
+    run_profiler=$1
+    shift
+    # shellcheck disable=SC2086 # $execute is words
+    perf_sample "$run_profiler" $execute env "$@" "$b/bench/cpu_overhead" \
+        run "$run_profiler" "$threads" "$window" "$rounds" ||
+        failed "CPU overhead ($run_profiler, under perf)" $? "$tmp/$run_profiler.err"
+    perf_windows "$run_profiler" 'hash_block|job|worker' \
+        >"$tmp/$run_profiler.windows" ||
+        failed "CPU overhead ($run_profiler): no windows" 1 "$tmp/$run_profiler.err"
+}
+overhead_run cpprof CPPROF_CPU_HZ=100
+overhead_run gperftools LD_PRELOAD="$libprofiler" CPUPROFILE_FREQUENCY=100
+# libprofiler says at each stop how many ticks it took: none means the
+# preload never profiled, and its figure would be a false zero.
+grep -Eq 'PROFILE: interrupts/evictions/bytes = [1-9]' "$tmp/gperftools.err" ||
+    failed "CPU overhead (gperftools): libprofiler took no samples" 1 "$tmp/gperftools.err"
 
 echo "report: attribution (cpprof, then Go)" >&2
-top_builddir=$b sh "$srcdir/bench/attribution.sh" 2 10 >"$tmp/attr"
-"$gobench" jobmix 10 >"$tmp/goattr"
+step "attribution (cpprof)" "$tmp/attr" \
+    env top_builddir="$b" sh "$srcdir/bench/attribution.sh" 2 10
+step "attribution (Go)" "$tmp/goattr" "$gobench" jobmix 10
 
 echo "report: encode and census" >&2
-"$b/bench/encode" 10000 100000 >"$tmp/encode"
-"$b/bench/census" parked >"$tmp/census"
-"$gobench" goroutines 100 >"$tmp/gor100"
-"$gobench" goroutines 1000 >"$tmp/gor1000"
+step "encode" "$tmp/encode" "$b/bench/encode" 10000 100000
+step "census" "$tmp/census" "$b/bench/census" parked
+step "Go goroutine profile, 100" "$tmp/gor100" "$gobench" goroutines 100
+step "Go goroutine profile, 1000" "$tmp/gor1000" "$gobench" goroutines 1000
 
 c_apply=$(field "$tmp/labels" scoped_apply_restore_ns)
 g_apply=$(field "$tmp/golabels" go_pprof_do_ns)
-c_ovh=$(field "$tmp/cpprof_ovh" cpu_overhead_percent)
-plain=$(field "$tmp/plain_ovh" jobs_per_cpu_second_off)
-gperf=$(field "$tmp/gperf_ovh" jobs_per_cpu_second_off)
-g_ovh=$(awk -v p="$plain" -v g="$gperf" 'BEGIN { printf "%.2f", 100 * (p - g) / p }')
+# overhead PROFILER: the profile's cost, in percent of the work: the
+# other-per-work share of the profiled windows above the unprofiled ones',
+# all rounds pooled; then the spread: the standard deviation of the
+# rounds' own differences over the square root of their number (the
+# figure's standard error, which is what run-to-run agreement depends on).
+overhead() {
+    awk '{ t[$3, $4] = $1; w[$3, $4] = $2; T[$3] += $1; W[$3] += $2 }
+         END {
+             share_on = 100 * (T["on"] - W["on"]) / W["on"]
+             share_off = 100 * (T["off"] - W["off"]) / W["off"]
+             for (r = 1; ("off", r) in t; r++) {
+                 d = 100 * (t["on", r] - w["on", r]) / w["on", r] - \
+                     100 * (t["off", r] - w["off", r]) / w["off", r]
+                 s += d; ss += d * d; n++
+             }
+             sd = sqrt((ss - s * s / n) / (n - 1))
+             printf "%.2f %.2f\n", share_on - share_off, sd / sqrt(n)
+         }' "$tmp/$1.windows"
+}
+# shellcheck disable=SC2046 # two words each
+set -- $(overhead cpprof) $(overhead gperftools)
+c_ovh=$1 c_se=$2 g_ovh=$3 g_se=$4
 c_attr=$(field "$tmp/attr" max_share_diff_points)
 g_attr=$(field "$tmp/goattr" go_max_share_diff_points)
 c_ratio=$(awk '/^sampled_cpu_seconds/ { print $6 }' "$tmp/attr")
@@ -100,6 +168,7 @@ printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 48))" "$(printf -- '-%.0s' $
 row() { printf '| %-46s | %14s | %14s | %8s |\n' "$1" "$2" "$3" "$4"; }
 row "label apply, ns (other: Go pprof.Do)" "$c_apply" "$g_apply" "$(ratio "$c_apply" "$g_apply")"
 row "CPU overhead at 100 Hz, % (other: gperftools)" "$c_ovh" "$g_ovh" "$(ratio "$c_ovh" "$g_ovh")"
+row "  its spread: standard error, pts" "$c_se" "$g_se" ""
 row "attribution error, worst share pts (Go)" "$c_attr" "$g_attr" "$(ratio "$c_attr" "$g_attr")"
 row "sampled CPU / getrusage (Go)" "$c_ratio" "$g_ratio" ""
 row "encode 10,000 stacks, ms" "$(enc 10000 encode_ms)" "" ""
