@@ -11,8 +11,10 @@
 # (127.0.0.2, served by browsercheck) holding the index with #cpu=60 in a
 # frame the user cannot see; once the frame's load event has come (the
 # framed page's scripts, had they run, asked for the window before it),
-# the server's index JSON is read for 10 s: no window may open (on the old
-# code one opened within a second and held the CPU-profile slot).  Then
+# the server's index JSON is read for 10 s: no window may open (the old
+# code's request was already sent by then, and its window, held for 60 s,
+# was seen open in both builds; the 10 s only bound a request slowed by
+# the machine's load).  Then
 # the index opened directly with #cpu=7: the form says 7 seconds, its
 # button is ready and nothing runs until it is pressed; pressed, the CPU
 # view fills as for any user.
