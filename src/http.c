@@ -12,7 +12,8 @@
  * them), whatever the pool's size.  All these threads are cpprof's: not
  * counted by threadcreate, labelled pprof_internal=http.  This file owns everything the handlers share: the route table (one row per
  * /debug/pprof/ endpoint, with the methods it accepts), the headers every
- * response carries (X-Content-Type-Options: nosniff), and Go's error form
+ * response carries (X-Content-Type-Options: nosniff; X-Frame-Options and
+ * CSP frame-ancestors refusing any frame), and Go's error form
  * (text/plain, X-Go-Pprof: 1, message plus newline) that `go tool pprof`
  * shows to its user.  Handlers live in files of their own (http_profile.c,
  * ...) and see only http.h.
@@ -338,7 +339,11 @@ static int bound_port(int fd)
 /* ---- Responses ------------------------------------------------------------ */
 
 /* Queues `body` (copied) with the headers every response has, plus the
- * NULL-terminated name/value pairs in `headers`. */
+ * NULL-terminated name/value pairs in `headers`.  No response may be shown
+ * in another page's frame (X-Frame-Options for older browsers, CSP's
+ * frame-ancestors for newer): a hidden frame of the index would run its
+ * scripts, same-origin, for whatever site holds the frame, and a visible
+ * one could be overlaid to steal a click on its buttons. */
 static int send_response(http_req *r, unsigned status,
                          const char *const *headers, const void *body,
                          size_t len)
@@ -350,6 +355,9 @@ static int send_response(http_req *r, unsigned status,
     if (resp == NULL)
         return -ENOMEM;
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            "frame-ancestors 'none'");
     for (; headers[0] != NULL; headers += 2)
         MHD_add_response_header(resp, headers[0], headers[1]);
     r->responded = true;

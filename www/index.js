@@ -98,16 +98,16 @@ async function profileCpu(event) {
   }
 }
 
-// index.html#cpu=N starts an N-second CPU view as the page opens, so a
-// link (or a headless browser) can ask for one without a click.
-function startFromHash() {
+// index.html#cpu=N fills in the form's seconds, nothing more: a window is
+// started only by a press of its button.  Any site can open this page with
+// a fragment (a link, a popup, a frame the user never sees, where a
+// browser ignores the server's refusal to be framed), and the page's own
+// request is same-origin, which the server's cross-site guard lets by.
+function preselectFromHash() {
   const m = /^#cpu=(\d+)$/.exec(location.hash);
-  if (m) {
-    document.getElementById('cpu-seconds').value = m[1];
-    document.getElementById('cpu-form').requestSubmit();
-  }
+  if (m) document.getElementById('cpu-seconds').value = m[1];
 }
 
 document.getElementById('cpu-form').addEventListener('submit', profileCpu);
 refreshCensus();
-startFromHash();
+preselectFromHash();

@@ -5,6 +5,7 @@
 //
 //	[-flame -proto FILE -note TEXT]
 //	browsercheck -url URL -bench PROFILE [-runs N]
+//	browsercheck -framed -url URL [-watch SECONDS]
 //
 // -insecure starts chromium with --ignore-certificate-errors, for an
 // https URL whose server certificate a throwaway CA signed: headless
@@ -24,6 +25,9 @@
 //	threads KEY VALUE COUNT   per row of the threads-by-label view
 //	cpu KEY VALUE SHARE COUNT per row of the CPU-by-label view
 //	cputotal N                the CPU view's samples in all, as its note says
+//	cpuform SECONDS STATE TEXT the CPU form as the page opened, before the
+//	                          press: its seconds, its button (ready or
+//	                          busy) and its status text
 //	overflow WIDTH PX         when the page is wider than the viewport
 //	console LEVEL TEXT        per error the page logged or threw
 //
@@ -59,6 +63,9 @@
 // the milliseconds from the response's headers to the drawn graph, from
 // the JSON text to the drawn graph, the frames drawn and the samples read.
 //
+// With -framed it only plays another site holding URL in a hidden frame
+// (see framed).
+//
 // It exits 1 with the reason on stderr when the browser or the page fails.
 package main
 
@@ -68,6 +75,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -426,12 +438,13 @@ func (c *cdp) bench(profile string, runs int) error {
 	return nil
 }
 
-func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benchProfile string, runs int) error {
+// startBrowser starts headless chromium and attaches to a blank page; stop
+// kills it and removes its profile directory.
+func startBrowser(insecure bool) (c *cdp, stop func(), err error) {
 	profileDir, err := os.MkdirTemp("", "browsercheck")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer os.RemoveAll(profileDir)
 	cmdR, cmdW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
 	args := []string{"--headless", "--no-sandbox",
@@ -445,19 +458,22 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	browser = exec.Command("chromium", append(args, "about:blank")...)
 	browser.ExtraFiles = []*os.File{cmdR, outW} // fds 3 and 4
 	if err := browser.Start(); err != nil {
-		return fmt.Errorf("chromium: %v (apt-get install chromium)", err)
+		os.RemoveAll(profileDir)
+		return nil, nil, fmt.Errorf("chromium: %v (apt-get install chromium)", err)
 	}
 	cmdR.Close()
 	outW.Close()
-	defer func() {
+	stop = func() {
 		browser.Process.Kill()
 		browser.Wait()
-	}()
-	c := &cdp{in: cmdW, out: bufio.NewReader(outR)}
+		os.RemoveAll(profileDir)
+	}
+	c = &cdp{in: cmdW, out: bufio.NewReader(outR)}
 
 	res, err := c.call("Target.createTarget", map[string]any{"url": "about:blank"})
 	if err != nil {
-		return err
+		stop()
+		return nil, nil, err
 	}
 	var target struct {
 		TargetID string `json:"targetId"`
@@ -466,7 +482,8 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	res, err = c.call("Target.attachToTarget", map[string]any{
 		"targetId": target.TargetID, "flatten": true})
 	if err != nil {
-		return err
+		stop()
+		return nil, nil, err
 	}
 	var attached struct {
 		SessionID string `json:"sessionId"`
@@ -475,9 +492,95 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	c.session = attached.SessionID
 	for _, domain := range []string{"Runtime.enable", "Log.enable"} {
 		if _, err := c.call(domain, nil); err != nil {
-			return err
+			stop()
+			return nil, nil, err
 		}
 	}
+	return c, stop, nil
+}
+
+// framed plays a site the user visits: it serves, from another origin
+// (127.0.0.2, a port of its own), a page holding url (the index with a
+// #cpu=N) in a frame the user cannot see, opens that page, and waits for
+// the frame's load event, by which the framed page's scripts have run (or
+// the browser refused to show it).  Then it reads the server's index JSON
+// (the "profiler" object's windows_open) every 100 ms for watch seconds, or
+// until a window is open, and prints
+//
+//	framed loaded ORIGIN     the frame's load event came, on ORIGIN's page
+//	framed windows N         the most windows the server had open
+//	console LEVEL TEXT       per error logged (the browser's refusal)
+func framed(c *cdp, url string, watch int) error {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	page := `<!DOCTYPE html><title>another site</title><p>Nothing to see here.
+<iframe src="` + html.EscapeString(url) + `" onload="window.framedLoaded = true"
+ style="width:1px;height:1px;border:0;opacity:0"></iframe>`
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	}))
+	origin := "http://" + ln.Addr().String()
+	if _, err := c.call("Page.navigate", map[string]any{"url": origin + "/"}); err != nil {
+		return err
+	}
+	var loaded bool
+	if err := c.eval(waitFor(`() => window.framedLoaded`, 20000), &loaded); err != nil {
+		return err
+	}
+	fmt.Printf("framed loaded %s\n", origin)
+	index, err := neturl.Parse(url)
+	if err != nil {
+		return err
+	}
+	index.Fragment = ""
+	index.RawQuery = "format=json"
+	most := 0
+	for end := time.Now().Add(time.Duration(watch) * time.Second); most == 0 && time.Now().Before(end); {
+		open, err := windowsOpen(index.String())
+		if err != nil {
+			return err
+		}
+		if open > most {
+			most = open
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Printf("framed windows %d\n", most)
+	for _, e := range consoleErrors {
+		fmt.Printf("console %s\n", strings.ReplaceAll(e, "\n", " "))
+	}
+	return nil
+}
+
+// windowsOpen reads how many windows the server has open from its index
+// JSON.
+func windowsOpen(index string) (int, error) {
+	resp, err := http.Get(index)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var j struct {
+		Profiler struct {
+			WindowsOpen *int `json:"windows_open"`
+		} `json:"profiler"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || j.Profiler.WindowsOpen == nil {
+		return 0, fmt.Errorf("%s: no profiler.windows_open (%v)", index, err)
+	}
+	return *j.Profiler.WindowsOpen, nil
+}
+
+func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benchProfile string, runs int) error {
+	c, stop, err := startBrowser(insecure)
+	if err != nil {
+		return err
+	}
+	defer stop()
 
 	if err := c.viewport(1400, 1000, false); err != nil {
 		return err
@@ -508,6 +611,15 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	for _, t := range threads {
 		fmt.Printf("threads %s %s %s\n", t[0], t[1], t[2])
 	}
+	// What the CPU form holds before anyone presses it: a #cpu=N in the
+	// page's address may fill in the seconds but must start nothing.
+	var form []string
+	if err := c.eval(`[document.getElementById('cpu-seconds').value,
+  document.getElementById('cpu-start').disabled ? 'busy' : 'ready',
+  document.getElementById('cpu-status').textContent]`, &form); err != nil {
+		return err
+	}
+	fmt.Printf("cpuform %s %s %s\n", form[0], form[1], form[2])
 	// Press the button, as a user would.
 	var ok bool
 	if err := c.eval(fmt.Sprintf(`(() => {
@@ -552,6 +664,15 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	return nil
 }
 
+func runFramed(url string, watch int) error {
+	c, stop, err := startBrowser(false)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return framed(c, url, watch)
+}
+
 func main() {
 	url := flag.String("url", "", "the index page")
 	shots := flag.String("shots", ".", "directory for phone.png and wide.png")
@@ -561,24 +682,32 @@ func main() {
 	protoFile := flag.String("proto", "", "with -flame: where to save the CPU profile shown")
 	note := flag.String("note", "", "with -flame: the demo's note label value")
 	benchProfile := flag.String("bench", "", "only time PROFILE's flame graph")
+	frame := flag.Bool("framed", false, "only open URL in another site's hidden frame")
+	watch := flag.Int("watch", 10, "with -framed: seconds to watch for a window")
 	runs := flag.Int("runs", 3, "with -bench: how many times")
 	flag.Parse()
 	if *url == "" || (*flame && *protoFile == "") {
-		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N]")
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N] | -framed -url URL [-watch SECONDS]")
 		os.Exit(2)
 	}
 	done := make(chan error, 1)
 	if !*flame {
 		*protoFile = ""
 	}
-	go func() { done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note, *benchProfile, *runs) }()
+	go func() {
+		if *frame {
+			done <- runFramed(*url, *watch)
+		} else {
+			done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note, *benchProfile, *runs)
+		}
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "browsercheck:", err)
 			os.Exit(1)
 		}
-	case <-time.After(time.Duration(2**cpu+90) * time.Second):
+	case <-time.After(time.Duration(2**cpu+*watch+90) * time.Second):
 		fmt.Fprintln(os.Stderr, "browsercheck: no answer from the browser in time")
 		if browser != nil && browser.Process != nil {
 			browser.Process.Kill()
