@@ -124,7 +124,7 @@ static struct setting settings[CFG__COUNT] = {
         "1 in N mutex contentions sampled", 0, 1000000000, 0),
     /* The HTTP server's exposure and limits (http.c): loopback only unless
      * asked, a token whenever it is not, and bounds on what one client can
-     * hold (connections, idle seconds, body bytes). */
+     * hold (connections, idle seconds, seconds to be authorized, body bytes). */
     STR(CFG_HTTP, "http", "HOST:PORT to serve from program start", "",
         check_optional_host_port, ADDR_FORM " or empty"),
     INT(CFG_HTTP_ALLOW_REMOTE, "http_allow_remote",
@@ -137,6 +137,9 @@ static struct setting settings[CFG__COUNT] = {
         "concurrent HTTP connections", 1, 10000, 32),
     INT(CFG_HTTP_CONNECTION_TIMEOUT, "http_connection_timeout",
         "seconds an HTTP connection may idle", 1, 86400, 30),
+    INT(CFG_HTTP_HEADER_TIMEOUT, "http_header_timeout",
+        "seconds from connecting by which a client's request headers must "
+        "have come in and passed the server's checks", 1, 3600, 10),
     INT(CFG_HTTP_MAX_BODY, "http_max_body", "largest HTTP request body", 1024,
         16777216, 65536),
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",

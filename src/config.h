@@ -35,6 +35,7 @@ typedef enum {
     CFG_HTTP_TOKEN,           /* bearer token every request needs, if set */
     CFG_HTTP_MAX_CONNECTIONS, /* concurrent connections the server accepts */
     CFG_HTTP_CONNECTION_TIMEOUT, /* seconds a connection may sit idle */
+    CFG_HTTP_HEADER_TIMEOUT,  /* seconds a connection has to be authorized */
     CFG_HTTP_MAX_BODY,        /* largest request body in bytes (413 past it) */
     CFG_HTTP_CMDLINE,         /* 0: /debug/pprof/cmdline answers 403 */
     CFG_HTTP_THREADS,         /* the server's fixed pool of threads */

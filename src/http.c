@@ -139,11 +139,10 @@ static struct own_fd {
     ino_t ino;
 } own_fds[OWN_FDS_MAX];
 static size_t n_own_fds;
+static int listen_fd = -1; /* accepted on by the watch thread */
 static pthread_t watch_thread;
 static bool watching;
-static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
-static bool watch_stop;     /* under watch_lock */
+static atomic_bool watch_stop;
 static atomic_bool server_lost; /* the watch thread stopped the server */
 /* Requests waiting out a window now, and how many may: one per window
  * thread.  The queue hands them to those threads. */
@@ -309,7 +308,8 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 static int listen_on(const struct sockaddr_storage *ss, socklen_t len)
 {
     int one = 1;
-    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    0);
     if (fd < 0)
         return -errno;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
@@ -818,7 +818,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (r->conn == NULL) {
         r->conn = conn;
         r->method = method_bit(method);
-        refuse_early(r);
+        if (!refuse_early(r))
+            http_conns_authorized(conn);
         return MHD_YES;
     }
     if (r->responded) {
@@ -899,13 +900,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
  *     descriptors land high too: a program meets them only after opening
  *     about a thousand files of its own;
  *   - a watch thread checks every WATCH_MS that each descriptor is still
- *     the object it was.  When one was closed, it puts a harmless eventfd
- *     back at that exact number (F_DUPFD at a free number returns that
- *     number, so nothing the host opened is ever replaced) and stops the
- *     server, saying so once on stderr.  libmicrohttpd's thread is then
+ *     the object it was (the listener also before each accept: the watch
+ *     thread is the one that accepts, see http_conns.c).  When one was
+ *     closed, it puts a harmless eventfd back at that exact number
+ *     (F_DUPFD at a free number returns that number, so nothing the host
+ *     opened is ever replaced) and stops the
+ *     server, saying so once on stderr.  libmicrohttpd's threads are then
  *     asleep in poll() on the objects that were closed, which poll keeps
- *     alive and which nothing can wake (a connection to the old listener
- *     is queued but does not wake it; Linux 6.1): MHD_stop_daemon() would
+ *     alive and which nothing can wake: MHD_stop_daemon() would
  *     wait for it for ever.  So it is left asleep, and should it ever wake
  *     it finds only our placeholders at its numbers.  The old listener
  *     keeps its port until the process exits.  When the number already names
@@ -1082,26 +1084,63 @@ static bool stop_if_lost(void)
     return true;
 }
 
+static long long monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Accepts the connection waiting on the listener (http_conns.c); returns
+ * whether to leave the listener unpolled until the next tick: accept
+ * failed, as at the descriptor limit, where the client stays queued and
+ * the listener readable.  Said once on stderr. */
+static bool accept_or_back_off(void)
+{
+    static atomic_bool said;
+    int rc = http_conns_accept(server, listen_fd);
+    if (rc < 0 && !atomic_exchange(&said, true))
+        warn_stderr("cpprof: the HTTP server cannot accept a connection: "
+                    "%s; it leaves it queued and tries again every %d ms\n",
+                    cpprof_strerror(rc), WATCH_MS);
+    return rc < 0;
+}
+
+/* The watch thread also accepts the server's connections: it polls the
+ * listener while there is room for one more (http_conns_room) and it is
+ * not backing off, and every WATCH_MS checks the server's descriptors and
+ * the connections' time to be authorized.  The listener is checked before
+ * every accept too, so that a number the program took over is never
+ * accepted on. */
 static void *watch_fds(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "cpprof-watch");
     label_server_thread();
-    pthread_mutex_lock(&watch_lock);
-    while (!watch_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += WATCH_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L)
-            until.tv_sec++, until.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&watch_wake, &watch_lock, &until);
-        if (!watch_stop && stop_if_lost()) {
+    long long next_tick = monotonic_ms() + WATCH_MS;
+    bool back_off = false;
+    while (!atomic_load(&watch_stop)) {
+        long long wait = next_tick - monotonic_ms();
+        struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+        nfds_t n = !back_off && http_conns_room();
+        int ready = poll(&p, n, wait > 0 ? (int)wait : 0);
+        back_off = false;
+        if (atomic_load(&watch_stop))
+            break;
+        bool tick = monotonic_ms() >= next_tick;
+        bool listener_moved = n_own_fds > 0 && fate_of(&own_fds[0]) != FD_KEPT;
+        if ((tick || listener_moved) && stop_if_lost()) {
             atomic_store(&server_lost, true);
             break;
         }
-        symbolize_release_if_idle();
+        if (tick) {
+            http_conns_tick();
+            symbolize_release_if_idle();
+            next_tick = monotonic_ms() + WATCH_MS;
+        }
+        if (ready == 1)
+            back_off = !(p.revents & POLLIN) || accept_or_back_off();
     }
-    pthread_mutex_unlock(&watch_lock);
     return NULL;
 }
 
@@ -1113,13 +1152,7 @@ static int create_watch_thread(void *arg)
 
 static int start_watch(void)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_destroy(&watch_wake);
-    pthread_cond_init(&watch_wake, &ca);
-    pthread_condattr_destroy(&ca);
-    watch_stop = false;
+    atomic_store(&watch_stop, false);
     atomic_store(&server_lost, false);
     int rc = as_internal(create_watch_thread, NULL);
     watching = rc == 0;
@@ -1132,10 +1165,7 @@ static bool end_watch(void)
 {
     if (!watching)
         return false;
-    pthread_mutex_lock(&watch_lock);
-    watch_stop = true;
-    pthread_cond_signal(&watch_wake);
-    pthread_mutex_unlock(&watch_lock);
+    atomic_store(&watch_stop, true); /* seen within WATCH_MS */
     pthread_join(watch_thread, NULL);
     watching = false;
     n_own_fds = 0;
@@ -1192,8 +1222,8 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn,
 static const cfg_id server_settings[] = {
     CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
     CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
-    CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE, CFG_HTTP_THREADS,
-    CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
+    CFG_HTTP_HEADER_TIMEOUT, CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
+    CFG_HTTP_THREADS, CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
     CFG_HTTP_TLS_CA,
 };
 
@@ -1207,10 +1237,20 @@ static int refused_server_setting(void)
     return -1;
 }
 
-/* libmicrohttpd on the listening socket fd, or NULL: a fixed pool of
- * `threads` threads, so that a request creates no thread, each polling its
- * own connections with poll() (no limit on descriptor numbers, unlike
- * select).  Not epoll: libmicrohttpd 0.9.75 (Debian 12) watches epoll
+/* libmicrohttpd's connection notification. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    if (server_tls.ca != NULL)
+        http_tls_require_client_cert(cls, conn, socket_context, toe);
+    http_conns_notify(conn, toe);
+}
+
+/* libmicrohttpd for the connections the watch thread accepts, or NULL: a
+ * fixed pool of `threads` threads, so that a request creates no thread,
+ * each polling its own connections with poll() (no limit on descriptor
+ * numbers, unlike select).  Not epoll: libmicrohttpd 0.9.75 (Debian 12) watches epoll
  * edge-triggered and misses events.  About once in a hundred runs of
  * 1,000 connections opened at once it never read one's request, which sat
  * in the socket for the 20 s test/http_badinput waited; and it left 58 of
@@ -1219,24 +1259,28 @@ static int refused_server_setting(void)
  * runs, and no half-closed client left waiting.  A
  * request waiting out a window holds its thread (and the connections that
  * thread polls) for the window: one thread is kept for the others
- * (open_window).  libmicrohttpd divides the connection limit among the
- * threads, so there are never more threads than connections allowed. */
-static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
+ * (open_window).  libmicrohttpd divides its connection limit among the
+ * threads, and each must be able to take every connection: when a
+ * connection handed to it (MHD_add_connection) finds its share full,
+ * 0.9.75 leaves a lock held (daemon.c, new_connection_process_), and the
+ * thread and MHD_stop_daemon wait for ever.  So http_conns.c keeps the
+ * limit (http_max_connections live, as many again being closed) and
+ * libmicrohttpd's is more than that for each thread. */
+static struct MHD_Daemon *start_daemon(int family, unsigned threads)
 {
     unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
+                     MHD_USE_ITC |
                      (server_tls.cert != NULL ? MHD_USE_TLS : 0) |
                      (family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* HTTPS when a certificate is set; the CA, when set, makes
-     * libmicrohttpd ask clients for theirs, the notification makes the
+     * libmicrohttpd ask clients for theirs, on_connection makes the
      * handshake fail without one, and refuse_early checks it. */
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_CERT_CALLBACK, (intptr_t)http_tls_certificate,
          (void *)http_tls_certificate},
         {MHD_OPTION_HTTPS_MEM_TRUST, 0, server_tls.ca},
-        {MHD_OPTION_NOTIFY_CONNECTION,
-         (intptr_t)http_tls_require_client_cert, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     if (server_tls.cert == NULL)
@@ -1244,20 +1288,23 @@ static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
     else if (server_tls.ca == NULL)
         tls[1].option = MHD_OPTION_END;
     /* The timeout counts idle time (a client trickling its request or not
-     * reading the answer), never a handler's own wait for a profile. */
+     * reading the answer), never a handler's own wait for a profile.  No
+     * listening socket: the watch thread accepts (http_conns.c). */
     return MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+        flags, 0, NULL, NULL, on_request, NULL,
         MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_URI_LOG_CALLBACK, new_request, NULL,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_CONNECTION_LIMIT, max_conns,
+        MHD_OPTION_CONNECTION_LIMIT,
+        (max_conns * HTTP_CONNS_CLOSING_ROOM + 1) * threads,
         MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg_int(CFG_HTTP_CONNECTION_TIMEOUT), MHD_OPTION_END);
 }
 
 struct daemon_start {
-    int fd, family;
+    int family;
     unsigned threads;
     struct MHD_Daemon *daemon;
 };
@@ -1265,8 +1312,14 @@ struct daemon_start {
 static int run_start_daemon(void *arg)
 {
     struct daemon_start *ds = arg;
-    ds->daemon = start_daemon(ds->fd, ds->family, ds->threads);
+    ds->daemon = start_daemon(ds->family, ds->threads);
     return ds->daemon != NULL ? 0 : -EIO;
+}
+
+static void close_listener(void)
+{
+    close(listen_fd);
+    listen_fd = -1;
 }
 
 /* Starts the server on its listening socket fd, its descriptors high
@@ -1285,8 +1338,10 @@ static int start_on(int fd, int family, bool one_thread)
     if (threads > max_conns)
         threads = max_conns > 1 ? max_conns : 2;
     windows_max = (int)cfg_int(CFG_HTTP_THREADS);
-    struct daemon_start ds = {fd, family, threads, NULL};
-    if (before != NULL)
+    struct daemon_start ds = {family, threads, NULL};
+    int rc = http_conns_open(max_conns,
+                             (unsigned)cfg_int(CFG_HTTP_HEADER_TIMEOUT));
+    if (before != NULL && rc == 0)
         as_internal(run_start_daemon, &ds);
     server = ds.daemon;
     release_numbers(held, nheld);
@@ -1296,15 +1351,19 @@ static int start_on(int fd, int family, bool one_thread)
     }
     free(before);
     if (server == NULL) {
+        http_conns_close();
         close(fd);
-        return -EIO;
+        return rc < 0 ? rc : -EIO;
     }
-    int rc = as_internal(create_window_threads, NULL);
+    listen_fd = fd;
+    rc = as_internal(create_window_threads, NULL);
     if (rc == 0)
         rc = start_watch();
     if (rc < 0) {
         end_window_threads();
         MHD_stop_daemon(server);
+        http_conns_close();
+        close_listener();
         server = NULL;
         n_own_fds = 0;
         return rc;
@@ -1354,16 +1413,14 @@ static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
  * of its own.  The locks those threads may have held at the fork, and the
  * condition variables they were waiting on, are made anew by assignment:
  * no thread of the child holds or waits on them, but glibc's condition
- * variable still counts the parent's waiters, so that destroying it (as
- * start_watch does) would wait for them for ever, and a signal could go
- * to a waiter that is not there. */
+ * variable still counts the parent's waiters, so that destroying it would
+ * wait for them for ever, and a signal could go to a waiter that is not
+ * there. */
 static void http_forget_after_fork(void)
 {
     if (server != NULL) {
-        const union MHD_DaemonInfo *info =
-            MHD_get_daemon_info(server, MHD_DAEMON_INFO_LISTEN_FD);
-        if (info != NULL)
-            close(info->listen_fd);
+        if (!atomic_load(&server_lost)) /* else the number may be the host's */
+            close_listener();
         server = NULL;
         server_port = 0;
         server_token = NULL;
@@ -1377,10 +1434,9 @@ static void http_forget_after_fork(void)
     atomic_store(&windows_open, 0);
     atomic_store(&requests_open, 0); /* their threads stayed in the parent */
     atomic_store(&server_lost, false);
-    watch_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    http_conns_forget_after_fork();
     window_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
     threads_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-    watch_wake = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     window_ready = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     pthread_mutex_unlock(&server_lock);
 }
@@ -1423,8 +1479,12 @@ int cpprof_http_stop(void)
         retire_server_threads();
         end_window_threads();
         bool given_up = end_watch();
-        if (!given_up)
+        if (!given_up) {
             MHD_stop_daemon(server);
+            http_conns_close();
+            close_listener();
+        }
+        listen_fd = -1; /* given up: its number may be the program's now */
         atomic_store(&server_stopping, false);
         server = NULL;
         server_port = 0;

@@ -123,6 +123,27 @@ enum MHD_ConnectionNotificationCode;
 void http_tls_require_client_cert(void *cls, struct MHD_Connection *conn,
                                   void **socket_context,
                                   enum MHD_ConnectionNotificationCode toe);
+/* Connections (http_conns.c): accepted by the server itself, at the
+ * descriptor limit without spinning, and each given http_header_timeout
+ * seconds to be authorized, with room kept for clients that are.
+ * http_conns_open before libmicrohttpd starts (-ENOMEM), http_conns_close
+ * once it stopped; http_conns_notify from its connection notification;
+ * http_conns_authorized once a request passed refuse_early;
+ * http_conns_tick from the watch thread every tick; http_conns_accept
+ * when the listener is readable and http_conns_room: 0, or the negative
+ * errno of a failed accept, the connection left queued. */
+enum { HTTP_CONNS_CLOSING_ROOM = 2 }; /* libmicrohttpd's limit: this times
+                                        the setting (http_conns.c) */
+int http_conns_open(unsigned max, unsigned header_seconds);
+void http_conns_close(void);
+void http_conns_forget_after_fork(void);
+void http_conns_notify(struct MHD_Connection *conn,
+                       enum MHD_ConnectionNotificationCode toe);
+void http_conns_authorized(struct MHD_Connection *conn);
+bool http_conns_room(void);
+void http_conns_tick(void);
+struct MHD_Daemon;
+int http_conns_accept(struct MHD_Daemon *d, int listen_fd);
 /* Whether the client showed a certificate the CA verifies. */
 bool http_tls_client_verified(struct MHD_Connection *conn);
 /* libmicrohttpd's certificate callback (MHD_OPTION_HTTPS_CERT_CALLBACK,

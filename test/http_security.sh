@@ -6,8 +6,10 @@
 #   - with a token, a request without "Authorization: Bearer TOKEN" (none,
 #     a wrong one, a prefix of it, another scheme) is a 401 with no data,
 #     also for a POST whose body is then never read;
-#   - http_max_connections: with the limit held by idle connections, a new
-#     request is not served until one is released;
+#   - http_max_connections: with the limit held by idle keep-alive
+#     connections (each served a request: connections that never send one
+#     are pushed out, see test/http_slowloris), a new request is not served
+#     until one is released;
 #   - http_connection_timeout: an idle connection is closed;
 #   - http_max_body: the cap is a setting;
 #   - http_cmdline=0 turns cmdline off (403);
@@ -134,7 +136,9 @@ head -c 1000 /dev/zero | tr '\0' '+' >"$tmp/body1k"
 code=$(fetch small "$base/symbol" --data-binary @"$tmp/body1k")
 expect_status "1000-byte body" 200 "$code"
 
-# Two idle connections take both slots: wait until the server has accepted
+# Two idle keep-alive connections, each served one request so that it was
+# let in (one that never sends a request is pushed out to make room), take
+# both slots: wait until the server has accepted
 # them (two more sockets in the demo), then a request cannot be served
 # within 1.5 s; when the idle timeout (3 s) closes them, it is.  First
 # the requests above must be closed on the server's side too: a count
@@ -147,6 +151,10 @@ for tick in $(seq 150); do
 done
 idle=$(demo_sockets)
 exec 7<>"/dev/tcp/127.0.0.1/$port" 8<>"/dev/tcp/127.0.0.1/$port"
+for fd in 7 8; do
+    printf 'GET /debug/pprof/cmdline HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n' \
+        "$port" >&$fd
+done
 for tick in $(seq 150); do
     [ "$(demo_sockets)" -ge $((idle + 2)) ] && break
     sleep 0.1
