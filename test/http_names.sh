@@ -149,15 +149,25 @@ jq -e '.labels["k\"\n"]["v\n\tfake.c:1 +0x1"].count == 4 and
 echo "ok: the JSON forms parse and give the labels back"
 
 # --- Everything else with a text form --------------------------------------------
+texts=
 for ep in heap allocs block mutex threadcreate; do
-    get "$ep" "$ep?debug=1"
+    code=$(fetch "$ep" "$base/$ep?debug=1")
+    # Under a sanitizer, whose malloc comes first, cpprof declines the
+    # heap profiles (501, saying why): nothing of theirs to check there.
+    if [ "$code" = 501 ] && [ -n "${CPPROF_SANITIZER:-}" ]; then
+        echo "note: $ep: $(head -c 100 "$tmp/$ep.body")..."
+        continue
+    fi
+    [ "$code" = 200 ] || fail "$ep?debug=1: status $code: $(head -c 500 "$tmp/$ep.body")"
+    utf8 "$ep"
+    texts="$texts $ep"
 done
 get symbol symbol
 get cmdline cmdline
 # Go's form: the arguments joined by NULs, none after the last.
 printf '\0' | cat "$tmp/cmdline.body" - | cmp -s - "/proc/$demo_pid/cmdline" ||
     fail "cmdline: not the process's NUL-separated arguments"
-for name in heap allocs block mutex threadcreate symbol; do
+for name in $texts symbol; do
     ! grep -aq fake "$tmp/$name.body" ||
         fail "$name: a line from a name: $(grep -a fake "$tmp/$name.body")"
 done
