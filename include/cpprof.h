@@ -209,7 +209,8 @@ int cpprof_counter_add(const char *name, uint64_t value);
 /* ---- Settings ------------------------------------------------------------ */
 
 /* Every setting has a name and an environment variable CPPROF_<NAME> read at
- * load time (README lists them all).  cpprof_set() changes one at run time;
+ * load time (README lists them all), except in a setuid, setgid or
+ * file-capability process (AT_SECURE), which ignores them all.  cpprof_set() changes one at run time;
  * errors: CPPROF_ESETTING, CPPROF_EVALUE (with the setting unchanged), and
  * CPPROF_EFROZEN for a setting read once that has been: those acting at
  * load (accounting, crash_handler, otel_context, http) from then on, and

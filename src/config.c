@@ -3,7 +3,8 @@
  *
  * A setting has a name ("cpu_hz"), an environment variable (CPPROF_CPU_HZ),
  * a default and limits.  The environment is read once when the library is
- * loaded, so the zero-code mode (LD_PRELOAD) needs nothing else; a bad value
+ * loaded (unless the process is AT_SECURE: config_load), so the zero-code
+ * mode (LD_PRELOAD) needs nothing else; a bad value
  * is reported once on stderr and the default stays, never a silent guess.
  * The setting also remembers that it was refused (cfg_refused), so that what
  * guards access (the HTTP server) can fail closed instead of running with a
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 typedef int (*str_check_fn)(const char *value);
 typedef int (*int_check_fn)(long value);
@@ -370,11 +372,28 @@ static void report_refused(struct setting *s, const char *var, const char *v)
                 "%s\n", var, v, s->doc, limits);
 }
 
+/* Adds var to the comma-separated list of what was ignored (cut short
+ * rather than overflow: the list only informs). */
+static void note_ignored(char *list, size_t len, const char *var)
+{
+    size_t used = strlen(list);
+    snprintf(list + used, len - used, "%s%s", used ? ", " : "", var);
+}
+
 /* Runs when the library is loaded: defaults, then the environment.  Its
  * priority runs it before every other constructor, so that a module reading
- * a setting at load (the crash handler) sees the environment's value. */
+ * a setting at load (the crash handler) sees the environment's value.
+ * A process the kernel marks AT_SECURE (setuid, setgid, or gaining file
+ * capabilities) has more rights than whoever started it and wrote its
+ * environment: that caller must not choose what it serves (CPPROF_HTTP
+ * would show it the stacks, command line and memory map that /proc
+ * refuses it), so every variable is ignored, as the dynamic linker ignores
+ * LD_PRELOAD there, and the line says which (names only: values may be
+ * secrets).  The program itself may still use the API. */
 __attribute__((constructor(101))) static void config_load(void)
 {
+    bool untrusted = getauxval(AT_SECURE) != 0;
+    char ignored[512] = "";
     for (int i = 0; i < CFG__COUNT; i++) {
         struct setting *s = &settings[i];
         atomic_store(&s->ival, s->def);
@@ -382,7 +401,14 @@ __attribute__((constructor(101))) static void config_load(void)
         char var[64];
         env_var_name(s->name, var, sizeof var);
         const char *v = getenv(var);
-        if (v && apply(s, v) != 0)
+        if (v && untrusted)
+            note_ignored(ignored, sizeof ignored, var);
+        else if (v && apply(s, v) != 0)
             report_refused(s, var, v);
     }
+    if (ignored[0] != '\0')
+        warn_stderr("cpprof: ignoring %s: this process is setuid, setgid "
+                "or has file capabilities (AT_SECURE), and its environment "
+                "comes from whoever started it; every setting keeps its "
+                "default unless the program sets it\n", ignored);
 }

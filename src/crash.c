@@ -24,6 +24,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "interpose.h"
+#include "labels.h"
 #include "stacktab.h"
 #include "thread.h"
 #include "unwind.h"
@@ -128,9 +129,10 @@ static void write_thread(void)
     prctl(PR_GET_NAME, name);
     put_str(&l, "thread ");
     put_uint(&l, (unsigned long)gettid(), 10);
-    put_str(&l, " \"");
-    put_str(&l, name);
-    put_str(&l, "\"");
+    char quoted[4 * sizeof name + 3]; /* each byte escaped, the quotes */
+    text_escape(quoted, sizeof quoted, 0, name, true);
+    put_str(&l, " ");
+    put_str(&l, quoted);
     /* cfg_int is one atomic load; cpprof_labelset_format only reads the
      * set and writes into `text`. */
     const cpprof_labelset *labels = thread_current_labels();

@@ -377,9 +377,11 @@ void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
             fprintf(f, "#\t%#lx\t%s+0x0\t:0\n", (unsigned long)pc, why);
         for (size_t j = 0; r && j < r->nframes; j++) {
             const symbolize_frame *fr = &r->frames[j];
-            fprintf(f, "#\t%#lx\t%s+%#lx\t%s:%lld\n", (unsigned long)pc,
-                    fr->name, (unsigned long)r->sym_offset, fr->file,
-                    (long long)fr->line);
+            fprintf(f, "#\t%#lx\t", (unsigned long)pc);
+            text_put_escaped(f, fr->name, false);
+            fprintf(f, "+%#lx\t", (unsigned long)r->sym_offset);
+            text_put_escaped(f, fr->file, false);
+            fprintf(f, ":%lld\n", (long long)fr->line);
         }
         free(path);
     }

@@ -32,6 +32,7 @@
 #include "config.h"
 #include "delta.h"
 #include "http.h"
+#include "labels.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -174,10 +175,13 @@ static void print_debug1_frames(FILE *f, const census_thread *t)
     for (size_t i = 0; i < t->depth; i++) {
         uintptr_t pc = lookup_pc(t, i);
         const symbolize_result *s = symbolize_pc(pc);
-        for (size_t j = 0; j < s->nframes; j++)
-            fprintf(f, "#\t%#" PRIxPTR "\t%s+%#" PRIxPTR "\t%s:%" PRId64 "\n",
-                    pc, s->frames[j].name, s->sym_offset,
-                    file_or_unknown(&s->frames[j]), s->frames[j].line);
+        for (size_t j = 0; j < s->nframes; j++) {
+            fprintf(f, "#\t%#" PRIxPTR "\t", pc);
+            text_put_escaped(f, s->frames[j].name, false);
+            fprintf(f, "+%#" PRIxPTR "\t", s->sym_offset);
+            text_put_escaped(f, file_or_unknown(&s->frames[j]), false);
+            fprintf(f, ":%" PRId64 "\n", s->frames[j].line);
+        }
     }
 }
 
@@ -210,24 +214,6 @@ static void print_debug1(FILE *f, const census *c, const struct group *groups,
     }
 }
 
-/* A key or value in a traceback header: quoted, with everything outside
- * printable ASCII (and the quote and backslash) escaped, so that a label
- * can never break the line a parser reads. */
-static void print_header_quoted(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c > 0x7e)
-            fprintf(f, "\\x%02x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 struct header_labels {
     FILE *f;
     bool first;
@@ -239,9 +225,9 @@ static bool print_header_label(const char *key, const char *value, void *arg)
     if (!h->first)
         fputs(", ", h->f);
     h->first = false;
-    print_header_quoted(h->f, key);
+    text_put_escaped(h->f, key, true);
     fputs(": ", h->f);
-    print_header_quoted(h->f, value);
+    text_put_escaped(h->f, value, true);
     return true;
 }
 
@@ -251,9 +237,11 @@ static bool print_header_label(const char *key, const char *value, void *arg)
  * golang/go#76349, CL 694119), which debug=2 dumps print. */
 static void print_thread_header(FILE *f, const census_thread *t)
 {
-    fprintf(f, "thread %d \"%s\" [%s%s%s", (int)t->tid, t->name,
-            t->state_name[0] ? t->state_name : "unknown",
-            t->wchan[0] ? ", " : "", t->wchan);
+    fprintf(f, "thread %d ", (int)t->tid);
+    text_put_escaped(f, t->name, true);
+    fprintf(f, " [%s%s", t->state_name[0] ? t->state_name : "unknown",
+            t->wchan[0] ? ", " : "");
+    text_put_escaped(f, t->wchan, false);
     if (cpprof_labelset_size(t->labels)) {
         struct header_labels h = {f, true};
         fputs(", labels:{", f);
@@ -274,10 +262,13 @@ static void print_debug2_frames(FILE *f, const census_thread *t)
     }
     for (size_t i = 0; i < t->depth; i++) {
         const symbolize_result *s = symbolize_pc(lookup_pc(t, i));
-        for (size_t j = 0; j < s->nframes; j++)
-            fprintf(f, "%s(...)\n\t%s:%" PRId64 " +%#" PRIxPTR "\n",
-                    s->frames[j].name, file_or_unknown(&s->frames[j]),
-                    s->frames[j].line, s->sym_offset);
+        for (size_t j = 0; j < s->nframes; j++) {
+            text_put_escaped(f, s->frames[j].name, false);
+            fputs("(...)\n\t", f);
+            text_put_escaped(f, file_or_unknown(&s->frames[j]), false);
+            fprintf(f, ":%" PRId64 " +%#" PRIxPTR "\n", s->frames[j].line,
+                    s->sym_offset);
+        }
     }
 }
 

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "http.h"
+#include "labels.h"
 #include "symbolize.h"
 
 #include <ctype.h>
@@ -43,7 +44,9 @@ static void put_symbol(FILE *f, const char *word, size_t len, uintptr_t pc)
     if (!res->has_function)
         return;
     fwrite(word, 1, len, f);
-    fprintf(f, " %s\n", res->frames[0].name);
+    fputc(' ', f);
+    text_put_escaped(f, res->frames[0].name, false);
+    fputc('\n', f);
 }
 
 /* Looks up every '+'-separated word of `in` (whitespace around a word is

@@ -108,7 +108,8 @@ static int validate_pairs(size_t n, const char *const *kv)
 
 /* ---- Valid UTF-8 ------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence s starts with (1 for ASCII), or 0
+/* SIGNAL-SAFE (text_escape).
+ * The length of the valid UTF-8 sequence s starts with (1 for ASCII), or 0
  * when the byte at s starts none (RFC 3629: no overlong forms, no
  * surrogates, nothing past U+10FFFF). */
 static size_t utf8_sequence(const unsigned char *s)
@@ -534,40 +535,70 @@ int cpprof_labels_foreach(const cpprof_labelset *set, cpprof_label_fn fn,
     return 0;
 }
 
-/* SIGNAL-SAFE: appends s quoted as Go's %q would, counting what does not
- * fit (the crash handler prints labels with it). */
-static size_t put_quoted(char *buf, size_t len, size_t at, const char *s)
+/* SIGNAL-SAFE (crash.c formats in its handler).  The escape of an ASCII
+ * byte, or of a byte that starts no UTF-8 sequence, in tmp or static; NULL
+ * when the byte stands for itself. */
+static const char *byte_escape(unsigned char c, bool quoted, char tmp[5])
 {
     static const char hex[] = "0123456789abcdef";
+    switch (c) {
+    case '"': return quoted ? "\\\"" : NULL;
+    case '\\': return quoted ? "\\\\" : NULL;
+    case '\n': return "\\n";
+    case '\t': return "\\t";
+    case '\r': return "\\r";
+    }
+    if (c >= 0x20 && c < 0x7f)
+        return NULL;
+    tmp[0] = '\\', tmp[1] = 'x', tmp[2] = hex[c >> 4];
+    tmp[3] = hex[c & 15], tmp[4] = 0;
+    return tmp;
+}
+
+/* SIGNAL-SAFE: see labels.h. */
+size_t text_escape(char *buf, size_t len, size_t at, const char *s,
+                   bool quoted)
+{
     char tmp[5];
 #define PUT(c) (at + 1 < len ? (buf[at] = (c), at++) : at++)
-    PUT('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    if (quoted)
+        PUT('"');
+    while (*s) {
+        size_t n = utf8_sequence((const unsigned char *)s);
         const char *esc = NULL;
-        switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\t': esc = "\\t"; break;
-        case '\r': esc = "\\r"; break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                tmp[0] = '\\', tmp[1] = 'x', tmp[2] = hex[c >> 4];
-                tmp[3] = hex[c & 15], tmp[4] = 0;
-                esc = tmp;
-            }
-        }
-        if (!esc) {
-            PUT((char)c);
-            continue;
-        }
-        for (; *esc; esc++)
+        if (n <= 1) /* ASCII, or a byte that starts no sequence */
+            esc = byte_escape((unsigned char)*s, quoted, tmp), n = 1;
+        if (esc == NULL)
+            for (size_t i = 0; i < n; i++)
+                PUT(s[i]);
+        for (; esc != NULL && *esc; esc++)
             PUT(*esc);
+        s += n;
     }
-    PUT('"');
+    if (quoted)
+        PUT('"');
 #undef PUT
+    if (len)
+        buf[at < len ? at : len - 1] = '\0';
     return at;
+}
+
+void text_put_escaped(FILE *f, const char *s, bool quoted)
+{
+    char small[256];
+    size_t need = text_escape(small, sizeof small, 0, s, quoted);
+    if (need < sizeof small) {
+        fwrite(small, 1, need, f);
+        return;
+    }
+    char *big = malloc(need + 1);
+    if (big == NULL) {
+        fputs(quoted ? "\"[out of memory]\"" : "[out of memory]", f);
+        return;
+    }
+    text_escape(big, need + 1, 0, s, quoted);
+    fwrite(big, 1, need, f);
+    free(big);
 }
 
 /* SIGNAL-SAFE: no allocation, only the caller's buffer. */
@@ -581,11 +612,11 @@ int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len)
         for (const char *c = sep; *c; c++, at++)
             if (at + 1 < len)
                 buf[at] = *c;
-        at = put_quoted(buf, len, at, set->kv[2 * i]);
+        at = text_escape(buf, len, at, set->kv[2 * i], true);
         if (at + 1 < len)
             buf[at] = ':';
         at++;
-        at = put_quoted(buf, len, at, set->kv[2 * i + 1]);
+        at = text_escape(buf, len, at, set->kv[2 * i + 1], true);
         sep = ", ";
     }
     for (const char *c = at ? "}" : "{}"; *c; c++, at++)

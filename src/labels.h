@@ -14,11 +14,28 @@
 
 #include "cpprof.h"
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Accessors for the builder and the text formats; i < cpprof_labelset_size. */
 const char *labelset_key(const cpprof_labelset *set, size_t i);
 const char *labelset_value(const cpprof_labelset *set, size_t i);
+
+/* Every name, label and string cpprof writes into a text form goes through
+ * these, so that none can break the line it is on or the form's encoding.
+ * text_escape appends s to buf at `at` (counting what does not fit, and
+ * NUL-terminating what does, as snprintf) and returns the new `at`: with
+ * `quoted`, between double quotes as Go's %q writes a string (\" \\ \n \t
+ * \r, \xNN for other control bytes); without, as bare text in which only
+ * what could end or break a line or the UTF-8 is escaped (\n \t \r \xNN),
+ * for function and file names, which Go prints bare.  Either way a byte
+ * that starts no valid UTF-8 sequence is \xNN (as %q does) and valid UTF-8
+ * is kept.  SIGNAL-SAFE. */
+size_t text_escape(char *buf, size_t len, size_t at, const char *s,
+                   bool quoted);
+/* The same, written to f.  Not SIGNAL-SAFE (stdio, malloc). */
+void text_put_escaped(FILE *f, const char *s, bool quoted);
 
 /* cpprof's own references, counted apart from the program's (labels.c):
  * every module but the public API holds sets through these.  Both accept

@@ -112,6 +112,24 @@ START_TEST(format_quotes_like_go)
 }
 END_TEST
 
+/* Names (a thread's, a function's) are not repaired as labels are: the
+ * escape itself keeps invalid UTF-8 and control bytes out of a text form,
+ * quoted as Go's %q or bare, and keeps valid UTF-8 as it is. */
+START_TEST(text_escape_quoted_and_bare)
+{
+    const char *name = "q\"\\\n\t\r\x01\x7f\xff\xc3(caf\xc3\xa9";
+    char out[128];
+    size_t need = text_escape(out, sizeof out, 0, name, true);
+    ck_assert_uint_eq(need, strlen(out));
+    ck_assert_str_eq(out, "\"q\\\"\\\\\\n\\t\\r\\x01\\x7f\\xff\\xc3(caf\xc3\xa9\"");
+    text_escape(out, sizeof out, 0, name, false);
+    ck_assert_str_eq(out, "q\"\\\\n\\t\\r\\x01\\x7f\\xff\\xc3(caf\xc3\xa9");
+    char small[4];
+    ck_assert_uint_eq(text_escape(small, sizeof small, 0, "\n\n", true), 6);
+    ck_assert_str_eq(small, "\"\\n");
+}
+END_TEST
+
 /* ---- Bad input ----------------------------------------------------------- */
 
 START_TEST(bad_input_returns_codes)
@@ -552,6 +570,7 @@ static Suite *labels_suite(void)
     tcase_add_test(build, empty_set_is_null);
     tcase_add_test(build, with_labels_child_overrides_parent_unchanged);
     tcase_add_test(build, format_quotes_like_go);
+    tcase_add_test(build, text_escape_quoted_and_bare);
     tcase_add_test(build, bad_input_returns_codes);
     tcase_add_test(build, settings_reject_bad_values);
     tcase_add_test(build, foreach_in_key_order_with_early_stop);
