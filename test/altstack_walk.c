@@ -44,6 +44,7 @@
 #define CALLS 3000          /* about 3 s of CPU in the handler */
 
 static atomic_long calls;
+static long spins_per_call = 1 << 20; /* then about HANDLER_NS of CPU */
 static uintptr_t alt_top;
 static volatile uintptr_t frame_bytes; /* the probe's depth on the altstack */
 
@@ -54,16 +55,28 @@ static int64_t thread_cpu_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The program's handler: 1.5 KB in use on the altstack for 1 ms of CPU. */
+/* The program's handler: 1.5 KB in use on the altstack for 1 ms of CPU.
+ * It calls nothing, so that its stack use is its frame in every build (a
+ * sanitizer's clock_gettime interceptor would add frames of its own). */
 static void on_usr1(int sig)
 {
     (void)sig;
     volatile unsigned char keep[KEEP];
-    int64_t end = thread_cpu_ns() + HANDLER_NS;
-    for (unsigned i = 0; thread_cpu_ns() < end; i++)
+    for (long i = 0; i < spins_per_call; i++)
         keep[i % KEEP] = (unsigned char)i;
     (void)keep[0];
     atomic_fetch_add(&calls, 1);
+}
+
+/* Sets spins_per_call for about HANDLER_NS of CPU per call. */
+static void calibrate(void)
+{
+    int64_t start = thread_cpu_ns();
+    on_usr1(0);
+    int64_t took = thread_cpu_ns() - start;
+    spins_per_call = (long)((double)spins_per_call * HANDLER_NS /
+                            (double)(took > 0 ? took : 1)) + 1;
+    atomic_store(&calls, 0);
 }
 
 /* The probe: how much of the altstack the kernel's frame took. */
@@ -93,6 +106,7 @@ static void *signalled(void *arg)
         perror("altstack_walk: sigaltstack");
         exit(1);
     }
+    calibrate();
     pthread_kill(pthread_self(), SIGUSR2);
     if (2 * frame_bytes + KEEP > ALTSTACK) {
         printf("altstack_walk: two signal frames (%lu bytes each) and %d "
