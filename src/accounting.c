@@ -238,7 +238,10 @@ static void flush_allocations(struct acct_thread *t,
     t->objects -= objects;
 }
 
-/* SIGNAL-SAFE: the CPU-time tick of an accounted thread. */
+/* SIGNAL-SAFE: the CPU-time tick of an accounted thread.  It walks no
+ * stack, so it needs no room check: its frame 48 bytes and charge_exact's
+ * 64 (gcc -fstack-usage, x86-64, -O2; 64 and 160 under ASan+UBSan), then
+ * clock_gettime's, fit wherever the kernel could put its signal frame. */
 static void on_tick(int signo, siginfo_t *si, void *uc)
 {
     (void)signo, (void)uc;

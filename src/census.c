@@ -150,6 +150,7 @@ enum slot_state { SLOT_IDLE, SLOT_PENDING, SLOT_WRITING, SLOT_DONE,
 struct slot {
     atomic_int state;
     unsigned depth, flags;
+    bool no_room; /* the handler had too little stack left to walk */
     uintptr_t pcs[STACK_MAX_FRAMES];
 };
 
@@ -174,16 +175,29 @@ static long futex(atomic_uint *word, int op, unsigned val,
     return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
 }
 
+/* The stack answer and its callees may use below on_census_signal's
+ * frame address: UNWIND_CONTEXT_STACK for the walk, plus the rest of
+ * on_census_signal's frame, 64 bytes [64], and answer's, 48 [160] (gcc
+ * -fstack-usage as in unwind.h, ASan+UBSan in brackets); the futex call
+ * comes after the walk. */
+#define CENSUS_HANDLER_STACK (UNWIND_CONTEXT_STACK + 256)
+
 /* SIGNAL-SAFE: writes the stack into the slot if the collector still waits
- * for it. */
-static void answer(struct round *r, struct slot *slot, const void *uc)
+ * for it, or, without `room` to walk, says so.  Not inlined: its frame
+ * and its callees' are allocated only once the handler knows the room. */
+static __attribute__((noinline)) void answer(struct round *r,
+                                             struct slot *slot,
+                                             const void *uc, bool room)
 {
     int expected = SLOT_PENDING;
     if (!atomic_compare_exchange_strong(&slot->state, &expected,
                                         SLOT_WRITING))
         return;
-    slot->depth = unwind_context(uc, slot->pcs, STACK_MAX_FRAMES,
-                                 &slot->flags, NULL);
+    slot->no_room = !room;
+    slot->depth = room ? (unsigned)unwind_context(uc, slot->pcs,
+                                                  STACK_MAX_FRAMES,
+                                                  &slot->flags, NULL)
+                       : 0;
     atomic_store(&slot->state, SLOT_DONE);
     if (atomic_fetch_sub(&r->remaining, 1) == 1)
         futex(&r->remaining, FUTEX_WAKE_PRIVATE, 1, NULL);
@@ -200,8 +214,11 @@ static void on_census_signal(int sig, siginfo_t *si, void *uc)
     uint32_t gen = (uint32_t)(value >> 32), index = (uint32_t)value;
     atomic_fetch_add(&in_flight, 1);
     struct round *r = atomic_load(&published);
-    if (r && r->generation == gen && index < r->n)
-        answer(r, &r->slots[index], uc);
+    if (r && r->generation == gen && index < r->n) {
+        uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+        answer(r, &r->slots[index], uc,
+               unwind_stack_left(uc, sp) >= CENSUS_HANDLER_STACK);
+    }
     atomic_fetch_sub(&in_flight, 1);
     errno = saved_errno;
 }
@@ -1139,6 +1156,10 @@ static void gather_answers(const struct task_dir *td, census *c,
         int state = atomic_load(&s->state);
         if (state == SLOT_IDLE || t->tid == 0 || t->missing[0])
             continue;
+        if (state == SLOT_DONE && s->no_room) {
+            strcpy(t->missing, "no stack left for the walk (sigaltstack)");
+            continue;
+        }
         if (state == SLOT_DONE) {
             t->depth = s->depth;
             t->flags = s->flags;

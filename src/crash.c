@@ -47,6 +47,11 @@ static bool installed; /* under install_mu */
 
 /* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
 
+/* The report's parts are not inlined into one another, so that each
+ * one's buffers are on the stack only while it runs: the handler may run
+ * on a small sigaltstack (CRASH_REPORT_STACK). */
+#define NOINLINE __attribute__((noinline))
+
 /* A line being assembled for one write(2). */
 struct line {
     char buf[512];
@@ -99,7 +104,7 @@ static const char *signal_name(int sig)
 }
 
 /* SIGSEGV: segmentation violation / PC=0x... addr=0x... sigcode=1 */
-static void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
+static NOINLINE void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
 {
     struct line l = {.n = 0};
     put_str(&l, "cpprof: ");
@@ -122,7 +127,7 @@ static void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
 }
 
 /* thread TID "NAME" {labels} [crashed]:  (labels as Go prints them) */
-static void write_thread(void)
+static NOINLINE void write_thread(void)
 {
     struct line l = {.n = 0};
     char name[17] = {0};
@@ -135,7 +140,7 @@ static void write_thread(void)
     put_str(&l, quoted);
     /* cfg_int is one atomic load; cpprof_labelset_format only reads the
      * set and writes into `text`. */
-    const cpprof_labelset *labels = thread_current_labels();
+    const cpprof_labelset *labels = thread_labels_if_tid(gettid());
     if (cfg_int(CFG_TRACEBACKLABELS) && cpprof_labelset_size(labels)) {
         char text[400];
         int need = cpprof_labelset_format(labels, text, sizeof text);
@@ -148,7 +153,8 @@ static void write_thread(void)
     flush_line(&l);
 }
 
-static void write_stack(const uintptr_t *pcs, size_t depth, unsigned flags)
+static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
+                                 unsigned flags)
 {
     struct line l = {.n = 0};
     for (size_t i = 0; i < depth; i++) {
@@ -163,7 +169,7 @@ static void write_stack(const uintptr_t *pcs, size_t depth, unsigned flags)
 }
 
 /* Copies the executable lines of /proc/self/maps to stderr. */
-static void write_mappings(void)
+static NOINLINE void write_mappings(void)
 {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -171,7 +177,7 @@ static void write_mappings(void)
     struct line l = {.n = 0};
     put_str(&l, "executable mappings:");
     flush_line(&l);
-    char chunk[1024];
+    char chunk[256]; /* small: the handler may run on a small altstack */
     ssize_t n;
     while ((n = read(fd, chunk, sizeof chunk)) > 0) {
         for (ssize_t i = 0; i < n; i++) {
@@ -198,10 +204,11 @@ static int crash_index(int sig)
     return 0;
 }
 
-/* SIGNAL-SAFE */
-static void on_crash(int sig, siginfo_t *si, void *uc)
+/* SIGNAL-SAFE: the whole report.  Not inlined: its frame (the PCs) and
+ * its callees' are allocated only once on_crash found room for them. */
+static __attribute__((noinline)) void report(int sig, siginfo_t *si,
+                                             void *uc)
 {
-    int saved_errno = errno;
     uintptr_t pcs[STACK_MAX_FRAMES];
     unsigned flags;
     size_t depth = unwind_context(uc, pcs, STACK_MAX_FRAMES, &flags, NULL);
@@ -209,6 +216,31 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
     write_thread();
     write_stack(pcs, depth, flags);
     write_mappings();
+}
+
+/* What report and its callees may use below on_crash's frame address
+ * (gcc -fstack-usage as in unwind.h, ASan+UBSan in brackets): on_crash's
+ * 64 [64], report's 576 [736] (its PCs), then the deepest of the walk
+ * (UNWIND_CONTEXT_STACK), write_thread 1,008 [1,312] (the labels' text and
+ * a line) with cpprof_labelset_format 80 [96] and flush_line 48 [64],
+ * write_mappings 864 [1,168] (a chunk and a line). */
+#define CRASH_REPORT_STACK (UNWIND_CONTEXT_STACK + 1024)
+
+/* SIGNAL-SAFE.  A crash on a stack with too little left for the report
+ * (a stack overflow caught on a small sigaltstack) gets one line. */
+static void on_crash(int sig, siginfo_t *si, void *uc)
+{
+    int saved_errno = errno;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (unwind_stack_left(uc, sp) >= CRASH_REPORT_STACK) {
+        report(sig, si, uc);
+    } else {
+        static const char short_of_stack[] =
+            "cpprof: fatal signal; too little stack left for a report\n";
+        ssize_t w = write(STDERR_FILENO, short_of_stack,
+                          sizeof short_of_stack - 1);
+        (void)w;
+    }
     /* The previous action takes over; the signal, blocked while this
      * handler runs, is delivered to it as soon as we return. */
     __sigaction(sig, &previous[crash_index(sig)], NULL);

@@ -75,6 +75,27 @@
  * counts as unsampled, stderr says so once, and stopping leaves the
  * handler alone instead of restoring the one from before the profile.
  *
+ * Stack room (issue 23).  The handler is installed with SA_ONSTACK: a
+ * thread on a small or foreign stack (a fiber's, a Go runtime's goroutine
+ * stack) takes the signal on its altstack when the program gave it one.
+ * A signal that arrives while the thread already runs on its altstack
+ * (inside the program's own SA_ONSTACK handler) nests there whatever the
+ * flag says, below the program's handler's frames and a second kernel
+ * frame: on an 8 KB altstack that left less than the walk needs, and the
+ * walk ran past its bottom.  So the handler first measures what is left
+ * below its frame (unwind_stack_left) and, with less than
+ * SAMPLER_HANDLER_STACK, does not walk: the sample's weight is counted as
+ * unsampled CPU time (cpprof.unsampled.stackTooShort, with the number of
+ * threads it happened on).  A nested kernel frame that does not fit at
+ * all kills the program in the kernel, before any handler runs; no
+ * handler can help that.
+ *
+ * Whose labels.  A sample carries the labels of the thread it interrupted,
+ * read through that thread's TLS.  A thread made with raw clone(2) without
+ * CLONE_SETTLS shares its creator's TLS, so the timer's value carries the
+ * tid it signals next to the cookie, and thread_labels_if_tid gives the
+ * labels only when the TLS entry is that thread's: one compare.
+ *
  * Shutdown.  Handlers reach the session only through `active`, after
  * counting themselves in `in_handler`; stopping deletes the timers, sets
  * the signal to SIG_IGN (which discards any pending instance) before
@@ -171,6 +192,10 @@ struct session {
     atomic_size_t head; /* next position handlers claim */
     size_t tail;        /* next position the collector reads */
     atomic_llong lost;  /* weight of dropped samples */
+    /* Walks refused for want of stack (on_profiling_signal): their weight,
+     * and the threads they were refused on (no_room_session). */
+    atomic_llong no_room;
+    atomic_long no_room_threads;
     /* Put-off walks (mmap'd: 128 KiB the program's allocator never sees);
      * bit i of snapshots_busy is set while a slot holds snapshot i, and
      * put_off[i] says who walks it again (finish_walk). */
@@ -216,6 +241,9 @@ static atomic_int announced[ANNOUNCE_SLOTS];
 static atomic_bool announce_overflow;
 static atomic_uint sessions;
 static atomic_size_t ring_slots_fixed;
+/* The cookie of the last session that refused this thread a walk, so
+ * that each thread counts once per session. */
+static __thread int no_room_session __attribute__((tls_model("initial-exec")));
 /* CPU time of the collectors of finished sessions; under sampler_mu (a
  * collector adds its own as it ends, which is inside sampler_stop). */
 static int64_t retired_collector_ns;
@@ -292,9 +320,11 @@ static void defer_walk(struct session *s, struct slot *slot,
         atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
 }
 
-/* SIGNAL-SAFE */
-static void record_sample(struct session *s, const void *ucontext,
-                          int64_t weight)
+/* SIGNAL-SAFE.  Not inlined: its frame and its callees' are allocated
+ * only once on_profiling_signal found room for them. */
+static __attribute__((noinline)) void
+record_sample(struct session *s, const void *ucontext, int64_t weight,
+              pid_t tid)
 {
     size_t pos;
     struct slot *slot = ring_claim(s, &pos);
@@ -307,7 +337,7 @@ static void record_sample(struct session *s, const void *ucontext,
     slot->snapshot = -1;
     if (slot->flags & STACK_NO_TABLE)
         defer_walk(s, slot, ucontext);
-    const cpprof_labelset *labels = thread_current_labels();
+    const cpprof_labelset *labels = thread_labels_if_tid(tid);
     if (labels)
         labelset_ref_signal_safe(labels);
     slot->labels = labels;
@@ -321,6 +351,28 @@ static void record_sample(struct session *s, const void *ucontext,
         nudge_collector(s);
 }
 
+/* SIGNAL-SAFE: a walk refused for want of stack, counted with its
+ * thread (once per session).  The no_room_session store is a plain TLS
+ * word: a thread made with raw clone(2) shares it with its creator, and
+ * at worst one of them goes uncounted among the threads. */
+static void refuse_walk(struct session *s, int64_t weight)
+{
+    atomic_fetch_add_explicit(&s->no_room, weight, memory_order_relaxed);
+    if (no_room_session != s->cookie) {
+        no_room_session = s->cookie;
+        atomic_fetch_add_explicit(&s->no_room_threads, 1,
+                                  memory_order_relaxed);
+    }
+}
+
+/* The stack record_sample and everything it calls may use below
+ * on_profiling_signal's frame address: UNWIND_CONTEXT_STACK for the walk,
+ * plus the rest of on_profiling_signal's frame, 80 bytes, and
+ * record_sample's, 112 [288] (gcc -fstack-usage as in unwind.h, ASan+UBSan
+ * in brackets); unwind_snapshot_take (160 [368]) and the futex call come
+ * after the walk, not inside it. */
+#define SAMPLER_HANDLER_STACK (UNWIND_CONTEXT_STACK + 512)
+
 /* SIGNAL-SAFE: the profiling signal handler. */
 static void on_profiling_signal(int signo, siginfo_t *si, void *ucontext)
 {
@@ -328,8 +380,16 @@ static void on_profiling_signal(int signo, siginfo_t *si, void *ucontext)
     int saved_errno = errno;
     atomic_fetch_add(&in_handler, 1);
     struct session *s = atomic_load(&active);
-    if (s && si->si_code == SI_TIMER && si->si_value.sival_int == s->cookie)
-        record_sample(s, ucontext, 1 + (int64_t)si->si_overrun);
+    uintptr_t value = (uintptr_t)si->si_value.sival_ptr;
+    if (s && si->si_code == SI_TIMER &&
+        (uint32_t)value == (uint32_t)s->cookie) {
+        int64_t weight = 1 + (int64_t)si->si_overrun;
+        uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+        if (unwind_stack_left(ucontext, sp) < SAMPLER_HANDLER_STACK)
+            refuse_walk(s, weight);
+        else
+            record_sample(s, ucontext, weight, (pid_t)(value >> 32));
+    }
     atomic_fetch_sub(&in_handler, 1);
     errno = saved_errno;
 }
@@ -425,6 +485,14 @@ static struct timespec ns_to_timespec(int64_t ns)
     return (struct timespec){ns / NSEC_PER_SEC, ns % NSEC_PER_SEC};
 }
 
+/* The timer's si_value: the session's cookie in the low half, the thread
+ * it signals in the high half, so that the handler knows whose labels it
+ * may read without a system call (thread_labels_if_tid). */
+static void *timer_value(const struct session *s, pid_t tid)
+{
+    return (void *)((uintptr_t)(uint32_t)tid << 32 | (uint32_t)s->cookie);
+}
+
 /* A timer on thread `tid`'s CPU clock that signals that thread every
  * period, first after a random fraction of one.  Takes a unit of the
  * queued-signal budget, or fails with -EAGAIN. */
@@ -435,7 +503,7 @@ static int thread_timer_start(struct session *s, pid_t tid, timer_t *out)
     struct sigevent sev = {0};
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = s->signo;
-    sev.sigev_value.sival_int = s->cookie;
+    sev.sigev_value.sival_ptr = timer_value(s, tid);
     sev._sigev_un._tid = tid;
     int rc = 0;
     if (timer_create(thread_cpu_clock(tid), &sev, out) != 0) {
@@ -1127,6 +1195,9 @@ int sampler_stop(sampler_result *out)
     out->samples = s->samples;
     out->lost = atomic_load(&s->lost);
     memcpy(out->unsampled, s->unsampled, sizeof out->unsampled);
+    out->unsampled[SAMPLER_NO_STACK_ROOM] =
+        (sampler_unsampled){atomic_load(&s->no_room_threads),
+                            atomic_load(&s->no_room) * s->period};
     s->samples = NULL;
     session_free(s);
     return 0;
@@ -1139,6 +1210,7 @@ const char *sampler_reason_frame(sampler_reason why)
         [SAMPLER_OVER_BUDGET] = "cpprof.unsampled.queuedSignalLimit",
         [SAMPLER_SIGNAL_TAKEN] = "cpprof.unsampled.signalTakenByProgram",
         [SAMPLER_REFUSED] = "cpprof.unsampled.timerRefused",
+        [SAMPLER_NO_STACK_ROOM] = "cpprof.unsampled.stackTooShort",
     };
     return frames[why];
 }
@@ -1153,6 +1225,9 @@ const char *sampler_reason_text(sampler_reason why)
         [SAMPLER_SIGNAL_TAKEN] = "the program installed its own handler for "
                                  "the profiling signal during the profile",
         [SAMPLER_REFUSED] = "the system refused their CPU timers",
+        [SAMPLER_NO_STACK_ROOM] =
+            "the signal came while they ran on a stack with too little left "
+            "for the walk (a small sigaltstack)",
     };
     return texts[why];
 }

@@ -58,12 +58,16 @@ void sampler_set_ring_slots(size_t slots);
 /* Why a thread's CPU time went unsampled: it had the signal blocked; a
  * timer would have taken the program's share of RLIMIT_SIGPENDING
  * (sigbudget.h); the program installed its own handler for the signal
- * during the window; timer_create failed otherwise. */
+ * during the window; timer_create failed otherwise; the signal came while
+ * the thread ran on a stack with too little left for the walk (a program's
+ * handler on a small sigaltstack), and the handler refused to walk: its
+ * CPU time is the refused samples' weight. */
 typedef enum {
     SAMPLER_BLOCKED,
     SAMPLER_OVER_BUDGET,
     SAMPLER_SIGNAL_TAKEN,
     SAMPLER_REFUSED,
+    SAMPLER_NO_STACK_ROOM,
     SAMPLER_NREASONS
 } sampler_reason;
 

@@ -209,6 +209,15 @@ const cpprof_labelset *thread_current_labels(void)
     return e ? atomic_load_explicit(&e->labels, memory_order_relaxed) : NULL;
 }
 
+/* SIGNAL-SAFE: one compare more than thread_current_labels. */
+const cpprof_labelset *thread_labels_if_tid(pid_t tid)
+{
+    struct thread_entry *e = self;
+    return e && e->tid == tid
+               ? atomic_load_explicit(&e->labels, memory_order_relaxed)
+               : NULL;
+}
+
 cpprof_labelset *cpprof_thread_labels(void)
 {
     return cpprof_labelset_ref(thread_current_labels());

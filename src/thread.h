@@ -22,6 +22,13 @@
  * thread holds one while the set is current).  NULL when it has none. */
 const cpprof_labelset *thread_current_labels(void);
 
+/* SIGNAL-SAFE: the same, for the calling thread known to be `tid` (the
+ * CPU sampler's timer says whose it is; the crash handler asks gettid):
+ * NULL too when the registry entry its TLS leads to is another thread's.
+ * A thread made with raw clone(2) without CLONE_SETTLS shares its
+ * creator's TLS, and must not carry the creator's labels. */
+const cpprof_labelset *thread_labels_if_tid(pid_t tid);
+
 /* The current set of thread `tid`, with a reference of cpprof's own
  * (labelset_drop), or NULL when the thread
  * has none or never used the API.  Takes the registry lock. */

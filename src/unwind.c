@@ -1071,6 +1071,19 @@ static size_t walk(const struct maps_table *t, struct reader *r,
     return n;
 }
 
+/* SIGNAL-SAFE: reads the ucontext and two initial-exec TLS words. */
+size_t unwind_stack_left(const void *ucontext, uintptr_t sp)
+{
+    const stack_t *alt = &((const ucontext_t *)ucontext)->uc_stack;
+    uintptr_t alt_lo = (uintptr_t)alt->ss_sp;
+    if (!(alt->ss_flags & SS_DISABLE) && sp >= alt_lo &&
+        sp - alt_lo < alt->ss_size)
+        return sp - alt_lo;
+    if (sp >= own_lo && sp < own_hi)
+        return sp - own_lo;
+    return SIZE_MAX;
+}
+
 /* SIGNAL-SAFE */
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
                       unsigned *flags, uint64_t *gen)
