@@ -1212,7 +1212,11 @@ static int refused_server_setting(void)
  * request waiting out a window holds its thread (and the connections that
  * thread polls) for the window: one thread is kept for the others
  * (open_window).  libmicrohttpd divides the connection limit among the
- * threads, so there are never more threads than connections allowed. */
+ * threads, so there are never more threads than connections allowed.
+ * Its threads get cpprof's own stack size (THREAD_OWN_STACK_BYTES) and
+ * policy from threadcreate.c, as every thread cpprof starts does, because
+ * it passes no attributes: MHD_OPTION_THREAD_STACK_SIZE would make it
+ * pass its own, which keep a real-time creator's policy (thread.h). */
 static struct MHD_Daemon *start_daemon(int fd, int family, unsigned threads)
 {
     unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);
