@@ -371,6 +371,7 @@ static void report_refused(struct setting *s, const char *var, const char *v)
  * a setting at load (the crash handler) sees the environment's value. */
 __attribute__((constructor(101))) static void config_load(void)
 {
+    warn_remember_stderr(); /* before anything could warn */
     for (int i = 0; i < CFG__COUNT; i++) {
         struct setting *s = &settings[i];
         atomic_store(&s->ival, s->def);
