@@ -392,6 +392,7 @@ static void note_ignored(char *list, size_t len, const char *var)
  * secrets).  The program itself may still use the API. */
 __attribute__((constructor(101))) static void config_load(void)
 {
+    warn_remember_stderr(); /* before anything could warn */
     bool untrusted = getauxval(AT_SECURE) != 0;
     char ignored[512] = "";
     for (int i = 0; i < CFG__COUNT; i++) {

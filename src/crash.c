@@ -14,7 +14,8 @@
  *
  * The handler runs in a process that is already broken, so it is strictly
  * async-signal-safe: no allocation, no locks, no stdio; numbers are
- * formatted by hand and written with write(2).  The stack comes from the
+ * formatted by hand and written with write(2) (warn_write: only to the
+ * stderr found at load).  The stack comes from the
  * signal-safe frame-pointer walker (unwind.h), whose region table is read
  * at install time (and refreshed by the census and the CPU sampler): a
  * thread whose stack is newer than the last refresh gets its crashing PC
@@ -28,6 +29,7 @@
 #include "stacktab.h"
 #include "thread.h"
 #include "unwind.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,12 +85,7 @@ static void flush_line(struct line *l)
     if (l->n == sizeof l->buf)
         l->n--;
     l->buf[l->n++] = '\n';
-    for (size_t at = 0; at < l->n;) {
-        ssize_t w = write(STDERR_FILENO, l->buf + at, l->n - at);
-        if (w <= 0 && errno != EINTR)
-            break;
-        at += w > 0 ? (size_t)w : 0;
-    }
+    warn_write(l->buf, l->n);
     l->n = 0;
 }
 

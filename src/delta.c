@@ -221,19 +221,23 @@ int sampleset_copy_locked(stacktab *const *tab, size_t nvalues,
     return 0;
 }
 
+/* The negated values on the heap, not in a variable-length array: no
+ * frame of the library's grows with its data (configure.ac). */
 int sampleset_subtract(sampleset *s, const sampleset *earlier)
 {
-    int64_t neg[s->nvalues ? s->nvalues : 1];
-    for (size_t i = 0; i < earlier->n; i++) {
+    int64_t *neg = malloc((s->nvalues ? s->nvalues : 1) * sizeof *neg);
+    if (!neg)
+        return -ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < earlier->n && rc == 0; i++) {
         const struct sset_entry *e = &earlier->e[i];
         for (size_t v = 0; v < s->nvalues; v++)
             neg[v] = -e->values[v];
-        int rc = sampleset_add(s, e->pcs, e->depth, e->flags, e->gen,
-                               e->labels, e->num, neg);
-        if (rc != 0)
-            return rc;
+        rc = sampleset_add(s, e->pcs, e->depth, e->flags, e->gen, e->labels,
+                           e->num, neg);
     }
-    return 0;
+    free(neg);
+    return rc;
 }
 
 static int by_value_desc(const void *a, const void *b, void *by)

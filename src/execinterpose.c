@@ -54,12 +54,13 @@ static int is_one_of(const char *entry, const char *const *vars, size_t n)
 /* Calls the next definition of `name` (execve or execvpe, which take the
  * same arguments) with envp, and zero-code mode's variables given back
  * when this process is the one that took them.  Async-signal-safe, as
- * execve is: the new array is on the stack (an environment of more than
+ * execve is: the new array is on the stack, of a fixed 8 KiB, since the
+ * calling thread's stack may be small (an environment of more than
  * ENV_MAX entries is passed on as it is, and the program does not serve). */
 static int exec_next(void **cache, const char *name, const char *what,
                      char *const argv[], char *const envp[])
 {
-    enum { ENV_MAX = 4096 };
+    enum { ENV_MAX = 1024 - HTTP_ZERO_CODE_VARS - 1 };
     exec_fn *next = (exec_fn *)interpose_next(cache, name);
     if (next == NULL) {
         errno = ENOSYS;
@@ -74,7 +75,7 @@ static int exec_next(void **cache, const char *name, const char *what,
         count++;
     if (count > ENV_MAX)
         return next(what, argv, envp);
-    char *with[count + n + 1];
+    char *with[ENV_MAX + HTTP_ZERO_CODE_VARS + 1];
     size_t k = 0;
     for (size_t i = 0; i < count; i++)
         if (!is_one_of(envp[i], vars, n))

@@ -314,7 +314,7 @@ static void lookup_next(void)
     if (!base || !defined_in(base, "free")) {
         static const char msg[] = "cpprof: found no malloc and free to "
                                   "forward to\n";
-        (void)!write(2, msg, sizeof msg - 1);
+        warn_write(msg, sizeof msg - 1);
         abort();
     }
     next.malloc = (void *(*)(size_t))m;

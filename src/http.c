@@ -1265,7 +1265,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
  * 0.9.75 leaves a lock held (daemon.c, new_connection_process_), and the
  * thread and MHD_stop_daemon wait for ever.  So http_conns.c keeps the
  * limit (http_max_connections live, as many again being closed) and
- * libmicrohttpd's is more than that for each thread. */
+ * libmicrohttpd's is more than that for each thread.  Its threads get
+ * cpprof's own stack size (THREAD_OWN_STACK_BYTES) and policy from
+ * threadcreate.c, as every thread cpprof starts does, because it passes no
+ * attributes: MHD_OPTION_THREAD_STACK_SIZE would make it pass its own,
+ * which keep a real-time creator's policy (thread.h). */
 static struct MHD_Daemon *start_daemon(int family, unsigned threads)
 {
     unsigned max_conns = (unsigned)cfg_int(CFG_HTTP_MAX_CONNECTIONS);

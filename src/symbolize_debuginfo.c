@@ -21,7 +21,11 @@
  * which libdw never reads; the compressed sections' bytes and code left
  * as holes (which cost nothing), each section inflated after
  * the file's end, and a section header table saying so after them.  The
- * inflating streams through 64 KiB buffers.  Anything unexpected (another
+ * inflating streams through 64 KiB buffers, taken from the heap (inside
+ * cpprof's internal scope: cpprof's own memory) and never from the stack:
+ * the thread that symbolizes may have a small one, and a 64 KiB frame
+ * would jump its guard page into another thread's stack (issue 23).
+ * Anything unexpected (another
  * compression, a size that does not match) keeps the file as it is, for
  * libdw to inflate as it always did.  Copies are kept from one session to
  * the next while the symbolizer keeps its tables (below, "Copies kept").
@@ -44,6 +48,11 @@
 
 #define CHUNK 65536
 
+/* The streaming buffers of one inflated copy. */
+struct chunks {
+    unsigned char in[CHUNK], out[CHUNK];
+};
+
 /* ---- Inflated copies ---------------------------------------------------- */
 
 static bool read_at(int fd, void *buf, size_t n, off_t off)
@@ -56,9 +65,9 @@ static bool write_at(int fd, const void *buf, size_t n, off_t off)
     return pwrite(fd, buf, n, off) == (ssize_t)n;
 }
 
-static bool copy_range(int from, int to, off_t off, uint64_t n)
+static bool copy_range(int from, int to, off_t off, uint64_t n,
+                       unsigned char *buf)
 {
-    unsigned char buf[CHUNK];
     while (n > 0) {
         size_t part = n < CHUNK ? (size_t)n : CHUNK;
         if (!read_at(from, buf, part, off) || !write_at(to, buf, part, off))
@@ -72,9 +81,9 @@ static bool copy_range(int from, int to, off_t off, uint64_t n)
 /* Inflates the zlib stream of n bytes at in_off of from into to at
  * out_off; true when it ends after exactly size bytes. */
 static bool inflate_range(int from, off_t in_off, uint64_t n, int to,
-                          off_t out_off, uint64_t size)
+                          off_t out_off, uint64_t size, struct chunks *c)
 {
-    unsigned char in[CHUNK], out[CHUNK];
+    unsigned char *in = c->in, *out = c->out;
     z_stream z = {0};
     if (inflateInit(&z) != Z_OK)
         return false;
@@ -126,16 +135,16 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 }
 
 /* Writes into out the file from (size bytes, headers eh and sh) with its
- * compressed sections inflated; false on anything unexpected. */
+ * compressed sections inflated, through c; false on anything unexpected. */
 static bool write_inflated(int from, uint64_t size, Elf64_Ehdr *eh,
-                           Elf64_Shdr *sh, int out)
+                           Elf64_Shdr *sh, int out, struct chunks *c)
 {
-    if (!copy_range(from, out, 0, sizeof *eh) ||
+    if (!copy_range(from, out, 0, sizeof *eh, c->in) ||
         (eh->e_phnum &&
          (!within(eh->e_phoff, (uint64_t)eh->e_phnum * eh->e_phentsize,
                   size) ||
           !copy_range(from, out, (off_t)eh->e_phoff,
-                      (uint64_t)eh->e_phnum * eh->e_phentsize))))
+                      (uint64_t)eh->e_phnum * eh->e_phentsize, c->in))))
         return false;
     uint64_t end = align_up(size, 4096);
     for (size_t i = 0; i < eh->e_shnum; i++) {
@@ -146,7 +155,8 @@ static bool write_inflated(int from, uint64_t size, Elf64_Ehdr *eh,
         if (!within(s->sh_offset, s->sh_size, size))
             return false;
         if (!(s->sh_flags & SHF_COMPRESSED)) {
-            if (!copy_range(from, out, (off_t)s->sh_offset, s->sh_size))
+            if (!copy_range(from, out, (off_t)s->sh_offset, s->sh_size,
+                            c->in))
                 return false;
             continue;
         }
@@ -158,7 +168,7 @@ static bool write_inflated(int from, uint64_t size, Elf64_Ehdr *eh,
         end = align_up(end, ch.ch_addralign ? ch.ch_addralign : 1);
         if (!inflate_range(from, (off_t)(s->sh_offset + sizeof ch),
                            s->sh_size - sizeof ch, out, (off_t)end,
-                           ch.ch_size))
+                           ch.ch_size, c))
             return false;
         s->sh_offset = end;
         s->sh_size = ch.ch_size;
@@ -297,11 +307,14 @@ static int inflated_copy(int fd)
         for (size_t i = 0; i < eh.e_shnum; i++)
             compressed |= sh[i].sh_type != SHT_NOBITS &&
                           (sh[i].sh_flags & SHF_COMPRESSED);
-    out = compressed ? memfd_create("cpprof-debuginfo", MFD_CLOEXEC) : -1;
-    if (out >= 0 && !write_inflated(fd, (uint64_t)st.st_size, &eh, sh, out)) {
+    struct chunks *c = compressed ? malloc(sizeof *c) : NULL;
+    out = c ? memfd_create("cpprof-debuginfo", MFD_CLOEXEC) : -1;
+    if (out >= 0 &&
+        !write_inflated(fd, (uint64_t)st.st_size, &eh, sh, out, c)) {
         close(out);
         out = -1;
     }
+    free(c);
     free(sh);
     if (out < 0)
         return fd;
@@ -320,17 +333,21 @@ int symdi_find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 
 /* ---- Finding debug files ------------------------------------------------ */
 
-/* Whether the file's CRC-32 (zlib's, which .gnu_debuglink uses) is crc. */
+/* Whether the file's CRC-32 (zlib's, which .gnu_debuglink uses) is crc;
+ * read through a heap buffer, as the inflating is. */
 static bool crc_matches(int fd, GElf_Word crc)
 {
-    unsigned char buf[CHUNK];
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return false;
     uLong sum = crc32(0L, Z_NULL, 0);
     ssize_t n;
     off_t off = 0;
-    while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+    while ((n = pread(fd, buf, CHUNK, off)) > 0) {
         sum = crc32(sum, buf, (uInt)n);
         off += n;
     }
+    free(buf);
     return n == 0 && (GElf_Word)sum == crc;
 }
 

@@ -337,21 +337,30 @@ static void block_host_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
-/* Attributes of an ordinary (SCHED_OTHER) thread in *attr when the calling
- * thread runs under a real-time policy; false when it does not (a new
- * thread may inherit its policy then) or they cannot be made. */
+/* Makes *attr an ordinary (SCHED_OTHER) thread's when the calling thread
+ * runs under a real-time policy (a new thread would inherit it); true
+ * when it does not, or when that is done. */
 static bool ordinary_if_realtime(pthread_attr_t *attr)
 {
     int policy;
     struct sched_param param;
     if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 ||
-        (policy != SCHED_FIFO && policy != SCHED_RR) ||
-        pthread_attr_init(attr) != 0)
-        return false;
+        (policy != SCHED_FIFO && policy != SCHED_RR))
+        return true;
     param.sched_priority = 0;
-    if (pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED) == 0 &&
-        pthread_attr_setschedpolicy(attr, SCHED_OTHER) == 0 &&
-        pthread_attr_setschedparam(attr, &param) == 0)
+    return pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED) == 0 &&
+           pthread_attr_setschedpolicy(attr, SCHED_OTHER) == 0 &&
+           pthread_attr_setschedparam(attr, &param) == 0;
+}
+
+/* Attributes of a thread of cpprof's own (thread.h) in *attr; false when
+ * they cannot be made. */
+static bool own_attributes(pthread_attr_t *attr)
+{
+    if (pthread_attr_init(attr) != 0)
+        return false;
+    if (pthread_attr_setstacksize(attr, THREAD_OWN_STACK_BYTES) == 0 &&
+        ordinary_if_realtime(attr))
         return true;
     pthread_attr_destroy(attr);
     return false;
@@ -361,14 +370,14 @@ const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
                                                 const pthread_attr_t *attr)
 {
     block_host_signals(&c->creator_mask);
-    c->has_ordinary = !attr && ordinary_if_realtime(&c->ordinary);
-    return c->has_ordinary ? &c->ordinary : attr;
+    c->has_own = !attr && own_attributes(&c->own);
+    return c->has_own ? &c->own : attr;
 }
 
 void thread_own_creation_end(struct own_creation *c)
 {
-    if (c->has_ordinary)
-        pthread_attr_destroy(&c->ordinary);
+    if (c->has_own)
+        pthread_attr_destroy(&c->own);
     pthread_sigmask(SIG_SETMASK, &c->creator_mask, NULL);
 }
 

@@ -62,9 +62,17 @@ void thread_start_discard(struct thread_start *t);
  * negative error (out of memory: the thread stays unlabelled). */
 int thread_label_internal(const char *role);
 
-/* What a thread of cpprof's own must not take from the program's thread
- * that creates it (threadcreate.c brackets the real pthread_create with
- * these two when the creator is inside cpprof's work):
+/* What a thread of cpprof's own must not take from the program or the
+ * program's thread that creates it (threadcreate.c brackets the real
+ * pthread_create with these two when the creator is inside cpprof's
+ * work; every thread cpprof starts, libmicrohttpd's included, is made
+ * so):
+ *   - the program's default stack size (pthread_setattr_default_np,
+ *     `ulimit -s`), which may be far smaller than cpprof's work needs
+ *     (128 KiB: the symbolizer's 64 KiB buffers on such a stack jumped
+ *     its guard page into another thread's stack, issue 23) or larger
+ *     than it needs: the thread gets THREAD_OWN_STACK_BYTES, when the
+ *     creator passes no attributes of its own (below);
  *   - the signal mask: the creator blocks, for the length of the call,
  *     every signal but cpprof's own (the CPU sampler's, the census's and
  *     the accounting tick's, as set now) and the faults a thread raises
@@ -82,14 +90,20 @@ int thread_label_internal(const char *role);
  *     CPUs from its real-time ones.  The thread is created as an
  *     ordinary SCHED_OTHER thread instead, when the creator passes no
  *     attributes of its own (neither cpprof nor libmicrohttpd does;
- *     ThreadSanitizer's interceptor does, so under TSan the policy is
- *     inherited).
+ *     ThreadSanitizer's interceptor does, so under TSan the policy and the
+ *     program's default stack size are inherited).
  * thread_own_creation_begin returns the attributes to create with. */
 struct own_creation {
     sigset_t creator_mask;
-    pthread_attr_t ordinary;
-    bool has_ordinary;
+    pthread_attr_t own;
+    bool has_own;
 };
+
+/* The stack of each of cpprof's threads: its deepest work (libdw and
+ * zlib under the symbolizer, GnuTLS's handshake, under ASan's larger
+ * frames) with room to spare; cpprof's own frames stay under 16 KiB
+ * (-Wstack-usage, Makefile.am).  Only the pages touched cost memory. */
+#define THREAD_OWN_STACK_BYTES (1024 * 1024)
 const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
                                                 const pthread_attr_t *attr);
 void thread_own_creation_end(struct own_creation *c);
