@@ -79,6 +79,7 @@ static bool write_whole(const char *buf, size_t len)
     return true;
 }
 
+/* SIGNAL-SAFE: see warn.h. */
 bool warn_write(const char *buf, size_t len)
 {
     int saved_errno = errno;
