@@ -20,20 +20,25 @@
  * them.  A thread in vfork is the exception: its child runs on its stack,
  * so it gets a reason instead of a stack.
  *
- * A running or runnable thread (state R) is in no blocking call and
- * cannot be read from outside (its stack moves), so it walks its own: the
- * collector sends it a real-time signal (the "census_signal" setting)
- * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  (The thread taking the census walks its own stack
- * in place, without a signal.)  Its status file is read just before the signal
- * (state and blocked-signal mask), so a thread that has blocked since is
- * walked from outside after all.  What the signal can still interrupt: a
- * call the thread enters between that read and the signal's arrival
- * (bench/census "mixed" counts it; README, "Thread census" under
- * "Benchmarks", has the figures).  A queued signal carries a value, the
- * census generation and the thread's slot index, so a late signal from
- * an earlier census, or one somebody else sent, is recognised and
- * ignored.
+ * A running or runnable thread (state R) cannot be read from outside (its
+ * stack moves, and the kernel gives its registers only once it is off the
+ * CPU), so it walks its own: the handler of a real-time signal (the
+ * "census_signal" setting) runs unwind_context() on the interrupted
+ * context.  (The thread taking the census walks its own stack in place,
+ * without a signal.)  State R is no proof of user code: a thread may be
+ * running inside a long system call (getrandom or read of /dev/urandom
+ * of 16 MB), which a signal pending there cuts short, and /proc cannot
+ * tell (its syscall file reads "running" for any thread in state R).  So
+ * the signal comes from a one-shot timer on the thread's own CPU clock
+ * (arm_census_timer), whose expiry Linux handles on the thread's way back
+ * to user space: it arrives between user instructions, after any call ran
+ * to its end.  Its status file is read just before the timer is set
+ * (state and blocked-signal mask); a thread that sleeps in the kernel
+ * before its timer expires (which it does only while the thread runs) is
+ * walked from outside at the census's next look, every RECHECK_NS.  A
+ * signal carries a value, the census generation and the thread's slot
+ * index, so a late signal from an earlier census, or one somebody else
+ * sent, is recognised and ignored.
  *
  * Everything else comes from outside the thread, so it is there even when
  * the stack is not: name and state from /proc/self/task/TID/stat (a third
@@ -70,9 +75,11 @@
  * thread and a zombie leader are not signalled (census_take_stacks, which
  * does not read the state of a blocked thread, walks a thread stopped by
  * a debugger from outside: it holds still as well as a blocked one); a
- * signalled thread found to have blocked the signal since is given up on
- * at once (rechecked every RECHECK_NS while waiting), and one that does
- * not answer within "census_timeout_ms" at the deadline.  Either way it
+ * running thread found blocking the signal is looked at again at the
+ * next RECHECK_NS and given up on once it has run BLOCKED_RUN_NS with the
+ * signal blocked (one inside the census's own handler has it blocked for
+ * microseconds), and one that does not answer within "census_timeout_ms"
+ * at the deadline.  Either way it
  * stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
@@ -99,11 +106,11 @@
  * may take it long after the census, and it must then be ignored, not
  * kill the process with the default action.
  *
- * Queued signals count against the user's RLIMIT_SIGPENDING until they
- * are delivered, so the signals to running threads go out within the
- * budget sigbudget.h keeps (half of what is free), each as earlier answers
- * free units; a thread none could be sent to within the timeout is
- * reported as "queued-signal limit".
+ * A POSIX timer holds a unit of the user's RLIMIT_SIGPENDING until it is
+ * deleted, so the timers of running threads are set within the budget
+ * sigbudget.h keeps (half of what is free), those of threads that
+ * answered deleted when a unit is short; a thread none could be had for
+ * within the timeout is reported as "queued-signal limit".
  */
 #define _GNU_SOURCE
 #include "census.h"
@@ -869,7 +876,7 @@ static __attribute__((noinline)) void walk_self(census_thread *t)
  * then return fewer bytes than asked (SA_RESTART restarts only calls that
  * return EINTR), and 40 of 40 censuses shortened one.  A CPU-time
  * timer's expiry is seen at a scheduler tick while the thread runs, and
- * Linux (POSIX_CPU_TIMERS_TASK_WORK: x86-64 since 5.10, and wherever
+ * Linux (POSIX_CPU_TIMERS_TASK_WORK: x86-64 since 5.9, and wherever
  * PREEMPT_RT is) handles it as task work on the thread's way back to
  * user space: the signal is generated there and delivered at once,
  * between two user instructions, after any call has run to its end, as
@@ -1004,16 +1011,22 @@ struct pass {
 };
 
 /* Takes thread i's stack: read from outside while it is blocked in the
- * kernel; a signal only when it runs.  What the signal can interrupt: a
- * thread found running (state R, and its syscall file not showing it
- * blocked) is in no blocking call, so nothing, unless it enters one in
- * the microseconds between the status read just below and the signal's
- * arrival; then that call returns EINTR (or restarts, for calls
- * SA_RESTART restarts), as with any signal.  The status read is the last
- * thing before the signal, which keeps that window to one system call
- * (bench/census "mixed" measures the rate).  `walk`: try the walk from
- * outside first (false: a helper found the thread running just now).
- * The caller's only. */
+ * kernel; a signal only when it runs, and from its census timer
+ * (arm_census_timer), so that it arrives on the thread's way back to user
+ * space and cuts no call short, whether the thread was in user code or
+ * inside a call when its status was read, or entered one since.  What it
+ * can still interrupt (measured on Linux 6.18, x86-64: no short call
+ * after 2,000 such signals to a thread looping on 16 MB getrandom calls,
+ * nor after 2,000 to one reading 16 MB of /dev/urandom, where
+ * rt_tgsigqueueinfo shortened 40 calls of 40 signals): on a kernel that sends CPU-timer
+ * signals from the tick itself (without POSIX_CPU_TIMERS_TASK_WORK: x86-64
+ * before 5.9, and architectures that do not select it), a call running
+ * at that tick, as before; and the few calls that run pending task work
+ * inside themselves (io_uring_enter waiting for completions, KVM_RUN),
+ * which return EINTR for it as for any signal.  The status read is the
+ * last thing before the timer is set.  `walk`: try the walk from outside
+ * first (false: a helper found the thread running just now).  The
+ * caller's only. */
 static void take_stack(struct pass *p, uint32_t i, bool walk)
 {
     census_thread *t = &p->c->threads[i];
