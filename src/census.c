@@ -20,20 +20,25 @@
  * them.  A thread in vfork is the exception: its child runs on its stack,
  * so it gets a reason instead of a stack.
  *
- * A running or runnable thread (state R) is in no blocking call and
- * cannot be read from outside (its stack moves), so it walks its own: the
- * collector sends it a real-time signal (the "census_signal" setting)
- * with rt_tgsigqueueinfo, and the handler runs unwind_context() on the
- * interrupted context.  (The thread taking the census walks its own stack
- * in place, without a signal.)  Its status file is read just before the signal
- * (state and blocked-signal mask), so a thread that has blocked since is
- * walked from outside after all.  What the signal can still interrupt: a
- * call the thread enters between that read and the signal's arrival
- * (bench/census "mixed" counts it; README, "Thread census" under
- * "Benchmarks", has the figures).  A queued signal carries a value, the
- * census generation and the thread's slot index, so a late signal from
- * an earlier census, or one somebody else sent, is recognised and
- * ignored.
+ * A running or runnable thread (state R) cannot be read from outside (its
+ * stack moves, and the kernel gives its registers only once it is off the
+ * CPU), so it walks its own: the handler of a real-time signal (the
+ * "census_signal" setting) runs unwind_context() on the interrupted
+ * context.  (The thread taking the census walks its own stack in place,
+ * without a signal.)  State R is no proof of user code: a thread may be
+ * running inside a long system call (getrandom or read of /dev/urandom
+ * of 16 MB), which a signal pending there cuts short, and /proc cannot
+ * tell (its syscall file reads "running" for any thread in state R).  So
+ * the signal comes from a one-shot timer on the thread's own CPU clock
+ * (arm_census_timer), whose expiry Linux handles on the thread's way back
+ * to user space: it arrives between user instructions, after any call ran
+ * to its end.  Its status file is read just before the timer is set
+ * (state and blocked-signal mask); a thread that sleeps in the kernel
+ * before its timer expires (which it does only while the thread runs) is
+ * walked from outside at the census's next look, every RECHECK_NS.  A
+ * signal carries a value, the census generation and the thread's slot
+ * index, so a late signal from an earlier census, or one somebody else
+ * sent, is recognised and ignored.
  *
  * Everything else comes from outside the thread, so it is there even when
  * the stack is not: name and state from /proc/self/task/TID/stat (a third
@@ -70,9 +75,11 @@
  * thread and a zombie leader are not signalled (census_take_stacks, which
  * does not read the state of a blocked thread, walks a thread stopped by
  * a debugger from outside: it holds still as well as a blocked one); a
- * signalled thread found to have blocked the signal since is given up on
- * at once (rechecked every RECHECK_NS while waiting), and one that does
- * not answer within "census_timeout_ms" at the deadline.  Either way it
+ * running thread found blocking the signal is looked at again at the
+ * next RECHECK_NS and given up on once it has run BLOCKED_RUN_NS with the
+ * signal blocked (one inside the census's own handler has it blocked for
+ * microseconds), and one that does not answer within "census_timeout_ms"
+ * at the deadline.  Either way it
  * stays in the census with a reason instead of a stack.  A thread that
  * exits meanwhile (ESRCH, or its /proc entry gone) is left out.
  *
@@ -99,11 +106,11 @@
  * may take it long after the census, and it must then be ignored, not
  * kill the process with the default action.
  *
- * Queued signals count against the user's RLIMIT_SIGPENDING until they
- * are delivered, so the signals to running threads go out within the
- * budget sigbudget.h keeps (half of what is free), each as earlier answers
- * free units; a thread none could be sent to within the timeout is
- * reported as "queued-signal limit".
+ * A POSIX timer holds a unit of the user's RLIMIT_SIGPENDING until it is
+ * deleted, so the timers of running threads are set within the budget
+ * sigbudget.h keeps (half of what is free), those of threads that
+ * answered deleted when a unit is short; a thread none could be had for
+ * within the timeout is reported as "queued-signal limit".
  */
 #define _GNU_SOURCE
 #include "census.h"
@@ -152,6 +159,9 @@ struct slot {
     unsigned depth, flags;
     bool no_room; /* the handler had too little stack left to walk */
     uintptr_t pcs[STACK_MAX_FRAMES];
+    /* The collector's alone: the thread's census timer, while armed. */
+    bool armed;
+    timer_t timer;
 };
 
 struct round {
@@ -203,11 +213,12 @@ static __attribute__((noinline)) void answer(struct round *r,
         futex(&r->remaining, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-/* SIGNAL-SAFE */
+/* SIGNAL-SAFE.  The census's signals come from its timers (SI_TIMER);
+ * the value, checked against the round, tells them from anyone else's. */
 static void on_census_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
-    if (si->si_code != SI_QUEUE || si->si_pid != getpid())
+    if (si->si_code != SI_TIMER)
         return;
     int saved_errno = errno;
     uintptr_t value = (uintptr_t)si->si_value.sival_ptr;
@@ -343,12 +354,11 @@ static int read_stat(const struct task_dir *td, census_thread *t)
     return 0;
 }
 
-/* Re-reads the state, and the blocked-signal mask that only the status
- * file has in full, just before a running thread is signalled: a thread
- * that blocks the signal gets the reason instead.  Returns -ENOENT/-ESRCH
- * when the thread is gone. */
+/* Re-reads the state, and whether the thread blocks signo (*blocked;
+ * only the status file has the whole mask), just before a running thread
+ * is signalled.  Returns -ENOENT/-ESRCH when the thread is gone. */
 static int recheck_before_signal(const struct task_dir *td, census_thread *t,
-                                 int signo)
+                                 int signo, bool *blocked)
 {
     char buf[4096];
     ssize_t n = read_task_file(td, t->tid, "status", buf, sizeof buf);
@@ -360,9 +370,8 @@ static int recheck_before_signal(const struct task_dir *td, census_thread *t,
         return -ESRCH;
     set_state(t, v[0]);
     v = procfile_status_field(buf, "SigBlk", &len);
-    unsigned long long blocked = v ? strtoull(v, NULL, 16) : 0;
-    if (!t->missing[0] && (blocked & (1ULL << (signo - 1))))
-        strcpy(t->missing, "signal blocked");
+    unsigned long long mask = v ? strtoull(v, NULL, 16) : 0;
+    *blocked = (mask & (1ULL << (signo - 1))) != 0;
     return 0;
 }
 
@@ -873,42 +882,116 @@ static __attribute__((noinline)) void walk_self(census_thread *t)
     COLLECT_NO_TAIL_CALL();
 }
 
-static int send_census_signal(pid_t tid, int signo, uint32_t gen,
-                              uint32_t index)
+/* The census signal reaches a running thread through a one-shot timer
+ * on the thread's own CPU-time clock, 1 ns from now, rather than straight
+ * from rt_tgsigqueueinfo, because a thread in state R may be running
+ * inside a system call, and nothing outside it can tell: its syscall file
+ * reads "running" for any thread in state R, in the kernel or not (the
+ * kernel reads a thread's registers only once it is off the CPU), and
+ * stat's fields say no more.  A signal queued to it there makes the
+ * call stop at its next signal check: getrandom and read of /dev/urandom
+ * then return fewer bytes than asked (SA_RESTART restarts only calls that
+ * return EINTR), and 40 of 40 censuses shortened one.  A CPU-time
+ * timer's expiry is seen at a scheduler tick while the thread runs, and
+ * Linux (POSIX_CPU_TIMERS_TASK_WORK: x86-64 since 5.9, and wherever
+ * PREEMPT_RT is) handles it as task work on the thread's way back to
+ * user space: the signal is generated there and delivered at once,
+ * between two user instructions, after any call has run to its end, as
+ * the CPU profile's are.  The cost: three system calls instead of one,
+ * and a running thread answers at its next tick (up to one tick of its
+ * CPU time) or when its call ends, not at once.  The timer holds a unit
+ * of the queued-signal budget until it is deleted (disarm_answered,
+ * disarm_all). */
+/* Sets the slot's timer to expire 1 ns of its thread's CPU time from
+ * now.  0 or -errno. */
+static int rearm_census_timer(struct slot *slot)
 {
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    si.si_signo = signo;
-    si.si_code = SI_QUEUE;
-    si.si_pid = getpid();
-    si.si_uid = getuid();
-    si.si_value.sival_ptr = (void *)(((uintptr_t)gen << 32) | index);
-    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signo, &si) == 0
-               ? 0
-               : -errno;
+    struct itimerspec once = {.it_value = {0, 1}};
+    return timer_settime(slot->timer, 0, &once, NULL) == 0 ? 0 : -errno;
+}
+
+static int arm_census_timer(struct slot *slot, pid_t tid, int signo,
+                            uint32_t gen, uint32_t index)
+{
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = signo;
+    sev.sigev_value.sival_ptr = (void *)(((uintptr_t)gen << 32) | index);
+    sev._sigev_un._tid = tid;
+    if (timer_create(thread_cpu_clock(tid), &sev, &slot->timer) != 0)
+        /* The kernel names a thread gone as an invalid clock. */
+        return errno == EINVAL && tid_cpu_ns(tid) < 0 ? -ESRCH : -errno;
+    int rc = rearm_census_timer(slot);
+    if (rc == 0)
+        slot->armed = true;
+    else
+        timer_delete(slot->timer);
+    return rc;
 }
 
 static bool take_unit(struct round *r, unsigned *held, int64_t deadline);
 
-/* Signals thread i within the queued-signal budget (*held counts the
- * units this census holds); marks it gone (tid 0) when it exited first. */
+/* Signals thread i, through its census timer, within the queued-signal
+ * budget (*held counts the units this census holds: its armed timers);
+ * marks it gone (tid 0) when it exited first. */
+/* Makes slot i one the census waits for (PENDING), unless it is already
+ * (look_again). */
+static void await_slot(struct round *r, uint32_t i)
+{
+    if (atomic_load(&r->slots[i].state) == SLOT_PENDING)
+        return;
+    atomic_fetch_add(&r->remaining, 1);
+    atomic_store(&r->slots[i].state, SLOT_PENDING);
+}
+
+/* Whether t, running with the signal blocked, keeps it blocked: it has
+ * run BLOCKED_RUN_NS of CPU time since it was first seen so.  A thread
+ * inside the census's handler (where the kernel blocks the signal) needs
+ * microseconds of CPU to leave it, so one seen blocked but hardly run
+ * since is looked at again rather than given up on: given up on at once,
+ * a busy thread still returning from the last census's handler, or
+ * preempted in this one's before it claimed its slot, lost its stack in
+ * back-to-back censuses. */
+#define BLOCKED_RUN_NS 1000000
+static bool keeps_signal_blocked(census_thread *t)
+{
+    int64_t cpu = tid_cpu_ns(t->tid);
+    if (!t->seen_blocked) {
+        t->seen_blocked = true;
+        t->cpu_ns = cpu;
+        return false;
+    }
+    return cpu - t->cpu_ns >= BLOCKED_RUN_NS;
+}
+
+/* A running thread found blocking the signal: its slot awaits, without a
+ * timer, the census's next look (recheck_pending), which gives it one if
+ * it has unblocked the signal by then and gives up on it with the reason
+ * if it keeps the signal blocked. */
+static void look_again(struct round *r, census_thread *t, uint32_t i)
+{
+    keeps_signal_blocked(t);
+    await_slot(r, i);
+}
+
 static void signal_thread(census *c, struct round *r, uint32_t i, int signo,
                           unsigned *held, int64_t deadline)
 {
     census_thread *t = &c->threads[i];
-    if (!take_unit(r, held, deadline)) {
+    struct slot *s = &r->slots[i];
+    await_slot(r, i);
+    bool unit = take_unit(r, held, deadline);
+    int rc = unit ? arm_census_timer(s, t->tid, signo, r->generation, i) : 0;
+    if (unit && rc == 0)
+        return;
+    int expected = SLOT_PENDING;
+    if (atomic_compare_exchange_strong(&s->state, &expected, SLOT_ABANDONED))
+        atomic_fetch_sub(&r->remaining, 1);
+    if (!unit) {
         strcpy(t->missing, "queued-signal limit");
         return;
     }
-    atomic_fetch_add(&r->remaining, 1);
-    atomic_store(&r->slots[i].state, SLOT_PENDING);
-    int rc = send_census_signal(t->tid, signo, r->generation, i);
-    if (rc == 0)
-        return;
-    int expected = SLOT_PENDING;
-    if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
-                                       SLOT_ABANDONED))
-        atomic_fetch_sub(&r->remaining, 1);
     sigbudget_give();
     (*held)--;
     if (rc == -ESRCH)
@@ -945,16 +1028,22 @@ struct pass {
 };
 
 /* Takes thread i's stack: read from outside while it is blocked in the
- * kernel; a signal only when it runs.  What the signal can interrupt: a
- * thread found running (state R, and its syscall file not showing it
- * blocked) is in no blocking call, so nothing, unless it enters one in
- * the microseconds between the status read just below and the signal's
- * arrival; then that call returns EINTR (or restarts, for calls
- * SA_RESTART restarts), as with any signal.  The status read is the last
- * thing before the signal, which keeps that window to one system call
- * (bench/census "mixed" measures the rate).  `walk`: try the walk from
- * outside first (false: a helper found the thread running just now).
- * The caller's only. */
+ * kernel; a signal only when it runs, and from its census timer
+ * (arm_census_timer), so that it arrives on the thread's way back to user
+ * space and cuts no call short, whether the thread was in user code or
+ * inside a call when its status was read, or entered one since.  What it
+ * can still interrupt (measured on Linux 6.18, x86-64: no short call
+ * after 2,000 such signals to a thread looping on 16 MB getrandom calls,
+ * nor after 2,000 to one reading 16 MB of /dev/urandom, where
+ * rt_tgsigqueueinfo shortened 40 calls of 40 signals): on a kernel that sends CPU-timer
+ * signals from the tick itself (without POSIX_CPU_TIMERS_TASK_WORK: x86-64
+ * before 5.9, and architectures that do not select it), a call running
+ * at that tick, as before; and the few calls that run pending task work
+ * inside themselves (io_uring_enter waiting for completions, KVM_RUN),
+ * which return EINTR for it as for any signal.  The status read is the
+ * last thing before the timer is set.  `walk`: try the walk from outside
+ * first (false: a helper found the thread running just now).  The
+ * caller's only. */
 static void take_stack(struct pass *p, uint32_t i, bool walk)
 {
     census_thread *t = &p->c->threads[i];
@@ -985,12 +1074,17 @@ static void take_stack(struct pass *p, uint32_t i, bool walk)
         if (t->missing[0])
             break; /* stopped or exited: its state says which */
         refresh_for(t, &p->refreshed);
-        if (recheck_before_signal(p->td, t, p->signo) != 0) {
+        bool blocked;
+        if (recheck_before_signal(p->td, t, p->signo, &blocked) != 0) {
             t->tid = 0;
             return;
         }
         if (t->state == 'R' && !t->missing[0]) {
-            signal_thread(p->c, p->r, i, p->signo, &p->held, p->deadline);
+            if (blocked)
+                look_again(p->r, t, i);
+            else
+                signal_thread(p->c, p->r, i, p->signo, &p->held,
+                              p->deadline);
             return;
         }
     }
@@ -1056,19 +1150,76 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* A signalled thread that has blocked the signal since its status was read
- * (it was on its way into pthread_sigmask) will not answer before the
- * deadline: gives up on its slot now, with the reason, rather than let the
- * whole census wait out the timeout for it. */
-static void give_up_on_blockers(const struct task_dir *td, census *c,
-                                struct round *r, int signo)
+/* Thread i, signalled while it ran, sleeps in the kernel now: its timer
+ * expires only while it runs, so it is walked from outside after all, its
+ * slot taken back from the handler (PENDING -> IDLE).  Found running again
+ * by then, it is left to its timer, set afresh (the handler may have
+ * found the slot IDLE meanwhile and let that signal go). */
+static void walk_instead(struct pass *p, uint32_t i)
 {
+    struct round *r = p->r;
+    struct slot *s = &r->slots[i];
+    census_thread *t = &p->c->threads[i];
+    int expected = SLOT_PENDING;
+    if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_IDLE))
+        return; /* it answered meanwhile */
+    atomic_fetch_sub(&r->remaining, 1);
+    /* Its clock moved since the listing: the walk's first try starts from
+     * now, and the thread is not kept as still (its wait channel, read
+     * while it ran, is empty). */
+    t->cpu_ns = tid_cpu_ns(t->tid);
+    int rc = walk_blocked(p->td, t);
+    t->still = false;
+    if (rc == NOT_BLOCKED) {
+        await_slot(r, i);
+        /* Without a timer, the next look gives it one. */
+        if (!s->armed || (rc = rearm_census_timer(s)) == 0)
+            return;
+        expected = SLOT_PENDING;
+        if (atomic_compare_exchange_strong(&s->state, &expected,
+                                           SLOT_ABANDONED))
+            atomic_fetch_sub(&r->remaining, 1);
+        snprintf(t->missing, sizeof t->missing, "signal not sent: %s",
+                 strerror(-rc));
+    } else if (rc == -EAGAIN || rc == -EPROTO) {
+        strcpy(t->missing, "stack changed while read");
+    } else if (rc < 0) {
+        t->tid = 0; /* exited */
+    }
+}
+
+/* Every RECHECK_NS while the answers are awaited, each running thread
+ * that has not answered is looked at again (its status file).  One that
+ * sleeps in the kernel now is walked from outside (walk_instead).  One
+ * without a timer yet (look_again) that no longer blocks the signal gets
+ * one.  One still running with the signal blocked (it was on its way into
+ * pthread_sigmask, or keeps it blocked) will not answer before the
+ * deadline: its slot is given up on now, with the reason, rather than let
+ * the whole census wait out the timeout for it. */
+static void recheck_pending(struct pass *p)
+{
+    struct round *r = p->r;
     for (uint32_t i = 0; i < r->n; i++) {
         if (atomic_load(&r->slots[i].state) != SLOT_PENDING)
             continue;
-        census_thread *t = &c->threads[i];
-        if (recheck_before_signal(td, t, signo) != 0 || !t->missing[0])
+        census_thread *t = &p->c->threads[i];
+        bool blocked;
+        if (recheck_before_signal(p->td, t, p->signo, &blocked) != 0)
             continue;
+        if (t->state == 'S' || t->state == 'D') {
+            walk_instead(p, i);
+            continue;
+        }
+        if (!t->missing[0] && !blocked) {
+            t->seen_blocked = false;
+            if (!r->slots[i].armed)
+                signal_thread(p->c, r, i, p->signo, &p->held, p->deadline);
+            continue;
+        }
+        if (!t->missing[0] && !keeps_signal_blocked(t))
+            continue;
+        if (!t->missing[0])
+            strcpy(t->missing, "signal blocked");
         int expected = SLOT_PENDING;
         if (atomic_compare_exchange_strong(&r->slots[i].state, &expected,
                                            SLOT_ABANDONED))
@@ -1079,18 +1230,18 @@ static void give_up_on_blockers(const struct task_dir *td, census *c,
 }
 
 /* Sleeps on the futex until every slot answered or the deadline passed,
- * looking every RECHECK_NS for threads that blocked the signal meanwhile. */
-static void wait_answers(const struct task_dir *td, census *c,
-                         struct round *r, int signo, int64_t deadline)
+ * looking every RECHECK_NS at the threads yet to answer. */
+static void wait_answers(struct pass *p)
 {
-    int64_t recheck = now_ns() + RECHECK_NS;
+    struct round *r = p->r;
+    int64_t recheck = now_ns() + RECHECK_NS, deadline = p->deadline;
     for (;;) {
         unsigned left = atomic_load(&r->remaining);
         int64_t now = now_ns();
         if (left == 0 || now >= deadline)
             return;
         if (now >= recheck) {
-            give_up_on_blockers(td, c, r, signo);
+            recheck_pending(p);
             recheck = now + RECHECK_NS;
             continue;
         }
@@ -1112,26 +1263,51 @@ static bool drain_handlers(void)
     return true;
 }
 
-/* Gives back the budget units of signals answered since: a delivered
- * signal no longer holds its unit of RLIMIT_SIGPENDING, and every signal
- * sent and unanswered is a PENDING slot, counted in `remaining`. */
-static void give_back_answered(struct round *r, unsigned *held)
+/* Deletes the census timer of slot s, giving back its budget unit (a
+ * signal it sent and that is still queued is the kernel's to free). */
+static void disarm(struct slot *s, unsigned *held)
 {
-    unsigned pending = atomic_load(&r->remaining);
-    for (; *held > pending; (*held)--)
-        sigbudget_give();
+    timer_delete(s->timer);
+    s->armed = false;
+    sigbudget_give();
+    (*held)--;
 }
 
-/* A unit of the queued-signal budget for one more signal, after giving
- * back those of signals answered since, and waiting for more answers while
- * none is to be had.  False when none comes before the deadline, or no
- * signal is outstanding to free one. */
+/* Deletes the timers of the threads that answered since (or were walked
+ * from outside, or given up on): a timer holds its unit of
+ * RLIMIT_SIGPENDING until it is deleted.  How many. */
+static unsigned disarm_answered(struct round *r, unsigned *held)
+{
+    unsigned freed = 0;
+    for (uint32_t i = 0; i < r->n && *held > 0; i++)
+        if (r->slots[i].armed &&
+            atomic_load(&r->slots[i].state) != SLOT_PENDING) {
+            disarm(&r->slots[i], held);
+            freed++;
+        }
+    return freed;
+}
+
+static void disarm_all(struct round *r, unsigned *held)
+{
+    for (uint32_t i = 0; i < r->n && *held > 0; i++)
+        if (r->slots[i].armed)
+            disarm(&r->slots[i], held);
+}
+
+/* A unit of the queued-signal budget for one more timer, after deleting
+ * those of the threads that answered since when there is none, and waiting
+ * for more answers while none is to be had.  False when none comes before
+ * the deadline, or no timer is outstanding to free one.  (The slots are
+ * scanned only when the budget is short: a census within it pays
+ * nothing.) */
 static bool take_unit(struct round *r, unsigned *held, int64_t deadline)
 {
     for (;;) {
-        give_back_answered(r, held);
         if (sigbudget_take())
             break;
+        if (disarm_answered(r, held) > 0)
+            continue;
         unsigned left = atomic_load(&r->remaining);
         int64_t wait = deadline - now_ns();
         if (*held == 0 || wait <= 0)
@@ -1289,13 +1465,11 @@ static int collect_stacks(struct pass *p, long timeout_ms)
             take_stack(p, i, p->outcome[i] == WALK_AGAIN);
     }
     free(p->outcome);
-    wait_answers(p->td, c, r, p->signo, p->deadline);
+    wait_answers(p);
     abandon_pending(r);
     atomic_store(&published, NULL);
     bool drained = drain_handlers();
-    /* A signal abandoned unanswered frees its unit when delivered. */
-    for (; p->held > 0; p->held--)
-        sigbudget_give();
+    disarm_all(r, &p->held);
     gather_answers(p->td, c, r, timeout_ms);
     if (drained)
         free(r);
