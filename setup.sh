@@ -125,8 +125,8 @@ check_in() {
 #  - chains.sh: it measures complete stacks through code as users build
 #    it, and TSan instruments every function (its runtime's frames are on
 #    every stack);
-#  - check_lifecycle: fork() without exec in a threaded program, which TSan
-#    does not support in the child;
+#  - check_lifecycle, fork_storm: fork() without exec in a threaded
+#    program, which TSan does not support in the child;
 #  - http_badinput: under TSan the heap endpoints answer 501 (no allocation
 #    profiler) before any parameter is looked at;
 #  - tick_yield: cpprof does not interpose sigaction under TSan, whose
@@ -146,7 +146,7 @@ check_in() {
 tsan_skipped="test/check_heap test/check_accounting test/http_metrics.sh
   test/check_census test/check_http test/http_pprof.sh test/http_surface.sh
   test/otel_context.sh test/soak test/check_sampler test/own_threads.sh
-  test/chains.sh test/check_lifecycle test/http_badinput test/dlclose_reuse test/tick_yield
+  test/chains.sh test/check_lifecycle test/fork_storm test/http_badinput test/dlclose_reuse test/tick_yield
   test/symbolize_addr2line.sh test/small_stacks.sh"
 
 # fuzz_one NAME SECONDS: one libFuzzer target from its seed corpus, written

@@ -13,7 +13,14 @@
  * One pthread_atfork registration for all of them, because the order
  * matters: prepare takes the locks in the order the code nests them
  * (atfork.h's levels), and pthread_atfork runs the prepare handlers of
- * separate registrations in reverse order, which would invert it.  Modules
+ * separate registrations in reverse order of registration, that is in the
+ * order the constructors happened to run: heap.c's lock came before the
+ * unwinder's writer mutex, which the sampler's collector holds while it
+ * allocates, and fork deadlocked with it (issue 23).  The handlers run as
+ * cpprof's own work (collect.h): the collectors' locks are taken with
+ * collect_busy set, as everywhere else, and cpprof's waits for its own
+ * locks are not the program's contention.  One fork's handlers at a time
+ * (fork_mu), so that `prepared` and the saved guard are that fork's.  Modules
  * add their handlers on first use rather than this file calling them, so
  * that a program linking some modules statically does not drag in the
  * others (the HTTP server and its libraries with them).  A fork that races
@@ -21,16 +28,23 @@
  * the modules whose prepare it ran.
  */
 #include "atfork.h"
+#include "collect.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
-static const atfork_handlers *prepared[ATFORK_LEVELS]; /* across a fork */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static const atfork_handlers *prepared[ATFORK_LEVELS]; /* under fork_mu */
+static int busy_before; /* the forking thread's collect_busy; fork_mu */
 
 static void prepare(void)
 {
+    collect_internal_enter();
+    pthread_mutex_lock(&fork_mu);
+    busy_before = collect_busy;
+    collect_busy = 1;
     for (int i = 0; i < ATFORK_LEVELS; i++) {
         prepared[i] = atomic_load(&table[i]);
         if (prepared[i])
@@ -38,11 +52,21 @@ static void prepare(void)
     }
 }
 
+/* After the parent's or the child's handlers: the forking thread holds
+ * fork_mu in both. */
+static void finish(void)
+{
+    collect_busy = busy_before;
+    pthread_mutex_unlock(&fork_mu);
+    collect_internal_leave();
+}
+
 static void parent(void)
 {
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])
             prepared[i]->parent();
+    finish();
 }
 
 static void child(void)
@@ -50,6 +74,7 @@ static void child(void)
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])
             prepared[i]->child();
+    finish();
 }
 
 static void register_once(void)

@@ -8,20 +8,31 @@
 
 /* The modules with fork handlers, in the order their locks nest: a lock
  * of an earlier level may be held while one of a later level is taken,
- * never the other way round. */
+ * never the other way round, so prepare, taking them in this order, never
+ * waits for a lock whose holder waits for one prepare has.  Allocation
+ * reaches the collectors' spinlocks (a sampled malloc or free takes
+ * heap.c's) from anywhere, under any of the mutexes above them; the
+ * collectors take no other lock while they hold theirs.  The unwinder's
+ * writer mutex is held while it reads the maps and builds tables, which
+ * allocate: after every module that refreshes them, before the heap. */
 enum atfork_level {
-    ATFORK_HTTP,        /* http.c: server_lock */
-    ATFORK_CPU_PROFILE, /* cpu_profile.c: the window lock */
-    ATFORK_SAMPLER,     /* sampler.c: sampler_mu */
-    ATFORK_CENSUS,      /* census.c: census_mu */
-    ATFORK_REGISTRY,    /* thread.c: the intern lock, then the registry */
-    ATFORK_ACCOUNTING,  /* accounting.c: the tick table */
+    ATFORK_HTTP,          /* http.c: server_lock */
+    ATFORK_CPU_PROFILE,   /* cpu_profile.c: the window lock */
+    ATFORK_SAMPLER,       /* sampler.c: sampler_mu */
+    ATFORK_CENSUS,        /* census.c: census_mu */
+    ATFORK_REGISTRY,      /* thread.c: the intern lock, then the registry */
+    ATFORK_ACCOUNTING,    /* accounting.c: the tick table */
+    ATFORK_OTEL,          /* otel.c: the process context's lock */
+    ATFORK_UNWIND,        /* unwind.c: the tables' writer mutex */
+    ATFORK_HEAP,          /* heap.c: its spinlock */
+    ATFORK_CONTENTION,    /* contention.c: the table, then the waits */
+    ATFORK_THREADCREATE,  /* threadcreate.c: its table */
     ATFORK_LEVELS
 };
 
 /* A module's handlers: prepare takes its lock; parent releases it; child
  * drops what stayed in the parent and releases it, making only
- * async-signal-safe calls. */
+ * async-signal-safe calls.  They run with collect_busy set (collect.h). */
 typedef struct {
     void (*prepare)(void);
     void (*parent)(void);

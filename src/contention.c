@@ -38,6 +38,7 @@
 #define _GNU_SOURCE
 #include "contention.h"
 #include "accounting.h"
+#include "atfork.h"
 #include "collect.h"
 #include "config.h"
 #include "interpose.h"
@@ -416,7 +417,6 @@ int mutex_snapshot(sampleset **out)
 
 static void atfork_prepare(void)
 {
-    collect_busy = 1;
     collect_spin_lock(&table_lock);
     collect_spin_lock(&wait_lock);
 }
@@ -425,7 +425,6 @@ static void atfork_parent(void)
 {
     collect_spin_unlock(&wait_lock);
     collect_spin_unlock(&table_lock);
-    collect_busy = 0;
 }
 
 /* The child has only the forking thread: no waiter of the parent's is
@@ -440,5 +439,7 @@ static void atfork_child(void)
 
 __attribute__((constructor)) static void contention_init(void)
 {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    static const atfork_handlers on_fork = {atfork_prepare, atfork_parent,
+                                            atfork_child};
+    atfork_add(ATFORK_CONTENTION, &on_fork);
 }

@@ -67,6 +67,7 @@
 #define _GNU_SOURCE
 #include "heap.h"
 #include "accounting.h"
+#include "atfork.h"
 #include "collect.h"
 #include "unwind.h"
 #include "config.h"
@@ -1006,23 +1007,15 @@ const char *heap_declined(void)
 
 /* ---- fork --------------------------------------------------------------- */
 
-static void atfork_prepare(void)
-{
-    collect_busy = 1;
-    heap_lock();
-}
-
-static void atfork_release(void)
-{
-    heap_unlock();
-    collect_busy = 0;
-}
+/* Held across fork (atfork.h: after every mutex, under which allocation
+ * may come here), so the child finds the tables whole and the lock free. */
+static const atfork_handlers on_fork = {heap_lock, heap_unlock, heap_unlock};
 
 /* Runs after the settings are loaded: from here on allocations are
  * tracked, or the reason they never will be is known and said once. */
 __attribute__((constructor)) static void heap_init(void)
 {
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+    atfork_add(ATFORK_HEAP, &on_fork);
     cfg_freeze(CFG_HEAP_INTERPOSE);
     declined = why_not_tracking();
     if (!declined)

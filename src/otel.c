@@ -74,6 +74,7 @@
  */
 #define _GNU_SOURCE
 #include "otel.h"
+#include "atfork.h"
 #include "config.h"
 #include "labels.h"
 #include "thread.h"
@@ -613,7 +614,9 @@ static void atfork_child(void)
 
 __attribute__((constructor(102))) static void otel_load(void)
 {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    static const atfork_handlers on_fork = {atfork_prepare, atfork_parent,
+                                            atfork_child};
+    atfork_add(ATFORK_OTEL, &on_fork);
     cfg_freeze(CFG_OTEL_CONTEXT);
     if (cfg_int(CFG_OTEL_CONTEXT))
         cpprof_otel_context_enable();

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
+#include "atfork.h"
 #include "collect.h"
 #include "config.h"
 #include "interpose.h"
@@ -130,17 +131,17 @@ int threadcreate_snapshot(sampleset **out)
 
 static void atfork_prepare(void)
 {
-    collect_busy = 1;
     collect_spin_lock(&table_lock);
 }
 
 static void atfork_release(void)
 {
     collect_spin_unlock(&table_lock);
-    collect_busy = 0;
 }
 
 __attribute__((constructor)) static void threadcreate_init(void)
 {
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+    static const atfork_handlers on_fork = {atfork_prepare, atfork_release,
+                                            atfork_release};
+    atfork_add(ATFORK_THREADCREATE, &on_fork);
 }

@@ -90,6 +90,7 @@
  */
 #define _GNU_SOURCE
 #include "unwind.h"
+#include "atfork.h"
 #include "loader.h"
 #include "stacktab.h"
 #include "unwind_cfi.h"
@@ -643,7 +644,9 @@ __attribute__((constructor)) static void unwind_init(void)
 {
     /* A fork while another thread refreshes or walks must not leave the
      * child's writer lock held, or a reader counted, forever. */
-    pthread_atfork(writer_lock, writer_unlock, writer_unlock_in_child);
+    static const atfork_handlers on_fork = {writer_lock, writer_unlock,
+                                            writer_unlock_in_child};
+    atfork_add(ATFORK_UNWIND, &on_fork);
     unwind_refresh_maps();
 }
 
