@@ -159,21 +159,40 @@ static int count_lines(int fd, const char *what)
     return n;
 }
 
-int main(void)
+/* cpprof's lines go to a file, to be counted; ours to the real stderr,
+ * kept at the descriptor HTTP_EMFILE_ERR names.  cpprof writes only to the
+ * file descriptor 2 was when it loaded (warn.c), so the file must be
+ * descriptor 2 before the program starts: it runs itself again so.  Returns
+ * the real stderr, or NULL. */
+static FILE *stderr_apart(char **argv)
 {
+    const char *kept = getenv("HTTP_EMFILE_ERR");
+    if (kept != NULL)
+        return fdopen(atoi(kept), "w");
+    FILE *log = tmpfile();
+    int real = dup(2);
+    char num[16];
+    if (log == NULL || real < 0 || dup2(fileno(log), 2) < 0)
+        return NULL;
+    snprintf(num, sizeof num, "%d", real);
+    setenv("HTTP_EMFILE_ERR", num, 1);
+    execv("/proc/self/exe", argv);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    FILE *err = stderr_apart(argv);
+    if (err == NULL)
+        return 1;
+    setvbuf(err, NULL, _IONBF, 0);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < NOFILE)
         return 77;
     rl.rlim_cur = NOFILE;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 77;
-    /* cpprof's lines go to a file, to be counted; ours to the real stderr. */
-    FILE *err = fdopen(dup(2), "w");
-    FILE *log = tmpfile();
-    if (err == NULL || log == NULL || dup2(fileno(log), 2) < 0)
-        return 1;
-    setvbuf(err, NULL, _IONBF, 0);
-
     int rc = cpprof_http_start("127.0.0.1:0");
     if (rc != 0) {
         fprintf(err, "http_emfile: start: %s\n", cpprof_strerror(rc));
