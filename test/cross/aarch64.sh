@@ -97,6 +97,18 @@ left_out=(
   "dlclose_reuse: not wired; loads its plugins from test/.libs and runs google/pprof's parser (test/gocheck, a host program) on its profile"
   "symbolize_addr2line.sh: not wired; builds its generated programs with the host's gcc and compares with the host's addr2line"
   "configure_deps.sh: checks the build system, not the target"
+  "docs_links.sh: checks the source tree, not the target"
+  "signal_safe.sh: checks the source tree (gcc's call graph), not the target"
+  "small_stacks.sh: not wired (starts test/small_stacks)"
+  "setuid_env.sh: not wired (starts setuid copies of test/setuid_prog)"
+  "daemon_stderr.sh: not wired (preloads the library into test/daemon_stderr)"
+  "http_names.sh: not wired (starts test/hostile_names)"
+  "browser_framing.sh: not wired; needs chromium"
+  "fork_storm: not wired yet: new with the fork lock order, not yet built for qemu or tried there"
+  "altstack_walk: not wired yet: sizes qemu's signal frames, not an arm64 kernel's; not yet tried there"
+  "clone_labels: not wired yet: raw clone(2) threads, not yet tried under qemu"
+  "http_slowloris: not wired yet: new with the header bound, not yet built for qemu or tried there"
+  "http_emfile: not wired yet: new with the server's own accept, not yet built for qemu or tried there"
   "install_consumers.sh: checks the build system, not the target"
 )
 
