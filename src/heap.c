@@ -150,7 +150,9 @@ static atomic_int next_state = NEXT_UNKNOWN;
  * shadow memory exists, when our checked accesses would fault, every call
  * only forwards. */
 static atomic_bool tracking;
-static const char *declined;
+/* Atomic: a server started from the environment (an earlier constructor)
+ * may answer its index while this constructor sets it. */
+static const char *_Atomic declined;
 
 /* ---- Bootstrap arena ---------------------------------------------------- */
 
@@ -1002,7 +1004,7 @@ static const char *why_not_tracking(void)
 
 const char *heap_declined(void)
 {
-    return declined;
+    return atomic_load(&declined);
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -1017,14 +1019,15 @@ __attribute__((constructor)) static void heap_init(void)
 {
     atfork_add(ATFORK_HEAP, &on_fork);
     cfg_freeze(CFG_HEAP_INTERPOSE);
-    declined = why_not_tracking();
-    if (!declined)
+    const char *why = why_not_tracking();
+    atomic_store(&declined, why);
+    if (!why)
         atomic_store(&tracking, true);
 #ifndef CPPROF_SANITIZER_INTERCEPTS
     /* (Not in a sanitized build, whose runtime always comes first: there
      * every program linked with libcpprof.so declines, as expected, and
      * the endpoints still say why.) */
     else
-        warn_stderr("cpprof: no heap profile: %s\n", declined);
+        warn_stderr("cpprof: no heap profile: %s\n", why);
 #endif
 }
