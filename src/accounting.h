@@ -23,7 +23,7 @@
 #ifndef CPPROF_ACCOUNTING_H
 #define CPPROF_ACCOUNTING_H
 
-#include "collect.h"
+#include "own.h"
 #include "cpprof.h"
 #include <stdatomic.h>
 #include <stddef.h>
@@ -112,12 +112,12 @@ static inline int64_t acct_ticks_to_ns(uint64_t ticks)
 }
 
 /* heap.c: an allocation of n bytes at p (NULL: it failed, not counted).
- * The profilers' own allocations (collect_busy) are not the set's. */
+ * The profilers' own allocations (own_busy) are not the set's. */
 static inline void accounting_alloc(const void *p, size_t n)
 {
     if (__builtin_expect(
             atomic_load_explicit(&accounting_on, memory_order_relaxed), 0) &&
-        p && !collect_busy) {
+        p && !own_busy) {
         acct_self.bytes += n;
         acct_self.objects++;
     }

@@ -18,7 +18,7 @@
  * unwinder's writer mutex, which the sampler's collector holds while it
  * allocates, and fork deadlocked with it (issue 23).  The handlers run as
  * cpprof's own work (collect.h): the collectors' locks are taken with
- * collect_busy set, as everywhere else, and cpprof's waits for its own
+ * own_busy set, as everywhere else, and cpprof's waits for its own
  * locks are not the program's contention.  One fork's handlers at a time
  * (fork_mu), so that `prepared` and the saved guard are that fork's.  Modules
  * add their handlers on first use rather than this file calling them, so
@@ -28,7 +28,7 @@
  * the modules whose prepare it ran.
  */
 #include "atfork.h"
-#include "collect.h"
+#include "own.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,14 +37,14 @@
 static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
 static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
 static const atfork_handlers *prepared[ATFORK_LEVELS]; /* under fork_mu */
-static int busy_before; /* the forking thread's collect_busy; fork_mu */
+static int busy_before; /* the forking thread's own_busy; fork_mu */
 
 static void prepare(void)
 {
-    collect_internal_enter();
+    own_work_enter();
     pthread_mutex_lock(&fork_mu);
-    busy_before = collect_busy;
-    collect_busy = 1;
+    busy_before = own_busy;
+    own_busy = 1;
     for (int i = 0; i < ATFORK_LEVELS; i++) {
         prepared[i] = atomic_load(&table[i]);
         if (prepared[i])
@@ -56,9 +56,9 @@ static void prepare(void)
  * fork_mu in both. */
 static void finish(void)
 {
-    collect_busy = busy_before;
+    own_busy = busy_before;
     pthread_mutex_unlock(&fork_mu);
-    collect_internal_leave();
+    own_work_leave();
 }
 
 static void parent(void)

@@ -32,7 +32,7 @@ enum atfork_level {
 
 /* A module's handlers: prepare takes its lock; parent releases it; child
  * drops what stayed in the parent and releases it, making only
- * async-signal-safe calls.  They run with collect_busy set (collect.h). */
+ * async-signal-safe calls.  They run with own_busy set (own.h). */
 typedef struct {
     void (*prepare)(void);
     void (*parent)(void);

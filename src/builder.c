@@ -24,7 +24,7 @@
  * never as the function that is at that address now.
  */
 #include "builder.h"
-#include "collect.h"
+#include "own.h"
 
 #include "labels.h"
 #include "profile.pb-c.h"
@@ -959,7 +959,7 @@ int builder_gzip(const unsigned char *in, size_t len,
 int builder_encode(builder *b, unsigned char **out, size_t *len)
 {
     struct message_arrays a = {0};
-    collect_internal_enter(); /* the encoding's memory is cpprof's */
+    own_work_enter(); /* the encoding's memory is cpprof's */
     int rc = symbolize_all(b, &a.maps, &a.nmaps);
     if (rc == 0)
         rc = make_arrays(b, &a);
@@ -977,6 +977,6 @@ int builder_encode(builder *b, unsigned char **out, size_t *len)
         }
     }
     free_arrays(&a);
-    collect_internal_leave();
+    own_work_leave();
     return rc;
 }

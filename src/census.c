@@ -117,6 +117,7 @@
 #include "atfork.h"
 #include "census_crew.h"
 #include "collect.h"
+#include "own.h"
 #include "config.h"
 #include "interpose.h"
 #include "sigbudget.h"
@@ -875,10 +876,10 @@ static void remember_mapped(const census *c)
  * stack from here (return addresses only), without a signal. */
 static __attribute__((noinline)) void walk_self(census_thread *t)
 {
-    int busy = collect_busy;
-    collect_busy = 1;
+    int busy = own_busy;
+    own_busy = 1;
     t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags, NULL);
-    collect_busy = busy;
+    own_busy = busy;
     COLLECT_NO_TAIL_CALL();
 }
 

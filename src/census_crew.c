@@ -29,7 +29,7 @@
  * helper's idle wait is not the program's.
  *
  * The helpers are cpprof's own threads (thread.c): started inside
- * collect_internal, so threadcreate does not count them and heap.c keeps
+ * own_work, so threadcreate does not count them and heap.c keeps
  * what they allocate out of the program's profiles, named "cpprof-census"
  * and labelled pprof_internal=census, so that a census or CPU profile
  * names them and -tagignore leaves them out.  After fork() the child has
@@ -39,7 +39,7 @@
  */
 #define _GNU_SOURCE
 #include "census_crew.h"
-#include "collect.h"
+#include "own.h"
 #include "thread.h"
 
 #include <limits.h>
@@ -176,7 +176,7 @@ static void start_helpers(void)
         unsigned cpus = cpus_allowed();
         readers = cpus > CREW_MAX_HELPERS ? CREW_MAX_HELPERS + 1 : cpus;
     }
-    collect_internal_enter(); /* the helpers are cpprof's own */
+    own_work_enter(); /* the helpers are cpprof's own */
     crew.start_seq = atomic_load(&crew.seq);
     unsigned n = atomic_load(&crew.helpers);
     while (n + 1 < readers &&
@@ -185,7 +185,7 @@ static void start_helpers(void)
         wait_started(n);
         atomic_store(&crew.helpers, ++n);
     }
-    collect_internal_leave();
+    own_work_leave();
 }
 
 void census_crew_begin(struct census_crew_run *run, size_t first,

@@ -1,5 +1,5 @@
 /*
- * collect.c -- the recursion guard, stack walk and randomness that the
+ * collect.c -- the stack walk, locks and randomness that the
  * allocation, contention and thread-creation collectors share.
  *
  * The stack walk is the CPU sampler's walker (unwind.c), started from
@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "collect.h"
 #include "interpose.h"
+#include "own.h"
 #include "stacktab.h"
 #include "unwind.h"
 
@@ -25,19 +26,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
-
-__thread int collect_busy __attribute__((tls_model("initial-exec")));
-__thread int collect_internal __attribute__((tls_model("initial-exec")));
-
-void collect_internal_enter(void)
-{
-    collect_internal++;
-}
-
-void collect_internal_leave(void)
-{
-    collect_internal--;
-}
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread bool stack_learnt TLS_IE;
@@ -56,12 +44,12 @@ __attribute__((visibility("default"))) int
 pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
 {
     static void *next;
-    collect_busy++; /* before dlsym, which may allocate */
+    own_busy++; /* before dlsym, which may allocate */
     int (*real)(pthread_t, pthread_attr_t *) =
         (int (*)(pthread_t, pthread_attr_t *))interpose_next(
             &next, "pthread_getattr_np");
     int rc = real ? real(thread, attr) : ENOSYS;
-    collect_busy--;
+    own_busy--;
     return rc;
 }
 #endif

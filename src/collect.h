@@ -3,7 +3,7 @@
  * profiler (heap.c), the contention profiler (contention.c) and the
  * thread-creation profiler (threadcreate.c) all run inside functions the
  * application calls (malloc, pthread_mutex_lock, pthread_create), so they
- * need the same three things: a per-thread guard against recursion, a stack
+ * need the same two things (with own.h's recursion guard): a stack
  * walk that starts from an ordinary call rather than a signal context, and
  * cheap per-thread randomness for sampling.
  */
@@ -14,23 +14,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Non-zero while this thread runs collector code.  Anything a collector
- * calls that comes back into an interposed function (its own malloc, a lock
- * taken by pthread_getattr_np) sees it and passes straight through, and so
- * does an application signal handler that interrupts a collector.  Every
- * collector lock is held only with the guard set, so a thread can never
- * wait for a collector lock it already holds. */
-extern __thread int collect_busy __attribute__((tls_model("initial-exec")));
-
-/* Depth of cpprof's own work on this thread (symbolizing, building a
- * profile, serving HTTP), from collect_internal_enter to _leave (they
- * nest): what it allocates is cpprof's, kept out of the heap and allocs
- * profiles and counted apart (heap_internal_stats).  A thread created
- * inside such work is cpprof's own and inside it for life (thread.c). */
-extern __thread int collect_internal __attribute__((tls_model("initial-exec")));
-void collect_internal_enter(void);
-void collect_internal_leave(void);
 
 /* Walks the calling thread's stack (unwind.h: CFI, frame pointers where
  * there is none) and stores return
@@ -43,7 +26,7 @@ void collect_internal_leave(void);
  * (unwind_keep_gone_for_stacks); NULL for a stack used once.
  * The thread's stack bounds are learnt once (pthread_getattr_np) so that
  * the walk reads its own stack directly and nothing else without a
- * fault-proof read.  Call with collect_busy set. */
+ * fault-proof read.  Call with own_busy set. */
 size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
                      unsigned *flags, uint64_t *gen);
 
@@ -52,7 +35,7 @@ size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
 #define COLLECT_NO_TAIL_CALL() __asm__ volatile("")
 
 /* The collectors' locks: spinlocks that yield, taken only with
- * collect_busy set (so never by a thread that already holds one through a
+ * own_busy set (so never by a thread that already holds one through a
  * re-entered interposer) and held for a few table operations. */
 void collect_spin_lock(atomic_flag *lock);
 void collect_spin_unlock(atomic_flag *lock);

@@ -40,6 +40,7 @@
 #include "accounting.h"
 #include "atfork.h"
 #include "collect.h"
+#include "own.h"
 #include "config.h"
 #include "interpose.h"
 #include "stacktab.h"
@@ -125,13 +126,13 @@ static struct wait_slot waits[WAIT_SLOTS];
 static atomic_long sampled_waiters; /* sum of n: unlock's quick test */
 
 /* Whether the calling thread runs cpprof's code: a collector (which must
- * not come back in), or cpprof's own work (collect_internal), whose waits
+ * not come back in), or cpprof's own work (own_work), whose waits
  * for work (a window thread's for the next request was the longest wait
  * in the block profile) and locks are the profiler's, not the
  * program's. */
 static inline bool cpprofs_own(void)
 {
-    return collect_busy || collect_internal;
+    return own_busy || own_work;
 }
 
 static inline bool profiling_off(void)
@@ -140,7 +141,7 @@ static inline bool profiling_off(void)
                              cfg_int(CFG_MUTEX_PROFILE_FRACTION) <= 0);
 }
 
-/* ---- Recording (with collect_busy set) -------------------------------- */
+/* ---- Recording (with own_busy set) -------------------------------- */
 
 static void record(stacktab **tab, const uintptr_t *pcs, size_t depth,
                    unsigned flags, uint64_t gen, int64_t count_milli,
@@ -233,7 +234,7 @@ static int64_t take_charge(const pthread_mutex_t *m)
 
 static __attribute__((noinline)) void charge_unlocker(const pthread_mutex_t *m)
 {
-    collect_busy = 1;
+    own_busy = 1;
     int64_t delay = take_charge(m);
     long fraction = cfg_int(CFG_MUTEX_PROFILE_FRACTION);
     if (delay > 0 && fraction > 0) {
@@ -244,7 +245,7 @@ static __attribute__((noinline)) void charge_unlocker(const pthread_mutex_t *m)
         record(&mutex_tab, pcs, depth, flags, gen, 1000 * fraction,
                delay * fraction);
     }
-    collect_busy = 0;
+    own_busy = 0;
 }
 
 /* ---- Contended paths ------------------------------------------------------ */
@@ -260,14 +261,14 @@ static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
                                                 bool is_lock)
 {
     long fraction = cfg_int(CFG_MUTEX_PROFILE_FRACTION);
-    collect_busy = 1;
+    own_busy = 1;
     bool sampled = mutex && fraction > 0 &&
                    collect_rand() % (uint64_t)fraction == 0;
     int64_t t0 = collect_now_ns();
     sampled = sampled && waiter_join(mutex, t0);
-    collect_busy = 0;
+    own_busy = 0;
     int rc = lock(l);
-    collect_busy = 1;
+    own_busy = 1;
     int64_t t1 = collect_now_ns();
     if (sampled)
         waiter_leave(mutex, t0);
@@ -275,7 +276,7 @@ static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
         block_event(t1 - t0);
     if (rc == 0 && is_lock)
         accounting_lock_wait(t1 - t0);
-    collect_busy = 0;
+    own_busy = 0;
     return rc;
 }
 

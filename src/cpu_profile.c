@@ -19,7 +19,7 @@
  * "Generations"), so that samples in a plugin dlclosed meanwhile are
  * shown in that plugin, never in whatever was loaded at its address.
  */
-#include "collect.h"
+#include "own.h"
 #include "atfork.h"
 #include "builder.h"
 #include "config.h"
@@ -74,14 +74,14 @@ int cpprof_cpu_profile_start(void)
     atfork_add(ATFORK_CPU_PROFILE, &on_fork);
     long hz = cfg_int(CFG_CPU_HZ);
     pthread_mutex_lock(&window_mu);
-    collect_internal_enter(); /* the collector thread is cpprof's own */
+    own_work_enter(); /* the collector thread is cpprof's own */
     uint64_t gen = unwind_pin_generation();
     int rc = sampler_start(hz, (int)cfg_int(CFG_CPU_SIGNAL));
     if (rc == CPPROF_ESIGTAKEN)
         say_signal_taken((int)cfg_int(CFG_CPU_SIGNAL));
     if (rc != 0)
         unwind_unpin_generation(gen);
-    collect_internal_leave();
+    own_work_leave();
     if (rc == 0) {
         window_gen = gen;
         window_hz = hz;
@@ -160,7 +160,7 @@ static int stop_window(struct window *w)
     return rc;
 }
 
-/* With collect_internal set: what the window kept goes. */
+/* With own_work set: what the window kept goes. */
 static void release_window(struct window *w)
 {
     stacktab_free(w->r.samples);
@@ -175,10 +175,10 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
     int rc = stop_window(&w);
     if (rc != 0)
         return rc;
-    collect_internal_enter();
+    own_work_enter();
     rc = build_profile(&w.r, w.hz, w.start_ns, w.duration_ns, buf, len);
     release_window(&w);
-    collect_internal_leave();
+    own_work_leave();
     return rc;
 }
 
@@ -188,9 +188,9 @@ int cpu_profile_discard(void)
     int rc = stop_window(&w);
     if (rc != 0)
         return rc;
-    collect_internal_enter();
+    own_work_enter();
     release_window(&w);
-    collect_internal_leave();
+    own_work_leave();
     return 0;
 }
 

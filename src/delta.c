@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "delta.h"
 #include "collect.h"
+#include "own.h"
 #include "labels.h"
 #include "stacktab.h"
 #include "symbolize.h"
@@ -207,12 +208,12 @@ int sampleset_copy_locked(stacktab *const *tab, size_t nvalues,
     if (!s)
         return -ENOMEM;
     int rc = 0;
-    collect_busy = 1;
+    own_busy = 1;
     collect_spin_lock(lock);
     if (*tab)
         rc = sampleset_add_stacktab(s, *tab);
     collect_spin_unlock(lock);
-    collect_busy = 0;
+    own_busy = 0;
     if (rc != 0) {
         sampleset_free(s);
         return rc;

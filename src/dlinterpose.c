@@ -40,7 +40,7 @@
  * does not).
  */
 #define _GNU_SOURCE
-#include "collect.h"
+#include "own.h"
 #include "interpose.h"
 #include "sampler.h"
 #include "unwind.h"
@@ -62,14 +62,14 @@ EXPORT int dlclose(void *handle)
     dlclose_fn *next = (dlclose_fn *)interpose_next(&next_dlclose, "dlclose");
     if (!next)
         return -1; /* no loader to forward to: nothing was unloaded */
-    collect_internal_enter(); /* the tables' memory is cpprof's */
+    own_work_enter(); /* the tables' memory is cpprof's */
     sampler_before_unload();
-    collect_internal_leave();
+    own_work_leave();
     int rc = next(handle);
     if (unwind_keeping_gone()) {
-        collect_internal_enter();
+        own_work_enter();
         unwind_refresh_if_loaded();
-        collect_internal_leave();
+        own_work_leave();
     }
     return rc;
 }

@@ -17,7 +17,7 @@
  * realloc, which would move a sampled block behind our back.
  *
  * cpprof's own allocations (libdw's DWARF, profile building, the HTTP
- * server: whatever runs between collect_internal_enter and _leave, and on the
+ * server: whatever runs between own_work_enter and _leave, and on the
  * threads cpprof creates for itself) are sampled into buckets of their
  * own, with no stack, that the heap profile leaves out and
  * heap_internal_stats sums: the program's profile shows the program.
@@ -52,9 +52,9 @@
  * (then kept for the next sample).
  *
  * Never recursing, never deadlocking: all state is behind one spinlock,
- * held only with collect_busy set.  Allocation by the profiler itself (the
+ * held only with own_busy set.  Allocation by the profiler itself (the
  * stack walk, the snapshot) and by an application signal handler that
- * interrupts the profiler on the same thread see collect_busy and pass
+ * interrupts the profiler on the same thread see own_busy and pass
  * straight through (a free that must be forgotten then is counted in
  * heap_get_stats, and its record is dropped when the address is reused).
  * The profiler's own state (chain heads, buckets, live records, the
@@ -69,6 +69,7 @@
 #include "accounting.h"
 #include "atfork.h"
 #include "collect.h"
+#include "own.h"
 #include "unwind.h"
 #include "config.h"
 #include "stacktab.h"
@@ -476,7 +477,7 @@ static void filter_adjust(size_t slot, int by)
  * buckets from glibc aborted 3 of 3 runs once stacks were walked by CFI;
  * live records from it, "corrupted double-linked list" or "malloc
  * assertion failure in sysmalloc", 8 of 80 runs of the merged build).  The
- * main thread's own record frees (settle) ran outside collect_busy, so a
+ * main thread's own record frees (settle) ran outside own_busy, so a
  * handler's record could take the same glibc bin mid-update; and records
  * interleaved with the program's blocks sent its frees through the bins.
  * It keeps the profiler's memory out of the program's heap, too. */
@@ -620,7 +621,7 @@ static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
  * stack walk drops exactly this frame and the interposer's. */
 static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
 {
-    if (collect_busy) {
+    if (own_busy) {
         /* Not the application's allocation to sample, or one made by a
          * handler interrupting the profiler: uncharged, so the thread's
          * interrupted countdown goes on as if it had not happened. */
@@ -629,7 +630,7 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
             atomic_fetch_add(&skipped_allocs, 1);
         return;
     }
-    collect_busy = 1;
+    own_busy = 1;
     /* Declined (or not yet decided): as if sampling were off. */
     long rate = atomic_load_explicit(&tracking, memory_order_relaxed)
                     ? cfg_int(CFG_MEM_PROFILE_RATE)
@@ -655,7 +656,7 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
             /* cpprof's own: sampled like the program's, so that its
              * in-use figure is estimated the same way, but kept with no
              * stack, out of the program's profile. */
-            size_t depth = collect_internal ? 0
+            size_t depth = own_work ? 0
                                     : collect_stack(2, pcs, STACK_MAX_FRAMES,
                                                     &flags, &gen);
             record_alloc(p, n, pcs, depth, flags, gen);
@@ -663,7 +664,7 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
         if (due)
             countdown = next_interval(rate);
     }
-    collect_busy = 0;
+    own_busy = 0;
 }
 
 /* Every allocation the application makes passes here: accounting's exact
@@ -690,15 +691,15 @@ static inline __attribute__((always_inline)) void *track(void *p, size_t n)
  * this thread and cannot look). */
 static __attribute__((noinline)) struct live *detach(const void *p)
 {
-    if (collect_busy) {
+    if (own_busy) {
         atomic_fetch_add(&skipped_frees, 1);
         return NULL;
     }
-    collect_busy = 1;
+    own_busy = 1;
     heap_lock();
     struct live *l = live_heads ? live_unlink(p) : NULL;
     heap_unlock();
-    collect_busy = 0;
+    own_busy = 0;
     return l;
 }
 
@@ -706,7 +707,7 @@ static __attribute__((noinline)) struct live *detach(const void *p)
  * is still there and the record goes back. */
 static void settle(struct live *l, bool still_there)
 {
-    collect_busy = 1;
+    own_busy = 1;
     heap_lock();
     if (still_there) {
         live_link(l);
@@ -715,7 +716,7 @@ static void settle(struct live *l, bool still_there)
         live_recycle(l);
     }
     heap_unlock();
-    collect_busy = 0;
+    own_busy = 0;
 }
 
 /* ---- The interposed allocator ------------------------------------------ */
@@ -882,7 +883,7 @@ int heap_snapshot(sampleset **out)
     if (!s)
         return -ENOMEM;
     int rc = 0;
-    collect_busy = 1;
+    own_busy = 1;
     heap_lock();
     for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS) && rc == 0; i++)
         for (struct bucket *b = bucket_heads[i]; b && rc == 0; b = b->next) {
@@ -895,7 +896,7 @@ int heap_snapshot(sampleset **out)
                                size, v);
         }
     heap_unlock();
-    collect_busy = 0;
+    own_busy = 0;
     if (rc != 0) {
         sampleset_free(s);
         return rc;
@@ -908,7 +909,7 @@ void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes)
 {
     long rate = cfg_int(CFG_MEM_PROFILE_RATE);
     *inuse_bytes = *alloc_bytes = 0;
-    collect_busy = 1;
+    own_busy = 1;
     heap_lock();
     for (size_t i = 0; bucket_heads && i < (1u << BUCKET_BITS); i++)
         for (struct bucket *b = bucket_heads[i]; b; b = b->next) {
@@ -923,7 +924,7 @@ void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes)
             *alloc_bytes += bytes;
         }
     heap_unlock();
-    collect_busy = 0;
+    own_busy = 0;
 }
 
 void heap_get_stats(heap_stats *out)

@@ -43,7 +43,7 @@ const char *heap_declined(void);
 void *heap_real_calloc(size_t n, size_t size);
 void heap_real_free(void *p);
 
-/* cpprof's own allocations (made inside collect_internal_enter/leave), estimated from their samples as the heap
+/* cpprof's own allocations (made inside own_work_enter/leave), estimated from their samples as the heap
  * profile's figures are: bytes in use now, and allocated since start. */
 void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes);
 

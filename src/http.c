@@ -23,7 +23,7 @@
  * test binding port 0 can learn the port it got (http_port()).
  */
 #define _GNU_SOURCE /* POLLRDHUP, vasprintf */
-#include "collect.h"
+#include "own.h"
 #include "http.h"
 #include "symbolize.h"
 
@@ -51,7 +51,6 @@
 
 #include "addr.h"
 #include "atfork.h"
-#include "collect.h"
 #include "config.h"
 #include "cpprof.h"
 #include "thread.h"
@@ -262,10 +261,10 @@ int http_own_cpu(double *seconds, size_t *threads)
  * the caller allocates meanwhile to another set's accounting.) */
 static int as_internal(int (*start)(void *), void *arg)
 {
-    int busy = collect_busy;
-    collect_busy = 1;
+    int busy = own_busy;
+    own_busy = 1;
     int rc = start(arg);
-    collect_busy = busy;
+    own_busy = busy;
     return rc;
 }
 
@@ -1457,9 +1456,9 @@ static int start(const char *addr, bool one_thread)
     pthread_mutex_lock(&server_lock);
     /* libmicrohttpd's threads, created now, are cpprof's own for life:
      * what they allocate is not the program's (collect.h). */
-    collect_internal_enter();
+    own_work_enter();
     rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr, one_thread);
-    collect_internal_leave();
+    own_work_leave();
     pthread_mutex_unlock(&server_lock);
     return rc;
 }

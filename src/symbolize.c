@@ -55,7 +55,7 @@
  */
 #define _GNU_SOURCE
 #include "symbolize.h"
-#include "collect.h"
+#include "own.h"
 #include "config.h"
 #include "loader.h"
 #include "symbolize_debuginfo.h"
@@ -1011,9 +1011,9 @@ void symbolize_release_if_idle(void)
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (S.maps_known &&
         now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
-        collect_internal_enter(); /* frees what the internal scope took */
+        own_work_enter(); /* frees what the internal scope took */
         release_all();
-        collect_internal_leave();
+        own_work_leave();
     }
     pthread_mutex_unlock(&S.lock);
 }
@@ -1025,7 +1025,7 @@ size_t symbolize_own_bytes(void)
 
 void symbolize_begin(void)
 {
-    collect_internal_enter(); /* libdw's memory is cpprof's, not the program's */
+    own_work_enter(); /* libdw's memory is cpprof's, not the program's */
     pthread_mutex_lock(&S.lock);
     bound_cache();
     /* No dlopen or dlclose since the last look: the modules are those. */
@@ -1058,7 +1058,7 @@ void symbolize_end(void)
     atomic_store(&own_bytes,
                  S.cache_bytes + tables_bytes() + symdi_kept_bytes());
     pthread_mutex_unlock(&S.lock);
-    collect_internal_leave();
+    own_work_leave();
 }
 
 size_t symbolize_mapping_count(void)

@@ -24,7 +24,7 @@
 #define _GNU_SOURCE
 #include "thread.h"
 #include "accounting.h"
-#include "collect.h"
+#include "own.h"
 #include "config.h"
 #include "heap.h"
 #include "atfork.h"
@@ -292,7 +292,7 @@ struct thread_start {
 struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
     struct thread_start *t = heap_real_calloc(1, sizeof *t);
-    bool internal = collect_internal;
+    bool internal = own_work;
     if (t)
         *t = (struct thread_start){
             start, arg, internal ? NULL : labelset_hold(thread_current_labels()), internal};
@@ -311,7 +311,7 @@ void *thread_start_run(void *p)
     struct thread_start t = *(struct thread_start *)p;
     heap_real_free(p);
     if (t.internal)
-        collect_internal_enter(); /* never left: the thread is cpprof's */
+        own_work_enter(); /* never left: the thread is cpprof's */
     if (t.labels) {
         struct thread_entry *e = self_entry();
         if (e)

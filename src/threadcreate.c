@@ -14,7 +14,7 @@
  * goroutine starts with its creator's (setting inherit_labels): the
  * thread's function is wrapped in thread.c's thread_start_run, which
  * applies them first.  A thread created inside cpprof's own work
- * (collect_internal: the HTTP server's, the CPU sampler's collector) is
+ * (own_work: the HTTP server's, the CPU sampler's collector) is
  * wrapped too, to be cpprof's for life and take no labels, and is not
  * counted: threadcreate shows the program's threads.  It is created with
  * every signal blocked but cpprof's own and faults, so that a signal sent
@@ -29,6 +29,7 @@
 #include "threadcreate.h"
 #include "atfork.h"
 #include "collect.h"
+#include "own.h"
 #include "config.h"
 #include "interpose.h"
 #include "sampler.h"
@@ -55,7 +56,7 @@ static __attribute__((noinline)) void record_creation(void)
     unsigned flags;
     uint64_t gen;
     int64_t one = 1;
-    collect_busy = 1;
+    own_busy = 1;
     /* Drops this function and pthread_create: the leaf is its caller. */
     size_t depth = collect_stack(2, pcs, STACK_MAX_FRAMES, &flags, &gen);
     collect_spin_lock(&table_lock);
@@ -64,7 +65,7 @@ static __attribute__((noinline)) void record_creation(void)
     if (created)
         stacktab_add(created, pcs, depth, flags, gen, NULL, &one);
     collect_spin_unlock(&table_lock);
-    collect_busy = 0;
+    own_busy = 0;
 }
 
 /* Whether a new thread's function may be wrapped.  Under TSan the wrapper
@@ -101,7 +102,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         return EAGAIN;
     struct thread_start *inherit = NULL;
     if (start != thread_start_run && may_wrap(real) &&
-        (collect_internal || sampler_running() ||
+        (own_work || sampler_running() ||
          (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
         if (!(inherit = thread_start_new(start, arg)))
             return EAGAIN;
@@ -111,7 +112,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     /* cpprof's own thread starts without the program's signals and
      * real-time policy (thread.h). */
     struct own_creation own;
-    bool is_own = collect_internal;
+    bool is_own = own_work;
     if (is_own)
         attr = thread_own_creation_begin(&own, attr);
     int rc = real(thread, attr, start, arg);
@@ -119,7 +120,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         thread_own_creation_end(&own);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
-    if (rc == 0 && !collect_busy && !collect_internal)
+    if (rc == 0 && !own_busy && !own_work)
         record_creation();
     return rc;
 }
