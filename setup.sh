@@ -5,11 +5,11 @@
 #   ./setup.sh demo    install what is missing, build, run the job runner
 #                      serving /debug/pprof/ and show a labelled profile
 #   ./setup.sh test    install what is missing, build, run every test; then
-#                      (issue 8) `make check` again under ASan+UBSan
+#                      `make check` again under ASan+UBSan
 #                      (./build-asan) and under TSan (./build-tsan), and
 #                      each libFuzzer target for FUZZ_SECONDS (default 30)
 #                      (./build-fuzz, clang); SANITIZERS=0 skips those;
-#                      and (issue 16) a cross build for arm64 whose tests
+#                      and a cross build for arm64 whose tests
 #                      run under qemu-user (./build-aarch64,
 #                      test/cross/aarch64.sh); AARCH64=0 skips it
 #
@@ -208,7 +208,7 @@ run_fuzzers() {
   return $rc
 }
 
-# README's quick start and install commands as written (issue 16), after
+# README's quick start and install commands as written, after
 # make check in ./build: the quick start's demo uses that build itself.
 run_readme_commands() {
   local log=build/test/readme_commands.log result=PASS

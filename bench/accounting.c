@@ -1,6 +1,6 @@
 /*
  * bench/accounting -- what per-label-set accounting adds to the two paths
- * it sits on, printed as figures (issue 7's goals):
+ * it sits on, printed as figures (against its goals):
  *
  *   malloc+free pair, accounting off and on, ns   (goal: at most 2 ns added)
  *   scoped apply (cpprof_do, prebuilt set), off and on, ns

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attribution.sh -- how truthful is a labelled CPU profile?  (issue 3)
+# attribution.sh -- how truthful is a labelled CPU profile? 
 #
 # Runs the demo with --addr, fetches a 10-second profile over HTTP and
 # compares, with figures printed:

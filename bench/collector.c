@@ -1,6 +1,6 @@
 /*
  * collector.c -- what the CPU sampler's collector thread costs while a
- * profile runs over a process of idle threads (issue 17: the collector
+ * profile runs over a process of idle threads (the collector
  * used to list /proc/self/task 50 times a second).
  *
  * THREADS threads (default 100) park in pthread_cond_wait; a CPU profile

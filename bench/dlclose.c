@@ -1,6 +1,6 @@
 /*
- * dlclose.c -- what cpprof adds to a program's dlopen+dlclose (issue 18
- * item 9: dlclose is interposed, and while a CPU profile runs it re-reads
+ * dlclose.c -- what cpprof adds to a program's dlopen+dlclose
+ * (dlclose is interposed, and while a CPU profile runs it re-reads
  * the mappings once the loader unmapped something, so that samples stay
  * with the plugin they were taken in).
  *

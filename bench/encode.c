@@ -1,6 +1,6 @@
 /*
  * bench/encode -- profile size and encode time by number of distinct
- * stacks (issue 8's report): N samples, each a different 8-frame stack,
+ * stacks: N samples, each a different 8-frame stack,
  * through the profile builder (symbolization of every location included,
  * as in a real profile), encoded to gzip'd profile.proto.
  *

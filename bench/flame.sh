@@ -1,5 +1,5 @@
 #!/bin/sh
-# flame.sh -- the index page's flame graph on large profiles (issue 14's
+# flame.sh -- the index page's flame graph on large profiles (the
 # goal: 100,000 distinct stacks drawn in under a second in Chromium on
 # this machine), and the JSON form's size against the proto's.
 #

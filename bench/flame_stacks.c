@@ -1,7 +1,7 @@
 /*
  * bench/flame_stacks -- a program whose allocs profile has exactly N
  * distinct stacks, served on /debug/pprof/, for bench/flame.sh to time the
- * index page's flame graph on (issue 14: 100,000 stacks drawn in under a
+ * index page's flame graph on (the goal: 100,000 stacks drawn in under a
  * second).
  *
  * Allocation i walks a path of D = ceil(log2 N) calls, each through step0

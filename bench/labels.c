@@ -5,7 +5,7 @@
  *   building a two-label set (cpprof_labels + release), ns
  *   allocations per scoped apply
  *
- * Goal (issue 2): at most 30 ns and 0 allocations per scoped apply.  For
+ * Goal: at most 30 ns and 0 allocations per scoped apply.  For
  * scale, Go's pprof.Do takes about 300 ns and 4 allocations.  Allocations
  * are counted exactly: this program defines malloc and friends itself, so
  * every allocation in the process (libcpprof's included) passes through the

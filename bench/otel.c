@@ -5,7 +5,7 @@
  *   with the context off, then on (cpprof_otel_context_enable), and the
  *   difference
  *
- * Goal (issue 9): at most 5 ns added per scoped apply with the context on;
+ * Goal: at most 5 ns added per scoped apply with the context on;
  * off must cost nothing measurable (compare "off" with bench/labels).
  * The context cannot be switched off again, so the two are compared in
  * child processes, round by round (bench.h).

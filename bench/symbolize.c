@@ -1,6 +1,6 @@
 /*
- * bench/symbolize -- in-process symbolization against the offline tools
- * (issue 19): CPU time and memory to symbolize N distinct addresses of a
+ * bench/symbolize -- in-process symbolization against the offline tools:
+ * CPU time and memory to symbolize N distinct addresses of a
  * large program, through cpprof's symbolizer (symbolize.h), and through
  * `addr2line -f -i` and `llvm-symbolizer` on the same addresses.
  *

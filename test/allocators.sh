@@ -1,5 +1,5 @@
 #!/bin/sh
-# allocators.sh -- cpprof beside the program's own allocator (issue 17).
+# allocators.sh -- cpprof beside the program's own allocator.
 # For jemalloc, tcmalloc and mimalloc (and glibc's malloc), test/alloc_mix
 # checks every entry point's block against the allocator's own counts,
 # mixes the allocator's API with the standard one and runs the demo's

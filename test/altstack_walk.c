@@ -1,5 +1,5 @@
 /*
- * altstack_walk.c -- issue 23 item 2: the CPU profile's signal handler
+ * altstack_walk.c -- the CPU profile's signal handler
  * must not run off the bottom of a small sigaltstack.
  *
  * A thread runs its own SIGUSR1 handler on an 8 KB sigaltstack

@@ -1,6 +1,6 @@
 #!/bin/sh
 # browser_framing.sh -- another site cannot start a profile through the
-# index page (issue 23, item 6).  The cross-site guard refuses a window a
+# index page.  The cross-site guard refuses a window a
 # browser marks cross-site, but a site could frame /debug/pprof/#cpu=N,
 # unseen, and the page's own script asked labels?seconds=N same-origin.
 # Now every response refuses to be framed (X-Frame-Options: DENY,

@@ -5,7 +5,7 @@
 # tenant), waits for its scripts, presses "Profile CPU", and reports the
 # profile table and both labels views.  The table must list every profile,
 # both views the three tenants, and the page must fit a phone's width.
-# Then the flame graphs (issue 14): the threads view filtered by a label
+# Then the flame graphs: the threads view filtered by a label
 # value holding <script> (shown as text, no script added), the heap view
 # saying it carries no labels, and a CPU window: drawn; its root under
 # tenant=initech equal to initech's samples in the very profile shown (its

@@ -1,5 +1,5 @@
 /*
- * census_quiet.c -- the program of test/census_quiet.sh (issue 17): threads
+ * census_quiet.c -- the program of test/census_quiet.sh: threads
  * blocked in the calls a signal cuts short, each call made over and over
  * for 5 s, while the script takes censuses and a browser shows the index.
  *

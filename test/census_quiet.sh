@@ -1,5 +1,5 @@
 #!/bin/sh
-# census_quiet.sh -- a census interrupts no blocking call (issue 17):
+# census_quiet.sh -- a census interrupts no blocking call:
 # test/census_quiet's threads wait 5 s at a time in nanosleep, sleep, poll,
 # epoll_wait, select, sigtimedwait, read on an idle pipe and a futex, with
 # the accounting tick armed, while this script takes 50 censuses

@@ -1,6 +1,6 @@
 #!/bin/sh
 # census_rename.sh -- a thread renamed by another while it sleeps shows its
-# new name in the next census, through libcpprof.so (issue 17): the census
+# new name in the next census, through libcpprof.so: the census
 # takes a thread that has not run since the last census from that census,
 # name and all, so it must learn of the rename from cpprof's
 # pthread_setname_np, which the library must export for the program's call

@@ -1,6 +1,6 @@
 /*
  * chains.c -- programs users really run, for the stack walker's acceptance
- * tests (issue 13, test/chains.sh): built with -O2 -fomit-frame-pointer
+ * tests (test/chains.sh): built with -O2 -fomit-frame-pointer
  * (Makefile.am), like Debian's libraries and any plain -O2 build, each
  * workload has a known call chain from main (or a thread's start routine)
  * to its hot spot, and every function of the chain is noipa (never inlined,

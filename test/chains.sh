@@ -1,6 +1,6 @@
 #!/bin/sh
-# chains.sh -- complete stacks through code built without frame pointers
-# (issue 13's acceptance): test/chains runs known call chains (its header
+# chains.sh -- complete stacks through code built without frame pointers:
+# test/chains runs known call chains (its header
 # comment lists them) and google/pprof's parser (gocheck -chain) says what
 # share of the samples carry the whole chain, from main or the thread's
 # start routine down to the hot region.  Each figure must be >= 99%.

@@ -323,7 +323,7 @@ START_TEST(tick_charges_a_thread_that_keeps_its_set)
 END_TEST
 
 /* A program that installs its own handler for the accounting tick's
- * signal after accounting was enabled (issue 18, item 3) gets none of
+ * signal after accounting was enabled gets none of
  * cpprof's ticks there, only its own signals; accounting goes on. */
 static atomic_int program_timer_signals, program_queued_signals;
 

@@ -647,7 +647,7 @@ END_TEST
 /* 300 threads under a queued-signal limit 120 above what is used: the
  * census sends its signals in waves within half of what is free, so that
  * the program's own queued signals would still fit, and every thread
- * still answers (issue 18, item 13).  Sent all at once, the signals
+ * still answers.  Sent all at once, the signals
  * failed from the 121st with EAGAIN ("signal not sent"). */
 START_TEST(census_stays_within_queued_signal_limit)
 {

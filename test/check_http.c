@@ -481,7 +481,7 @@ __attribute__((noinline)) void program_waits_for_work(void)
 
 /* cpprof's own threads wait for work: a window thread for the next request
  * that waits out a window, the server's threads for connections.  Those
- * waits are the profiler's, and stay out of the block profile (issue 17),
+ * waits are the profiler's, and stay out of the block profile,
  * where a window thread's idle wait was the longest "program" wait of all;
  * the program's own wait is there. */
 START_TEST(own_waits_stay_out_of_the_block_profile)

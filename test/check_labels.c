@@ -373,7 +373,7 @@ START_TEST(new_thread_inherits_creator_labels)
     pthread_join(t, &child);
     ck_assert_ptr_eq(child, s);
     cpprof_labelset_release(child);
-    /* A plain pthread inherits them too (issue 17), unless the setting
+    /* A plain pthread inherits them too, unless the setting
      * inherit_labels is off (test/check_inherit has the census and CPU
      * profile). */
     cpprof_set_thread_labels(s);
@@ -461,7 +461,7 @@ END_TEST
 
 /* cpprof_do from a signal handler that interrupted the same thread while
  * it built a label set (holding the intern lock) returns -EDEADLK instead
- * of waiting forever for that lock (issue 18, item 14).  The main thread
+ * of waiting forever for that lock.  The main thread
  * builds sets in a loop while another thread signals it every 20 us; the
  * handler's cpprof_do needs the lock (it derives the thread's set plus
  * another).  An alarm turns a deadlock into a failure. */
@@ -535,7 +535,7 @@ END_TEST
 
 /* A program that releases a set once too often while its thread still
  * holds it must not get the set freed under the thread when the cap makes
- * room (issue 18, item 12): the extra release is refused. */
+ * room: the extra release is refused. */
 START_TEST(extra_release_keeps_set_a_thread_holds)
 {
     ck_assert_int_eq(cpprof_set("label_cap", "3"), 0);

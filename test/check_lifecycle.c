@@ -2,7 +2,7 @@
  * check_lifecycle.c -- the process's own lifecycle around cpprof: fork()
  * and exit().
  *
- * fork() without exec (issue 18, item 10): the child of a process that
+ * fork() without exec: the child of a process that
  * was profiling and serving starts with a clean, usable profiler, and
  * keeps neither the parent's profile nor its listening socket.
  *
@@ -15,7 +15,7 @@
  * listening socket used to make that fail with "Address already in use".
  * A watchdog alarm turns a hang into a failure.
  *
- * exit() with a request in flight (issue 18, item 14: a segfault at exit
+ * exit() with a request in flight (a segfault at exit
  * about once in 730 runs): exit's stdio cleanup and library destructors
  * used to run under handlers still at work (a profile being symbolized
  * reads /proc/self/maps through stdio).  A child calls exit() while a

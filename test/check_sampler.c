@@ -5,7 +5,7 @@
  * during a profile, threads cpprof did not create, the profile's period and
  * window, refusing a signal the application handles, one profile at a time,
  * the dropped-sample record, no timer left behind, errno preserved, a
- * configurable signal, and hostile hosts (issue 18): a program that
+ * configurable signal, and hostile hosts: a program that
  * installs its own SIGPROF handler during a profile keeps it; a seccomp
  * filter refusing timer_create is an error, not an empty profile; 1,000
  * threads under a low RLIMIT_SIGPENDING leave the program its queued
@@ -421,7 +421,7 @@ static void *wait_on_pipe(void *arg)
 /* A thread started during a profile announces itself (thread_start_run)
  * and has its timer within a few of the collector's 20 ms ticks, not at
  * its next listing of /proc/self/task, which comes a second after the
- * one at start (issue 17). */
+ * one at start. */
 START_TEST(new_thread_gets_its_timer_at_once)
 {
     int fds[2];
@@ -685,7 +685,7 @@ START_TEST(configured_signal_is_used)
 END_TEST
 
 
-/* ---- Hostile hosts (issue 18, issue 17) ------------------------------------ */
+/* ---- Hostile hosts ------------------------------------ */
 
 static atomic_int program_profs;
 static void program_prof_handler(int sig)
@@ -876,7 +876,7 @@ static void *burn_half_second(void *arg)
 
 /* A worker that blocks every signal, as xz's do, burns 0.5 s: the profile
  * cannot sample it, so it says so, with the thread and its CPU time, and
- * the index page shows the same (issue 17). */
+ * the index page shows the same. */
 START_TEST(threads_blocking_the_signal_are_reported)
 {
     ck_assert_int_eq(cpprof_cpu_profile_start(), 0);

@@ -6,7 +6,7 @@
  * and done later from a copy of the stack (the sampler's answer to code
  * with no table yet), the mapping of an object dlclosed while its
  * generation is pinned, and the bound on those kept for the heap family's
- * stacks (issue 18 item 9), and cfi_build on
+ * stacks, and cfi_build on
  * bad images (a clear error or fewer rows, never a crash or a read outside
  * the image).
  */

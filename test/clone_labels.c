@@ -1,5 +1,5 @@
 /*
- * clone_labels.c -- issue 23 item 10: a CPU sample's labels are the
+ * clone_labels.c -- a CPU sample's labels are the
  * sampled thread's, also for threads made with raw clone(2).
  *
  * Two threads made with clone(CLONE_THREAD | CLONE_VM | ...) without

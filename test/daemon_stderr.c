@@ -1,7 +1,7 @@
 /*
  * daemon_stderr -- a daemon that has never heard of cpprof and closes every
  * descriptor, 0-2 included, then opens its three data files, which get 0,
- * 1 and 2, for test/daemon_stderr.sh (issue 23 item 4).  Run with cpprof
+ * 1 and 2, for test/daemon_stderr.sh.  Run with cpprof
  * preloaded serving (zero-code mode), whose server loses its listening
  * socket in the close: cpprof's watch thread notices within 100 ms, stops
  * the server, says so on stderr, and ends.  That notice used to land in

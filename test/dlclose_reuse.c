@@ -1,5 +1,5 @@
 /*
- * dlclose_reuse.c -- issue 18 item 9: samples in a plugin that was
+ * dlclose_reuse.c -- samples in a plugin that was
  * dlclosed must not be credited to the plugin loaded next at its address.
  *
  * Under a 1000 Hz CPU profile, the program dlopens plugin A

@@ -1,5 +1,5 @@
 /*
- * fiber_stacks.c -- issue 18 item 1: the CPU profile's signal handler must
+ * fiber_stacks.c -- the CPU profile's signal handler must
  * not fault when a thread runs on a stack allocated with malloc (fibers,
  * coroutines) while the heap shrinks under it.
  *

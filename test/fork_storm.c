@@ -1,6 +1,6 @@
 /*
  * fork_storm.c -- fork() without exec in a tight loop while every part of
- * cpprof that holds a lock across fork is busy (issue 23, item 1).
+ * cpprof that holds a lock across fork is busy.
  *
  * fork's prepare handlers take the locks of every module (atfork.h's
  * levels).  When they took heap.c's lock before the unwinder's writer

@@ -1,6 +1,6 @@
 /*
  * hostile_app -- a program that uses cpprof in the unusual but legal ways
- * of issue 18, for test/http_hostile.sh:
+ * for test/http_hostile.sh:
  *
  *   hostile_app HOST:PORT   serves /debug/pprof/ with accounting on while
  *                           a thread holds one label set of 40 keys, whose

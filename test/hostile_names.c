@@ -1,7 +1,7 @@
 /*
  * hostile_names -- a program whose threads' names and labels hold quotes,
- * newlines, tabs and bytes that are not UTF-8, for test/http_names.sh
- * (issue 23 item 11): every text form cpprof serves must still parse, and
+ * newlines, tabs and bytes that are not UTF-8, for test/http_names.sh:
+ * every text form cpprof serves must still parse, and
  * no line of it may come from a name.
  *
  *   hostile_names HOST:PORT   serves /debug/pprof/ with accounting on,

@@ -1,5 +1,5 @@
 /*
- * http_badinput.c -- the HTTP surface against hostile input (issue 8): every
+ * http_badinput.c -- the HTTP surface against hostile input: every
  * endpoint with malformed, huge, negative, overflowing, percent-encoded and
  * repeated parameters, long paths and headers, oversized bodies, path
  * traversal, wrong methods, slowloris clients, clients that half-close a

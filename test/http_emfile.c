@@ -1,6 +1,6 @@
 /*
  * http_emfile.c -- at the descriptor limit the server waits, it does not
- * spin (issue 23 item 8).
+ * spin.
  *
  * The program holds every descriptor up to its RLIMIT_NOFILE (a soft
  * limit of 256 here), as a busy server at its limit does, while one client

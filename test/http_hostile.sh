@@ -1,6 +1,6 @@
 #!/bin/sh
 # http_hostile.sh -- the server against a program that does unusual but
-# legal things (issue 18), test/hostile_app holding a 40-key label set with
+# legal things, test/hostile_app holding a 40-key label set with
 # bytes that are not valid UTF-8:
 #   - /metrics answers within 10 s (its work once doubled with each key
 #     of a set) and the server stops working when a client leaves;

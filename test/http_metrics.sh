@@ -1,6 +1,6 @@
 #!/bin/sh
 # http_metrics.sh -- per-label-set accounting against the demo run for 20 s
-# with CPPROF_ACCOUNTING=1 (issue 7's acceptance):
+# with CPPROF_ACCOUNTING=1:
 #   - bytes allocated and jobs counted (cpprof_counter_add) per tenant equal
 #     the demo's own totals exactly;
 #   - CPU seconds per tenant agree with the demo's thread-CPU-clock truth
@@ -75,7 +75,7 @@ for tenant in acme globex initech; do
     cpu=$(sum cpprof_cpu_seconds_total "$tenant") || fail "$tenant: no cpu"
     echo "$tenant: alloc_bytes $bytes (truth $truth_bytes)" \
         "jobs $jobs (truth $truth_jobs) cpu_seconds $cpu (truth $truth_cpu)"
-    # Under ASan or TSan (issue 8) the sanitizer's malloc comes before
+    # Under ASan or TSan the sanitizer's malloc comes before
     # libcpprof's in the demo, so no allocation is counted.
     case ${CPPROF_SANITIZER:-none} in
     asan | tsan) ;;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # http_names.sh -- thread names and labels with quotes, newlines, tabs and
-# bytes that are not UTF-8 (test/hostile_names) through every text form
-# (issue 23 item 11): a name written raw into goroutine?debug=2's header
+# bytes that are not UTF-8 (test/hostile_names) through every text form:
+# a name written raw into goroutine?debug=2's header
 # broke it and injected lines of its own, such as a fake frame.
 #   - goroutine?debug=2: every line is a thread header, a frame, a file
 #     line or blank, in Go's shapes and order; each named thread has one

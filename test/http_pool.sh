@@ -1,5 +1,5 @@
 #!/bin/sh
-# http_pool.sh -- the server on a fixed pool of threads (issue 17), against
+# http_pool.sh -- the server on a fixed pool of threads, against
 # the demo:
 #   - 1,000 requests leave threadcreate's count unchanged (a request
 #     creates no thread, and the pool's threads are not counted);

@@ -1,6 +1,6 @@
 /*
  * http_slowloris.c -- slow clients without the token cannot lock out one
- * with it (issue 23 item 7).
+ * with it.
  *
  * A server with a token and its default pool of 32 connections; 40
  * clients without the token each send a request line and then one header

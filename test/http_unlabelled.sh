@@ -15,7 +15,7 @@
 # The app samples every 64 KiB (not 512 KiB) so that the 20% bands are
 # over 4 standard deviations wide: the test checks the estimator, not luck.
 set -u
-# Sanitizer builds (issue 8): in a program linked with ASan or TSan the
+# Sanitizer builds: in a program linked with ASan or TSan the
 # sanitizer's malloc comes before libcpprof's, so nothing reaches the heap
 # profiler (test/check_heap still checks it, linked statically).
 case ${CPPROF_SANITIZER:-none} in
@@ -134,7 +134,7 @@ expect_text 'threadcreate?debug=1' '^threadcreate profile: total [0-9]*$'
 code=$(fetch gc "$base/heap?gc=1")
 [ "$code" = 200 ] || fail "heap?gc=1: status $code"
 # Go reads a bad debug as 0; cpprof answers a bad value of a known
-# parameter with a 400 (issue 6).
+# parameter with a 400.
 code=$(fetch dbg "$base/heap?debug=x")
 [ "$code" = 400 ] || fail "heap?debug=x: status $code, want 400"
 

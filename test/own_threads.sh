@@ -1,5 +1,5 @@
 #!/bin/sh
-# own_threads.sh -- cpprof's own threads in a CPU profile (issue 17).
+# own_threads.sh -- cpprof's own threads in a CPU profile.
 # SLOW: about OWN_THREADS_SECONDS + 5 s (default 30 + 5).
 #
 # The demo runs two workers while a scraper fetches one endpoint a second
@@ -16,7 +16,7 @@
 #   - none with pprof_internal=sampler lacks collector_main (the label
 #     names only the collector).
 # Printed: cpprof's threads' share of the profile's samples, every sample
-# labelled pprof_internal (issue 17's goal: at most 0.3%; a figure under
+# labelled pprof_internal (the goal: at most 0.3%; a figure under
 # the machine's load, not asserted).
 set -u
 . "$(dirname "$0")/http_lib.sh"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # readme_commands.sh -- README's quick start and install commands, run as
-# written (issue 16).  `./setup.sh test` runs it last, outside `make check`
+# written.  `./setup.sh test` runs it last, outside `make check`
 # (the quick start builds in ./build itself, which make check must not
 # race):
 #   - the quick start's demo command in this source tree (its build exists

@@ -1,6 +1,6 @@
 #!/bin/sh
 # redis.sh -- Debian's redis-server (on jemalloc) with cpprof preloaded in
-# zero-code mode (issue 17): it starts, answers PING, serves a
+# zero-code mode: it starts, answers PING, serves a
 # redis-benchmark run while its heap profile and a 2-second CPU profile are
 # fetched, and answers PING after; the heap profile holds redis's
 # allocations (its stacks run through zmalloc) or the heap endpoint says why

@@ -1,7 +1,7 @@
 #!/bin/sh
 # setuid_env.sh -- a setuid-root program linked with cpprof (never calling
-# it) run by another user must not take CPPROF_* from that user (issue 23
-# item 5): CPPROF_HTTP would otherwise start the server at load and show
+# it) run by another user must not take CPPROF_* from that user:
+# CPPROF_HTTP would otherwise start the server at load and show
 # nobody the stacks, command line and memory map of a root process.
 #   - control: the same program, not setuid, run as nobody, serves from
 #     CPPROF_HTTP (so the user, the library's path and the check work);

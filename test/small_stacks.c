@@ -1,7 +1,7 @@
 /*
  * small_stacks -- a program whose default thread stack is 128 KiB
  * (pthread_setattr_default_np, as `ulimit -s 128` would make it), for
- * test/small_stacks.sh (issue 23 item 3).  Its executable's debug
+ * test/small_stacks.sh.  Its executable's debug
  * information is, by the script, a separate file with compressed sections
  * found through .gnu_debuglink (and its CRC: no build id), so that every
  * symbolization of its code inflates that file.

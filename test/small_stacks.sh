@@ -1,6 +1,6 @@
 #!/bin/sh
 # small_stacks.sh -- 128 KiB default thread stacks and a compressed debug
-# file (issue 23 item 3).  test/small_stacks sets glibc's default thread
+# file.  test/small_stacks sets glibc's default thread
 # stack to 128 KiB and then starts the server, whose threads used to get
 # that default; the symbolizer kept 64 KiB buffers on the stack (a
 # 128 KiB frame to inflate a compressed debug file), which ran past the

@@ -1,5 +1,5 @@
 /*
- * soak.c -- cpprof inside a busy process for a bounded time (issue 8): it
+ * soak.c -- cpprof inside a busy process for a bounded time: it
  * must never crash it, hang it, leak in it or corrupt its work.
  *
  * While the server runs in-process, activities loop side by side:

@@ -1,6 +1,6 @@
 #!/bin/sh
 # symbolize_addr2line.sh -- cpprof's symbolizer says what `addr2line -f -i`
-# says (issue 19): function, file, line and the whole inline chain, on 200
+# says: function, file, line and the whole inline chain, on 200
 # addresses drawn over the code of each of the two generated programs of
 # bench/gen_symbolize.sh (a C file with inlined helpers, a template-heavy
 # C++ file; small versions, compiled -g -O2 as shared objects), through
@@ -152,7 +152,7 @@ tail -n 1 "$tmp/memfd" | grep -q '^memfd: during 0, after 0$' ||
 echo "memfd: a compressed debug file inflated in a memfd, closed after the session, not opened again for decoded units"
 
 # An inflated copy is kept for the next session that needs libdw on the
-# same file (issue 17: inflating glibc's debug file again was most of what
+# same file (inflating glibc's debug file again was most of what
 # scrapes cost), and a descriptor the program took over meanwhile (a
 # daemon closing every descriptor) is never read or closed: an object of
 # two units, compressed, one unit per session.

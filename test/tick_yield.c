@@ -1,5 +1,6 @@
 /*
- * tick_yield.c -- issue 18 item 3 as a program links cpprof: against the
+ * tick_yield.c -- the accounting tick yields its signal to a program that
+ * links cpprof: against the
  * shared library, so that under ASan or TSan the program's sigaction goes
  * through the sanitizer's interceptor first, which then calls the next
  * definition, cpprof's (siginterpose.c).  check_accounting holds the same

@@ -8,7 +8,7 @@
 #     profile of gzip itself, and gzip's output still right;
 #   - Debian's xz -T2 -9, whose two workers block every signal: the CPU
 #     profile and the index say those 2 threads and their CPU time went
-#     unsampled (issue 17);
+#     unsampled;
 #   - a bad CPPROF_HTTP is reported once on stderr and the program runs on,
 #     also when stderr is a pipe nobody reads any more (no SIGPIPE);
 #   - a refused CPPROF_HTTP_TOKEN (a trailing \r) keeps the server from
@@ -31,7 +31,7 @@ LIB=$top_builddir/.libs/libcpprof.so
 PROG=$top_builddir/test/zero_code_prog
 [ -f "$LIB" ] || fail "no $LIB"
 PRELOAD=$LIB
-# Sanitizer builds (issue 8): ASan's runtime must be the first library of
+# Sanitizer builds: ASan's runtime must be the first library of
 # a process, so it is preloaded ahead of the instrumented libcpprof.so (the
 # programs themselves are not instrumented: only cpprof's code is checked,
 # and their own leaks are theirs, hence no leak check).  TSan's runtime

@@ -1,4 +1,4 @@
-// cpprofbench-go: the Go side of bench/report.sh (issue 8).  The same
+// cpprofbench-go: the Go side of bench/report.sh.  The same
 // measurements cpprof's benches make, taken of Go's own runtime/pprof, so
 // the report can print them side by side:
 //
