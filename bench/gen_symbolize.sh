@@ -1,6 +1,6 @@
 #!/bin/sh
-# bench/gen_symbolize.sh -- writes the source of a program to symbolize
-#, for bench/symbolize and test/symbolize_addr2line.sh alike, so
+# bench/gen_symbolize.sh -- writes the source of a program to symbolize,
+# for bench/symbolize and test/symbolize_addr2line.sh alike, so
 # that the benchmark and the correctness test look at the same shapes.
 #
 #   gen_symbolize.sh c N     a C file with N exported functions, each with

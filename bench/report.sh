@@ -1,6 +1,6 @@
 #!/bin/sh
-# report.sh -- cpprof against gperftools and Go, side by side, in one table
-#.  Runs the existing benches (bench/labels, bench/cpu_overhead,
+# report.sh -- cpprof against gperftools and Go, side by side, in one table.
+# Runs the existing benches (bench/labels, bench/cpu_overhead,
 # bench/attribution.sh, bench/encode, bench/census) and their counterparts:
 # Go's runtime/pprof (bench/go, built here with Debian's golang-go) and
 # gperftools' libprofiler (Debian libgoogle-perftools-dev, preloaded).

@@ -1,6 +1,5 @@
 /*
- * census_syscall.c -- a census never cuts a running system call short
- *.
+ * census_syscall.c -- a census never cuts a running system call short.
  *
  * Two threads make long CPU-bound system calls over and over: getrandom
  * of 16 MB, and read of 16 MB from /dev/urandom.  Both run in the kernel

@@ -1,6 +1,6 @@
 #!/bin/sh
-# configure_deps.sh -- ./configure needs only what the library needs
-#.  configure runs in a fresh directory where pkg-config sees
+# configure_deps.sh -- ./configure needs only what the library needs.
+# configure runs in a fresh directory where pkg-config sees
 # only libmicrohttpd, libprotobuf-c, zlib, jansson and libdw (with what
 # their own .pc files require), so check.pc is hidden, and where PATH has
 # no go, curl, jq, chromium, cmake, meson, ninja or C++ compiler.  It must

@@ -1,6 +1,6 @@
 #!/bin/sh
-# daemon_stderr.sh -- cpprof writes nothing into a daemon's data files
-#.  test/daemon_stderr, run in zero-code mode
+# daemon_stderr.sh -- cpprof writes nothing into a daemon's data files.
+# test/daemon_stderr, run in zero-code mode
 # (LD_PRELOAD=libcpprof.so CPPROF_HTTP=...), closes every descriptor with
 # close_range(0, ~0U, 0) and opens three data files, which get 0, 1 and 2;
 # the server's listening socket went in the close, and cpprof's watch

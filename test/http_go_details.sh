@@ -1,6 +1,6 @@
 #!/bin/sh
-# http_go_details.sh -- details where Go's profiles and cpprof's must agree
-#, checked with go tool pprof itself against the demo:
+# http_go_details.sh -- details where Go's profiles and cpprof's must agree,
+# checked with go tool pprof itself against the demo:
 #   - source paths are absolute (the compile unit's directory joined to a
 #     relative name), so `go tool pprof -list decode_block` shows the source
 #     from a directory other than the build directory;

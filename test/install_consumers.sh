@@ -1,6 +1,6 @@
 #!/bin/sh
-# install_consumers.sh -- cpprof installed and used as a user would
-#.  `make install DESTDIR=` into a temporary directory, then
+# install_consumers.sh -- cpprof installed and used as a user would.
+# `make install DESTDIR=` into a temporary directory, then
 # three consumers built against that install only, each run, and each
 # profile read by google/pprof's parser (gocheck) with its labels:
 #   - C with pkg-config, shared (serving /debug/pprof/ on ":PORT", profiled
