@@ -123,15 +123,15 @@
 #include "sigbudget.h"
 #include "labels.h"
 #include "procfile.h"
+#include "proctasks.h"
 #include "sigowner.h"
 #include "thread.h"
 #include "unwind.h"
+#include "util.h"
 #include "warn.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -141,7 +141,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,12 +179,6 @@ static uint32_t generation; /* under census_mu */
 
 /* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
 
-static long futex(atomic_uint *word, int op, unsigned val,
-                  const struct timespec *timeout)
-{
-    return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
-}
-
 /* The stack answer and its callees may use below on_census_signal's
  * frame address: UNWIND_CONTEXT_STACK for the walk, plus the rest of
  * on_census_signal's frame, 64 bytes [64], and answer's, 48 [160] (gcc
@@ -211,7 +204,7 @@ static __attribute__((noinline)) void answer(struct round *r,
                        : 0;
     atomic_store(&slot->state, SLOT_DONE);
     if (atomic_fetch_sub(&r->remaining, 1) == 1)
-        futex(&r->remaining, FUTEX_WAKE_PRIVATE, 1, NULL);
+        futex_wake(&r->remaining, 1);
 }
 
 /* SIGNAL-SAFE.  The census's signals come from its timers (SI_TIMER);
@@ -251,10 +244,9 @@ static int ensure_handler(int signo)
     return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
 }
 
-/* /proc/self/task, kept open for one census: it is listed with
- * getdents64, and each file is opened relative to it, so the kernel
- * resolves neither /proc/self nor the task path; and our pid, asked once
- * (glibc does not keep it). */
+/* /proc/self/task, kept open for one census (proctasks.h): it is listed,
+ * and each file is opened relative to it; and our pid, asked once (glibc
+ * does not keep it). */
 struct task_dir {
     int fd;
     pid_t pid; /* ours */
@@ -263,20 +255,8 @@ struct task_dir {
 static int open_task_dir(struct task_dir *td)
 {
     td->pid = getpid();
-    td->fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (td->fd >= 0)
-        return 0;
-    return errno == ENOENT ? CPPROF_ENOPROC : -errno;
-}
-
-/* How many threads the process has now: the kernel counts them in the
- * task directory's link count (two of its own besides). */
-static size_t threads_now(const struct task_dir *td)
-{
-    struct stat st;
-    return fstat(td->fd, &st) == 0 && st.st_nlink > 2
-               ? (size_t)(st.st_nlink - 2)
-               : 0;
+    td->fd = proctasks_open();
+    return td->fd >= 0 ? 0 : td->fd;
 }
 
 /* Reads a small file of /proc/self/task/TID into buf (NUL-terminated).
@@ -513,32 +493,6 @@ static void keep_still(const census *c, unsigned long renames)
     still.renames = renames;
 }
 
-/* The listing goes in batches of one getdents64 of LIST_BATCH_BYTES: a
- * census's helpers start on the first threads listed while the rest are
- * listed (the kernel builds each thread's /proc entry as it lists it,
- * 2-3 us a thread).  An entry takes at least 24 bytes. */
-#define LIST_BATCH_BYTES 2048
-#define LIST_BATCH_MAX (LIST_BATCH_BYTES / 24)
-
-/* The next batch of tids of /proc/self/task into tids[LIST_BATCH_MAX]:
- * how many, 0 at the end, or -errno. */
-static int next_tids(const struct task_dir *td, pid_t *tids)
-{
-    _Alignas(8) char buf[LIST_BATCH_BYTES];
-    ssize_t got = getdents64(td->fd, buf, sizeof buf);
-    if (got < 0)
-        return -errno;
-    int n = 0;
-    for (ssize_t off = 0; off < got;) {
-        const struct dirent64 *d = (const struct dirent64 *)(buf + off);
-        off += d->d_reclen;
-        pid_t tid = (pid_t)atoi(d->d_name);
-        if (tid > 0 && n < LIST_BATCH_MAX)
-            tids[n++] = tid;
-    }
-    return n == 0 && got > 0 ? next_tids(td, tids) : n; /* "." and ".." */
-}
-
 /* Appends threads with these tids, their entries cleared up to pcs;
  * there is room (c->n + n at most the capacity). */
 static void append_threads(census *c, const pid_t *tids, int n)
@@ -548,20 +502,6 @@ static void append_threads(census *c, const pid_t *tids, int n)
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tids[k];
     }
-}
-
-/* Grows c's capacity (*cap) to hold `want` threads.  0 or -ENOMEM. */
-static int grow_threads(census *c, size_t *cap, size_t want)
-{
-    if (want <= *cap)
-        return 0;
-    size_t grown_cap = *cap * 2 > want ? *cap * 2 : want;
-    census_thread *grown = realloc(c->threads, grown_cap * sizeof *grown);
-    if (!grown)
-        return -ENOMEM;
-    c->threads = grown;
-    *cap = grown_cap;
-    return 0;
 }
 
 /* /proc/self/task lists threads in the order they joined the process,
@@ -617,15 +557,9 @@ static void collect_labels(pid_t tid, const char *name,
     struct label_index *ix = arg;
     if (!labels || ix->failed)
         return;
-    if (ix->n == ix->cap) {
-        size_t cap = ix->cap ? 2 * ix->cap : 64;
-        struct tid_labels *grown = realloc(ix->v, cap * sizeof *grown);
-        if (!grown) {
-            ix->failed = true;
-            return;
-        }
-        ix->v = grown;
-        ix->cap = cap;
+    if (ARRAY_RESERVE(ix->v, ix->n, ix->cap, 1) != 0) {
+        ix->failed = true;
+        return;
     }
     ix->v[ix->n++] = (struct tid_labels){tid, labelset_hold(labels)};
 }
@@ -831,13 +765,12 @@ static struct {
     int64_t refreshed_ns; /* the last census refresh, 0: none yet */
 } mapped;
 
-static int64_t now_ns(void);
-
 /* Whether the table has t's stack block: t was listed before the last
  * census refresh. */
 static bool table_knows(const census_thread *t)
 {
-    if (mapped.n == 0 || now_ns() - mapped.refreshed_ns > TABLE_MAX_AGE_NS)
+    if (mapped.n == 0 ||
+        clock_mono_ns() - mapped.refreshed_ns > TABLE_MAX_AGE_NS)
         return false;
     const struct known_thread *k =
         bsearch(&t->tid, mapped.v, mapped.n, sizeof *mapped.v, by_tid);
@@ -851,7 +784,7 @@ static void refresh_for(const census_thread *t, bool *refreshed)
     if (*refreshed || table_knows(t))
         return;
     unwind_refresh_maps();
-    mapped.refreshed_ns = now_ns();
+    mapped.refreshed_ns = clock_mono_ns();
     *refreshed = true;
 }
 
@@ -1144,13 +1077,6 @@ static void census_one(void *arg, size_t i, bool on_caller)
     }
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* Thread i, signalled while it ran, sleeps in the kernel now: its timer
  * expires only while it runs, so it is walked from outside after all, its
  * slot taken back from the handler (PENDING -> IDLE).  Found running again
@@ -1235,10 +1161,10 @@ static void recheck_pending(struct pass *p)
 static void wait_answers(struct pass *p)
 {
     struct round *r = p->r;
-    int64_t recheck = now_ns() + RECHECK_NS, deadline = p->deadline;
+    int64_t recheck = clock_mono_ns() + RECHECK_NS, deadline = p->deadline;
     for (;;) {
         unsigned left = atomic_load(&r->remaining);
-        int64_t now = now_ns();
+        int64_t now = clock_mono_ns();
         if (left == 0 || now >= deadline)
             return;
         if (now >= recheck) {
@@ -1248,16 +1174,16 @@ static void wait_answers(struct pass *p)
         }
         int64_t wait = (recheck < deadline ? recheck : deadline) - now;
         struct timespec ts = {wait / 1000000000, wait % 1000000000};
-        futex(&r->remaining, FUTEX_WAIT_PRIVATE, left, &ts);
+        futex_wait(&r->remaining, left, &ts);
     }
 }
 
 /* Waits (at most DRAIN_NS) until no handler is inside any round. */
 static bool drain_handlers(void)
 {
-    int64_t deadline = now_ns() + DRAIN_NS;
+    int64_t deadline = clock_mono_ns() + DRAIN_NS;
     while (atomic_load(&in_flight) != 0) {
-        if (now_ns() > deadline)
+        if (clock_mono_ns() > deadline)
             return false;
         sched_yield();
     }
@@ -1310,11 +1236,11 @@ static bool take_unit(struct round *r, unsigned *held, int64_t deadline)
         if (disarm_answered(r, held) > 0)
             continue;
         unsigned left = atomic_load(&r->remaining);
-        int64_t wait = deadline - now_ns();
+        int64_t wait = deadline - clock_mono_ns();
         if (*held == 0 || wait <= 0)
             return false;
         struct timespec ts = {0, wait < 1000000 ? wait : 1000000};
-        futex(&r->remaining, FUTEX_WAIT_PRIVATE, left, &ts);
+        futex_wait(&r->remaining, left, &ts);
     }
     (*held)++;
     return true;
@@ -1388,8 +1314,8 @@ static void drop_gone(census *c)
 static int list_while_reading(struct pass *p)
 {
     census *c = p->c;
-    size_t expected = threads_now(p->td);
-    p->cap = expected + expected / 2 + LIST_BATCH_MAX;
+    size_t expected = proctasks_count(p->td->fd);
+    p->cap = expected + expected / 2 + PROCTASKS_BATCH_MAX;
     c->n = 0;
     c->threads = malloc(p->cap * sizeof *c->threads);
     p->outcome = calloc(p->cap, 1);
@@ -1397,9 +1323,9 @@ static int list_while_reading(struct pass *p)
         return -ENOMEM;
     census_crew_begin(&p->run, 0, expected, census_one, p);
     bool reading = true; /* the helpers' run takes what is listed */
-    pid_t tids[LIST_BATCH_MAX];
+    pid_t tids[PROCTASKS_BATCH_MAX];
     int got, rc = 0;
-    while ((got = next_tids(p->td, tids)) > 0) {
+    while ((got = proctasks_next(p->td->fd, tids)) > 0) {
         if (c->n + (size_t)got > p->cap) {
             if (reading) {
                 census_crew_close(&p->run, c->n);
@@ -1408,7 +1334,7 @@ static int list_while_reading(struct pass *p)
             }
             size_t cap = p->cap;
             unsigned char *grown = NULL;
-            rc = grow_threads(c, &p->cap, c->n + (size_t)got);
+            rc = ARRAY_RESERVE(c->threads, c->n, p->cap, (size_t)got);
             if (rc == 0 && !(grown = realloc(p->outcome, p->cap)))
                 rc = -ENOMEM;
             if (rc)
@@ -1520,7 +1446,7 @@ static int take_locked(census *out, bool details)
                      .details = details,
                      .renamed = renames != still.renames,
                      .caller = gettid(),
-                     .deadline = now_ns() + timeout_ms * 1000000};
+                     .deadline = clock_mono_ns() + timeout_ms * 1000000};
     rc = collect_stacks(&p, timeout_ms);
     close(td.fd);
     if (rc)
@@ -1571,10 +1497,10 @@ int census_take_labels(census *out)
     if (rc)
         return rc;
     size_t cap = 0;
-    pid_t tids[LIST_BATCH_MAX];
+    pid_t tids[PROCTASKS_BATCH_MAX];
     int got;
-    while ((got = next_tids(&td, tids)) > 0 &&
-           (rc = grow_threads(out, &cap, out->n + (size_t)got)) == 0)
+    while ((got = proctasks_next(td.fd, tids)) > 0 &&
+           (rc = ARRAY_RESERVE(out->threads, out->n, cap, (size_t)got)) == 0)
         append_threads(out, tids, got);
     close(td.fd);
     if (rc == 0 && got < 0)

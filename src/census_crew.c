@@ -41,13 +41,12 @@
 #include "census_crew.h"
 #include "own.h"
 #include "thread.h"
+#include "util.h"
 
 #include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,18 +69,6 @@ static struct {
     _Atomic(struct census_crew_run *) job;
     atomic_uint working; /* helpers inside a run: the caller's futex word */
 } crew;
-
-static void futex_wait(atomic_uint *word, unsigned val)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL,
-            0);
-}
-
-static void futex_wake(atomic_uint *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-            NULL, 0);
-}
 
 /* Claims and handles items of the run until none is left.  A claim past
  * what is listed waits for the listing (only a helper ever does: the
@@ -119,9 +106,9 @@ static void *crew_helper_main(void *arg)
     thread_label_internal("census"); /* unlabelled if out of memory */
     atomic_int *tid = &crew.tids[(uintptr_t)arg];
     atomic_store(tid, gettid()); /* named and labelled: it may be listed */
-    syscall(SYS_futex, (int *)tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    futex_wake(tid, 1);
     for (;;) {
-        futex_wait(&crew.seq, seen);
+        futex_wait(&crew.seq, seen, NULL);
         unsigned now = atomic_load(&crew.seq);
         if (now == seen)
             continue; /* woken for nothing */
@@ -131,7 +118,7 @@ static void *crew_helper_main(void *arg)
         if (run)
             take_share(run, false);
         if (atomic_fetch_sub(&crew.working, 1) == 1)
-            futex_wake(&crew.working);
+            futex_wake(&crew.working, INT_MAX);
     }
     return NULL;
 }
@@ -151,18 +138,13 @@ static unsigned cpus_allowed(void)
  * on without it: it joins the next run. */
 static void wait_started(unsigned i)
 {
-    struct timespec now, end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_sec += HELPER_START_NS / 1000000000;
+    int64_t end = clock_mono_ns() + HELPER_START_NS;
     while (atomic_load(&crew.tids[i]) == 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t left = (end.tv_sec - now.tv_sec) * 1000000000 +
-                       (end.tv_nsec - now.tv_nsec);
+        int64_t left = end - clock_mono_ns();
         if (left <= 0)
             return;
         struct timespec wait = {left / 1000000000, left % 1000000000};
-        syscall(SYS_futex, (int *)&crew.tids[i], FUTEX_WAIT_PRIVATE, 0,
-                &wait, NULL, 0);
+        futex_wait(&crew.tids[i], 0, &wait);
     }
 }
 
@@ -201,7 +183,7 @@ void census_crew_begin(struct census_crew_run *run, size_t first,
         return;
     atomic_store(&crew.job, run);
     atomic_fetch_add(&crew.seq, 1);
-    futex_wake(&crew.seq);
+    futex_wake(&crew.seq, INT_MAX);
 }
 
 void census_crew_offer(struct census_crew_run *run, size_t listed)
@@ -223,7 +205,7 @@ void census_crew_finish(struct census_crew_run *run, bool on_caller)
     atomic_store(&crew.job, NULL);
     unsigned w;
     while ((w = atomic_load(&crew.working)) != 0)
-        futex_wait(&crew.working, w);
+        futex_wait(&crew.working, w, NULL);
 }
 
 void census_crew_run(size_t first, size_t n, census_crew_fn *fn, void *arg)

@@ -21,11 +21,11 @@
 #include "own.h"
 #include "stacktab.h"
 #include "unwind.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread bool stack_learnt TLS_IE;
@@ -80,26 +80,12 @@ void collect_spin_unlock(atomic_flag *lock)
     atomic_flag_clear_explicit(lock, memory_order_release);
 }
 
-int64_t collect_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-int64_t collect_wall_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 uint64_t collect_rand(void)
 {
     uint64_t x = rng_state;
     if (x == 0) /* seeded per thread: its TLS address and the clock */
         x = ((uintptr_t)&rng_state * 0x9E3779B97F4A7C15ull) ^
-            (uint64_t)collect_now_ns() ^ 0x2545F4914F6CDD1Dull;
+            (uint64_t)clock_mono_ns() ^ 0x2545F4914F6CDD1Dull;
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;

@@ -43,10 +43,4 @@ void collect_spin_unlock(atomic_flag *lock);
 /* A uniform 64-bit random number from a per-thread xorshift generator. */
 uint64_t collect_rand(void);
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t collect_now_ns(void);
-
-/* CLOCK_REALTIME in nanoseconds (a profile's time_nanos). */
-int64_t collect_wall_ns(void);
-
 #endif

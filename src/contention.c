@@ -44,6 +44,7 @@
 #include "config.h"
 #include "interpose.h"
 #include "stacktab.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -223,7 +224,7 @@ static int64_t take_charge(const pthread_mutex_t *m)
     collect_spin_lock(&wait_lock);
     struct wait_slot *s = slot_of(m);
     if (s && s->n > 0) {
-        int64_t now = collect_now_ns();
+        int64_t now = clock_mono_ns();
         delay = s->n * now - s->sum;
         s->sum = s->n * now;
         s->last = now;
@@ -264,12 +265,12 @@ static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
     own_busy = 1;
     bool sampled = mutex && fraction > 0 &&
                    collect_rand() % (uint64_t)fraction == 0;
-    int64_t t0 = collect_now_ns();
+    int64_t t0 = clock_mono_ns();
     sampled = sampled && waiter_join(mutex, t0);
     own_busy = 0;
     int rc = lock(l);
     own_busy = 1;
-    int64_t t1 = collect_now_ns();
+    int64_t t1 = clock_mono_ns();
     if (sampled)
         waiter_leave(mutex, t0);
     if (rc == 0)

@@ -23,6 +23,7 @@
 #include "stacktab.h"
 #include "symbolize.h"
 #include "unwind.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -519,12 +520,12 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
     if (rc != 0)
         return http_error(r, 500, "failed to collect profile: %s",
                           cpprof_strerror(rc));
-    int64_t t0 = collect_wall_ns();
+    int64_t t0 = clock_ns(CLOCK_REALTIME);
     if (!http_wait_window(r, (long)seconds)) {
         sampleset_free(x);
         return http_error(r, 500, "context canceled");
     }
-    int64_t t1 = collect_wall_ns();
+    int64_t t1 = clock_ns(CLOCK_REALTIME);
     rc = p->snapshot(&y);
     if (rc == 0)
         rc = sampleset_subtract(y, x);
@@ -555,7 +556,7 @@ int http_serve_named(http_req *r, const named_profile *p)
         return http_error(r, 400,
                           "invalid value for \"debug\" - must be 0, 1 or 2");
     sampleset *s;
-    int64_t t0 = collect_wall_ns();
+    int64_t t0 = clock_ns(CLOCK_REALTIME);
     int rc = p->snapshot(&s);
     if (rc != 0)
         return http_error(r, 500, "failed to collect profile: %s",

@@ -20,17 +20,18 @@
 #include "delta.h"
 #include "heap.h"
 #include "http.h"
+#include "proctasks.h"
 #include "sampler.h"
 #include "symbolize.h"
 #include "threadcreate.h"
 #include "www.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_ENTRIES 32
 
@@ -38,15 +39,16 @@
 
 long http_count_threads(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (d == NULL)
-        return -errno;
+    int dirfd = proctasks_open();
+    if (dirfd < 0)
+        return dirfd;
+    pid_t tids[PROCTASKS_BATCH_MAX];
     long n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    int got;
+    while ((got = proctasks_next(dirfd, tids)) > 0)
+        n += got;
+    close(dirfd);
+    return got < 0 ? got : n;
 }
 
 /* Go's count of a stack-record profile: its records (non-zero entries),

@@ -108,13 +108,14 @@
 #include "atfork.h"
 #include "labels.h"
 #include "procfile.h"
+#include "proctasks.h"
 #include "sigbudget.h"
 #include "sigowner.h"
 #include "thread.h"
 #include "unwind.h"
+#include "util.h"
 #include "warn.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -124,10 +125,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -284,7 +283,7 @@ static struct slot *ring_claim(struct session *s, size_t *pos_out)
 static void nudge_collector(struct session *s)
 {
     atomic_fetch_add(&s->nudge, 1);
-    syscall(SYS_futex, &s->nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    futex_wake(&s->nudge, 1);
 }
 
 /* SIGNAL-SAFE: a free snapshot buffer claimed, or -1. */
@@ -465,13 +464,6 @@ static void ring_drain(struct session *s)
     }
 }
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
-}
-
 static uint64_t next_random(struct session *s)
 {
     s->rng ^= s->rng << 13;
@@ -539,31 +531,20 @@ static int compare_tids(const void *a, const void *b)
 /* The tids of every thread of the process, sorted. */
 static int list_threads(pid_t **out, size_t *n)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return errno == ENOENT ? CPPROF_ENOPROC : -errno;
-    size_t cap = 64, len = 0;
-    pid_t *tids = malloc(cap * sizeof *tids);
-    struct dirent *e;
-    while (tids && (e = readdir(d))) {
-        pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid <= 0)
-            continue;
-        if (len == cap) {
-            pid_t *bigger = realloc(tids, 2 * cap * sizeof *tids);
-            if (!bigger) {
-                free(tids);
-                tids = NULL;
-                break;
-            }
-            tids = bigger;
-            cap *= 2;
-        }
-        tids[len++] = tid;
+    int dirfd = proctasks_open();
+    if (dirfd < 0)
+        return dirfd;
+    pid_t *tids = NULL;
+    size_t cap = 0, len = 0;
+    int got;
+    while ((got = ARRAY_RESERVE(tids, len, cap, PROCTASKS_BATCH_MAX)) == 0 &&
+           (got = proctasks_next(dirfd, tids + len)) > 0)
+        len += (size_t)got;
+    close(dirfd);
+    if (got < 0) {
+        free(tids);
+        return got;
     }
-    closedir(d);
-    if (!tids)
-        return -ENOMEM;
     qsort(tids, len, sizeof *tids, compare_tids);
     *out = tids;
     *n = len;
@@ -662,7 +643,7 @@ static void recheck_suspect(struct session *s, struct thread_timer *t)
 static void refresh_maps(struct session *s)
 {
     unwind_refresh_maps();
-    s->maps_read_ns = monotonic_ns();
+    s->maps_read_ns = clock_mono_ns();
 }
 
 /* Whether the thread ran since its signal mask was last read: only the
@@ -694,7 +675,7 @@ static void recheck_threads(struct session *s)
             give_timer(s, t, true);
         }
     }
-    s->masks_checked_ns = monotonic_ns();
+    s->masks_checked_ns = clock_mono_ns();
 }
 
 /* Merges the sorted `tids` into the thread table, each new thread given
@@ -760,13 +741,13 @@ static int scan_threads(struct session *s)
     pid_t *tids = NULL;
     size_t n = 0;
     int rc = list_threads(&tids, &n);
-    bool stale = monotonic_ns() - s->maps_read_ns >= MAPS_MAX_AGE_NS;
+    bool stale = clock_mono_ns() - s->maps_read_ns >= MAPS_MAX_AGE_NS;
     if (rc == 0 && stale)
         refresh_maps(s);
     if (rc == 0)
         rc = merge_threads(s, tids, n, true, stale);
     free(tids);
-    s->scanned_ns = monotonic_ns();
+    s->scanned_ns = clock_mono_ns();
     s->announced_since_scan = 0;
     return rc;
 }
@@ -847,9 +828,9 @@ bool sampler_running(void)
 static void tend_threads(struct session *s)
 {
     unwind_refresh_if_loaded(); /* a dlopened object: its table now */
-    bool charge = monotonic_ns() - s->charged_ns >= CHARGE_NS;
+    bool charge = clock_mono_ns() - s->charged_ns >= CHARGE_NS;
     if (charge)
-        s->charged_ns = monotonic_ns();
+        s->charged_ns = clock_mono_ns();
     for (size_t i = 0; i < s->ntimers; i++) {
         struct thread_timer *t = &s->timers[i];
         if (t->suspect)
@@ -857,11 +838,11 @@ static void tend_threads(struct session *s)
         else if (charge)
             charge_unsampled(s, t);
     }
-    if (monotonic_ns() - s->scanned_ns >= SCAN_NS ||
+    if (clock_mono_ns() - s->scanned_ns >= SCAN_NS ||
         s->announced_since_scan >= SCAN_AFTER ||
         atomic_exchange(&announce_overflow, false))
         scan_threads(s);
-    if (monotonic_ns() - s->masks_checked_ns >= RECHECK_NS)
+    if (clock_mono_ns() - s->masks_checked_ns >= RECHECK_NS)
         recheck_threads(s);
 }
 
@@ -908,13 +889,13 @@ static void yield_signal(struct session *s)
 static void sleep_until_nudged(struct session *s, int64_t deadline)
 {
     unsigned seen = atomic_load(&s->nudge);
-    int64_t left = deadline - monotonic_ns();
+    int64_t left = deadline - clock_mono_ns();
     if (left <= 0 || atomic_load(&s->stopping) ||
         atomic_load(&s->tables_wanted) || atomic_load(&s->threads_announced) ||
         atomic_load(&s->drain_wanted) || atomic_load(&s->signal_claimed))
         return;
     struct timespec ts = ns_to_timespec(left);
-    syscall(SYS_futex, &s->nudge, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    futex_wait(&s->nudge, seen, &ts);
 }
 
 /* Every TICK_NS: the handler check, the drain and tending the threads.
@@ -936,7 +917,7 @@ static void *collector_main(void *arg)
     atomic_store(&s->collector_tid, gettid());
     pthread_setname_np(pthread_self(), "cpprof-sampler");
     thread_label_internal("sampler"); /* unlabelled if out of memory */
-    int64_t next_tick = monotonic_ns() + TICK_NS;
+    int64_t next_tick = clock_mono_ns() + TICK_NS;
     while (!atomic_load(&s->stopping)) {
         sleep_until_nudged(s, next_tick);
         if (atomic_load(&s->stopping))
@@ -952,17 +933,15 @@ static void *collector_main(void *arg)
             yield_signal(s);
         if (atomic_exchange(&s->drain_wanted, false))
             ring_drain(s);
-        if (monotonic_ns() < next_tick)
+        if (clock_mono_ns() < next_tick)
             continue;
         if (!s->taken && !handler_is_ours(s->signo))
             yield_signal(s);
         ring_drain(s);
         tend_threads(s);
-        next_tick = monotonic_ns() + TICK_NS;
+        next_tick = clock_mono_ns() + TICK_NS;
     }
-    struct timespec cpu;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    retired_collector_ns += cpu.tv_sec * NSEC_PER_SEC + cpu.tv_nsec;
+    retired_collector_ns += clock_thread_cpu_ns();
     return NULL;
 }
 
@@ -1019,8 +998,8 @@ static struct session *session_new(long hz, int signo)
     s->signo = signo;
     s->cookie = COOKIE_MAGIC | (atomic_fetch_add(&sessions, 1) & 0xfffff);
     s->period = sampler_period_ns(hz);
-    s->rng = (uint64_t)monotonic_ns() | 1;
-    s->masks_checked_ns = monotonic_ns(); /* new threads are checked anyway */
+    s->rng = (uint64_t)clock_mono_ns() | 1;
+    s->masks_checked_ns = clock_mono_ns(); /* new threads are checked anyway */
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
@@ -1171,7 +1150,7 @@ static void stop_collector(struct session *s)
 {
     atomic_store(&s->stopping, true);
     atomic_fetch_add(&s->nudge, 1);
-    syscall(SYS_futex, &s->nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    futex_wake(&s->nudge, 1);
     pthread_join(s->collector, NULL);
 }
 

@@ -10,6 +10,7 @@
  */
 #include "stacktab.h"
 #include "labels.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ struct stacktab {
     size_t nvalues;
     struct entry *entries; /* entry i's values: values[i * nvalues ...] */
     size_t n, cap;
-    int64_t *values;
+    int64_t *values; /* at least one per entry, so never NULL once added */
+    size_t capvalues;
     uintptr_t *pcs;
     size_t npcs, cappcs;
     size_t *slots; /* entry number + 1; 0 is empty */
@@ -101,31 +103,13 @@ static int grow_index(stacktab *t)
 /* Makes room for one more entry of `depth` PCs. */
 static int reserve(stacktab *t, size_t depth)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        struct entry *entries = realloc(t->entries, cap * sizeof *entries);
-        if (!entries)
-            return -ENOMEM;
-        t->entries = entries;
-        int64_t *values =
-            realloc(t->values, cap * (t->nvalues ? t->nvalues : 1) *
-                                   sizeof *values);
-        if (!values)
-            return -ENOMEM;
-        t->values = values;
-        t->cap = cap;
-    }
-    if (t->npcs + depth > t->cappcs) {
-        size_t cap = t->cappcs ? t->cappcs * 2 : 1024;
-        while (cap < t->npcs + depth)
-            cap *= 2;
-        uintptr_t *pcs = realloc(t->pcs, cap * sizeof *pcs);
-        if (!pcs)
-            return -ENOMEM;
-        t->pcs = pcs;
-        t->cappcs = cap;
-    }
-    return 0;
+    size_t nvalues = t->nvalues ? t->nvalues : 1;
+    int rc = ARRAY_RESERVE(t->entries, t->n, t->cap, 1);
+    if (rc == 0)
+        rc = ARRAY_RESERVE(t->values, t->n * nvalues, t->capvalues, nvalues);
+    if (rc == 0)
+        rc = ARRAY_RESERVE(t->pcs, t->npcs, t->cappcs, depth);
+    return rc;
 }
 
 int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,

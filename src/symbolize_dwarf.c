@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include "symbolize_dwarf.h"
 #include "symbolize_lines.h"
+#include "util.h"
 #include "warn.h"
 
 #include <dwarf.h>
@@ -106,19 +107,6 @@ static struct {
 } U;
 
 /* ---- Decoding a unit ---------------------------------------------------- */
-
-static bool grow(void **array, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return true;
-    size_t ncap = *cap ? 2 * *cap : 64;
-    void *grown = realloc(*array, ncap * size);
-    if (!grown)
-        return false;
-    *array = grown;
-    *cap = ncap;
-    return true;
-}
 
 /* Linkage name when there is one (what the symbol table says, demangled
  * later), else the plain name; through abstract origins and
@@ -218,15 +206,14 @@ static int32_t add_function(unit *u, Dwarf_Die *die, int32_t parent)
     while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
         if (lo >= hi)
             continue;
-        if (!grow((void **)&u->spans, &u->capspans, u->nspans,
-                  sizeof *u->spans))
+        if (ARRAY_RESERVE(u->spans, u->nspans, u->capspans, 1) != 0)
             return -2;
         u->spans[u->nspans++] = (struct span){lo, hi};
     }
     if (u->nspans == first)
         return -1;
     if (u->nfns >= INT32_MAX ||
-        !grow((void **)&u->fns, &u->capfns, u->nfns, sizeof *u->fns))
+        ARRAY_RESERVE(u->fns, u->nfns, u->capfns, 1) != 0)
         return -2;
     int decl_line = 0, failed = 0;
     dwarf_decl_line(die, &decl_line);
@@ -466,8 +453,7 @@ static void add_unit_ranges(const unit *u, Dwarf_Die *cudie)
     while ((off = dwarf_ranges(cudie, off, &base, &lo, &hi)) > 0) {
         if (lo >= hi)
             continue;
-        if (!grow((void **)&U.ranges, &U.capranges, U.nranges,
-                  sizeof *U.ranges)) {
+        if (ARRAY_RESERVE(U.ranges, U.nranges, U.capranges, 1) != 0) {
             U.nranges = first;
             return;
         }

@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "symbolize_lines.h"
+#include "util.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -168,22 +169,9 @@ struct lists {
     bool nomem;
 };
 
-static bool grow(void **array, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return true;
-    size_t ncap = *cap ? 2 * *cap : 16;
-    void *grown = realloc(*array, ncap * size);
-    if (!grown)
-        return false;
-    *array = grown;
-    *cap = ncap;
-    return true;
-}
-
 static void add_dir(struct lists *l, const char *name)
 {
-    if (!grow((void **)&l->dirs, &l->capdirs, l->ndirs, sizeof *l->dirs))
+    if (ARRAY_RESERVE(l->dirs, l->ndirs, l->capdirs, 1) != 0)
         l->nomem = true;
     else
         l->dirs[l->ndirs++] = (struct dir){name};
@@ -191,7 +179,7 @@ static void add_dir(struct lists *l, const char *name)
 
 static void add_file(struct lists *l, const char *name, uint64_t dir)
 {
-    if (!grow((void **)&l->files, &l->capfiles, l->nfiles, sizeof *l->files))
+    if (ARRAY_RESERVE(l->files, l->nfiles, l->capfiles, 1) != 0)
         l->nomem = true;
     else
         l->files[l->nfiles++] = (struct file){name, dir};
