@@ -26,6 +26,7 @@
 #include "cpprof.h"
 #include "interpose.h"
 #include "labels.h"
+#include "procmaps.h"
 #include "stacktab.h"
 #include "thread.h"
 #include "unwind.h"
@@ -165,6 +166,15 @@ static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
     }
 }
 
+/* Whether a line of /proc/self/maps (perhaps cut short: its path) is an
+ * executable mapping.  Not inlined into write_mappings, so that the parsed
+ * line is on the stack only while it is looked at. */
+static NOINLINE bool is_executable(const char *text, size_t len)
+{
+    procmaps_line m;
+    return procmaps_parse(text, len, &m) && m.perms[2] == 'x';
+}
+
 /* Copies the executable lines of /proc/self/maps to stderr. */
 static NOINLINE void write_mappings(void)
 {
@@ -183,9 +193,7 @@ static NOINLINE void write_mappings(void)
                     l.buf[l.n++] = chunk[i];
                 continue;
             }
-            /* "lo-hi perms ...": perms[2] is 'x' for executable. */
-            const char *space = memchr(l.buf, ' ', l.n);
-            if (space && space + 3 < l.buf + l.n && space[3] == 'x')
+            if (is_executable(l.buf, l.n))
                 flush_line(&l);
             l.n = 0;
         }
