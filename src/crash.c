@@ -27,7 +27,6 @@
 #include "interpose.h"
 #include "labels.h"
 #include "procmaps.h"
-#include "stacktab.h"
 #include "thread.h"
 #include "unwind.h"
 #include "warn.h"

@@ -92,7 +92,6 @@
 #include "unwind.h"
 #include "atfork.h"
 #include "loader.h"
-#include "stacktab.h"
 #include "unwind_cfi.h"
 #include "warn.h"
 

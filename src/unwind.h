@@ -19,6 +19,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The most frames a collector keeps of a stack. */
+#define STACK_MAX_FRAMES 64
+
+/* Flags of a walk, kept with its stack (stacktab.h). */
+enum {
+    STACK_LEAF_EXACT = 1, /* pcs[0] is an interrupted PC, the rest are return
+                             addresses; otherwise all are return addresses */
+    STACK_TRUNCATED = 2,  /* the walk stopped at STACK_MAX_FRAMES */
+    STACK_FP_FALLBACK = 4, /* a frame had no usable CFI (none for its
+                              address, or a rule the unwinder does not
+                              support) and was walked by frame pointer */
+    STACK_NO_TABLE = 8     /* the walk reached code mapped since the
+                              unwinder's last refresh and ended there */
+};
+
 /* Re-reads /proc/self/maps, builds unwind tables for executable mappings
  * new since the last call (reusing those already built, by device and
  * inode), and publishes them to the walker; tables of objects no longer
@@ -42,7 +57,7 @@ int unwind_refresh_if_loaded(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return
- * addresses, at most `max` in all.  Sets *flags to STACK_* (stacktab.h),
+ * addresses, at most `max` in all.  Sets *flags to STACK_* (above),
  * *gen (unless NULL) to the generation of the mappings the walk saw (see
  * "Generations" below; 0 when it had no table), and returns the depth, at
  * least 1. */
