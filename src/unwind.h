@@ -1,5 +1,5 @@
 /*
- * unwind.h -- the one stack walker of every collector (unwind.c): the CPU
+ * unwind.h -- the one stack walker of every collector: the CPU
  * sampler's, the census's and the crash traceback's signal handlers, and
  * the allocation, contention and thread-creation collectors' ordinary
  * calls (collect.c).
@@ -8,8 +8,11 @@
  * rows (unwind_cfi.h) for every executable mapping, with frame pointers
  * where a mapping or an address has none.  The tables are built and
  * published by unwind_refresh_maps, never by a handler, and freed only
- * after no walk can still read them.  unwind.c's header comment says why
- * this design, what it reads and what it costs.
+ * after no walk can still read them.  Three steps, each in its file: the
+ * parse (unwind_cfi.c: CFI to rows), the store (unwind_tables.c: the
+ * mappings and their tables, refreshed and published; why this design and
+ * what it costs) and the walk (unwind_walk.c: signal-safe, what it reads).
+ * unwind_int.h is what the last two share.
  */
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
@@ -161,7 +164,7 @@ size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
  * through the fault-proof path.  Never from a signal handler. */
 void unwind_learn_own_stack(void);
 
-/* Generations (issue 18: samples in a dlclosed plugin were credited to
+/* Generations (so that samples in a dlclosed plugin are not credited to
  * the plugin loaded next at its address).  Every published table has a
  * generation, which moves on when a refresh finds that an object's
  * executable mapping went away (dlclose); a walk reports the generation
