@@ -227,7 +227,8 @@ static __attribute__((noinline)) void report(int sig, siginfo_t *si,
  * 64 [64], report's 576 [736] (its PCs), then the deepest of the walk
  * (UNWIND_CONTEXT_STACK), write_thread 1,008 [1,312] (the labels' text and
  * a line) with cpprof_labelset_format 80 [96] and flush_line 48 [64],
- * write_mappings 864 [1,168] (a chunk and a line). */
+ * write_mappings 848 [1,184] (a chunk and a line) with is_executable 80
+ * [208], procmaps_parse 96 [336] and take_number 32 [96]. */
 #define CRASH_REPORT_STACK (UNWIND_CONTEXT_STACK + 1024)
 
 /* SIGNAL-SAFE.  A crash on a stack with too little left for the report
