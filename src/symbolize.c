@@ -259,8 +259,8 @@ static const Dwfl_Callbacks callbacks = {
 
 /* Whether a line of /proc/self/maps is libelf's own reading of a file
  * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
- * offset 0) or the unwinder's (unwind_tables.c maps object files the same way):
- * never a segment the loader mapped.  dwfl_linux_proc_report takes
+ * offset 0) or the unwinder's (unwind_tables.c maps object files the same
+ * way): never a segment the loader mapped.  dwfl_linux_proc_report takes
  * consecutive lines of one file for one module, so such a mapping placed
  * next to its loaded object (mmap hands out addresses top-down, just
  * below the newest objects) gave the module a wrong start and bias after
