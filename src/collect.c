@@ -10,10 +10,10 @@
  * directly.  The tables are built at the library's load and refreshed by
  * profiles, the census and snapshots, never here: building them inside an
  * application's malloc is not safe (unwind_tables.c's unwind_init).  Code
- * loaded since the last refresh ends a walk with STACK_NO_TABLE.  glibc's backtrace() would
- * find frames of code built without frame pointers too, but it dlopens
- * libgcc_s on first use, which allocates and takes the loader lock: not
- * something malloc may do.
+ * loaded since the last refresh ends a walk with STACK_NO_TABLE.  glibc's
+ * backtrace() would find frames of code built without frame pointers too,
+ * but it dlopens libgcc_s on first use, which allocates and takes the
+ * loader lock: not something malloc may do.
  */
 #define _GNU_SOURCE
 #include "collect.h"

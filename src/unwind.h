@@ -42,8 +42,8 @@ enum {
  * inode), and publishes them to the walker; tables of objects no longer
  * mapped are freed once no walk reads them.  Callers (the sampler's
  * collector, the thread census, crash-handler installation, the
- * library's load and heap snapshots) take turns on a lock; never from a signal handler.
- * Returns 0 or a negative errno. */
+ * library's load and heap snapshots) take turns on a lock; never from a
+ * signal handler.  Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
 
 /* Makes every walk follow frame pointers only (true) or CFI where there
