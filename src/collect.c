@@ -2,24 +2,23 @@
  * collect.c -- the stack walk, locks and randomness that the
  * allocation, contention and thread-creation collectors share.
  *
- * The stack walk is the CPU sampler's walker (unwind.c), started from
+ * The stack walk is the CPU sampler's walker (unwind.h), started from
  * collect_stack's own caller: its return address, CFA and saved frame
  * pointer.  Each thread first learns its own stack's bounds
  * (pthread_getattr_np, which allocates and reads /proc/self/maps for the
  * main thread: harmless under the recursion guard), so the walk reads it
  * directly.  The tables are built at the library's load and refreshed by
  * profiles, the census and snapshots, never here: building them inside an
- * application's malloc is not safe (unwind.c's unwind_init).  Code loaded
- * since the last refresh ends a walk with STACK_NO_TABLE.  glibc's backtrace() would
- * find frames of code built without frame pointers too, but it dlopens
- * libgcc_s on first use, which allocates and takes the loader lock: not
- * something malloc may do.
+ * application's malloc is not safe (unwind_tables.c's unwind_init).  Code
+ * loaded since the last refresh ends a walk with STACK_NO_TABLE.  glibc's
+ * backtrace() would find frames of code built without frame pointers too,
+ * but it dlopens libgcc_s on first use, which allocates and takes the
+ * loader lock: not something malloc may do.
  */
 #define _GNU_SOURCE
 #include "collect.h"
 #include "interpose.h"
 #include "own.h"
-#include "stacktab.h"
 #include "unwind.h"
 #include "util.h"
 

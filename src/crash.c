@@ -26,7 +26,7 @@
 #include "cpprof.h"
 #include "interpose.h"
 #include "labels.h"
-#include "stacktab.h"
+#include "procmaps.h"
 #include "thread.h"
 #include "unwind.h"
 #include "warn.h"
@@ -165,6 +165,15 @@ static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
     }
 }
 
+/* Whether a line of /proc/self/maps (perhaps cut short: its path) is an
+ * executable mapping.  Not inlined into write_mappings, so that the parsed
+ * line is on the stack only while it is looked at. */
+static NOINLINE bool is_executable(const char *text, size_t len)
+{
+    procmaps_line m;
+    return procmaps_parse(text, len, &m) && m.perms[2] == 'x';
+}
+
 /* Copies the executable lines of /proc/self/maps to stderr. */
 static NOINLINE void write_mappings(void)
 {
@@ -183,9 +192,7 @@ static NOINLINE void write_mappings(void)
                     l.buf[l.n++] = chunk[i];
                 continue;
             }
-            /* "lo-hi perms ...": perms[2] is 'x' for executable. */
-            const char *space = memchr(l.buf, ' ', l.n);
-            if (space && space + 3 < l.buf + l.n && space[3] == 'x')
+            if (is_executable(l.buf, l.n))
                 flush_line(&l);
             l.n = 0;
         }
@@ -220,7 +227,8 @@ static __attribute__((noinline)) void report(int sig, siginfo_t *si,
  * 64 [64], report's 576 [736] (its PCs), then the deepest of the walk
  * (UNWIND_CONTEXT_STACK), write_thread 1,008 [1,312] (the labels' text and
  * a line) with cpprof_labelset_format 80 [96] and flush_line 48 [64],
- * write_mappings 864 [1,168] (a chunk and a line). */
+ * write_mappings 848 [1,184] (a chunk and a line) with is_executable 80
+ * [208], procmaps_parse 96 [336] and take_number 32 [96]. */
 #define CRASH_REPORT_STACK (UNWIND_CONTEXT_STACK + 1024)
 
 /* SIGNAL-SAFE.  A crash on a stack with too little left for the report

@@ -1,7 +1,7 @@
 /*
  * dlinterpose.c -- dlclose() interposed, so that the unwinder's tables
  * stop listing an unloaded object before the program can load another one
- * at its address (issue 18).
+ * at its address.
  *
  * Between refreshes (the sampler's collector looks at the loader's counts
  * every 100 ms) the walker's table still lists a dlclosed object's

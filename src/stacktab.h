@@ -9,21 +9,8 @@
 #define CPPROF_STACKTAB_H
 
 #include "cpprof.h"
+#include "unwind.h" /* STACK_MAX_FRAMES, the flags STACK_* */
 #include <stdint.h>
-
-#define STACK_MAX_FRAMES 64
-
-/* Flags of a stack. */
-enum {
-    STACK_LEAF_EXACT = 1, /* pcs[0] is an interrupted PC, the rest are return
-                             addresses; otherwise all are return addresses */
-    STACK_TRUNCATED = 2,  /* the walk stopped at STACK_MAX_FRAMES */
-    STACK_FP_FALLBACK = 4, /* a frame had no usable CFI (none for its
-                              address, or a rule the unwinder does not
-                              support) and was walked by frame pointer */
-    STACK_NO_TABLE = 8     /* the walk reached code mapped since the
-                              unwinder's last refresh and ended there */
-};
 
 typedef struct stacktab stacktab;
 

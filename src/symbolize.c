@@ -58,9 +58,11 @@
 #include "own.h"
 #include "config.h"
 #include "loader.h"
+#include "procmaps.h"
 #include "symbolize_debuginfo.h"
 #include "symbolize_dwarf.h"
 #include "symbolize_symtab.h"
+#include "util.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
@@ -166,6 +168,12 @@ static void *make_room(void *v, size_t *cap, size_t n, size_t size)
 
 /* ---- Mappings ----------------------------------------------------------- */
 
+/* The executable mappings read so far (read_exec_mappings). */
+struct exec_mappings {
+    struct mapping *maps;
+    size_t n, cap;
+};
+
 static void free_mappings(struct mapping *maps, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -175,57 +183,38 @@ static void free_mappings(struct mapping *maps, size_t n)
     free(maps);
 }
 
-/* Parses one line of /proc/self/maps into *m when it is executable. */
-static bool parse_exec_mapping(const char *line, struct mapping *m)
+/* procmaps_foreach's callback: keeps an executable line as a mapping. */
+static int add_exec_mapping(const procmaps_line *l, const char *text,
+                            size_t len, void *arg)
 {
-    unsigned long start, limit, offset, inode;
-    char perms[8];
-    int path_at = 0;
-    if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &limit, perms,
-               &offset, &inode, &path_at) < 5 || strlen(perms) < 3 ||
-        perms[2] != 'x')
-        return false;
-    const char *path = path_at > 0 ? line + path_at : "";
-    size_t len = strcspn(path, "\n");
-    *m = (struct mapping){.inode = inode, .file = strndup(path, len)};
-    m->pub.start = start;
-    m->pub.limit = limit;
-    m->pub.offset = offset;
-    return m->file != NULL;
+    struct exec_mappings *a = arg;
+    (void)text;
+    (void)len;
+    if (l->perms[2] != 'x')
+        return 0;
+    if (ARRAY_RESERVE(a->maps, a->n, a->cap, 1) != 0)
+        return -ENOMEM;
+    char *file = strndup(l->path, l->path_len);
+    if (!file)
+        return -ENOMEM;
+    struct mapping *m = &a->maps[a->n++];
+    *m = (struct mapping){.inode = l->inode, .file = file};
+    m->pub.start = l->lo;
+    m->pub.limit = l->hi;
+    m->pub.offset = l->offset;
+    return 0;
 }
 
 /* The executable mappings of the process now, in address order. */
 static int read_exec_mappings(struct mapping **out, size_t *count)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f)
+    struct exec_mappings a = {NULL, 0, 0};
+    if (procmaps_foreach(add_exec_mapping, &a) != 0) {
+        free_mappings(a.maps, a.n);
         return -1;
-    struct mapping *maps = NULL;
-    size_t n = 0, cap = 0;
-    char *line = NULL;
-    size_t linecap = 0;
-    int err = 0;
-    while (getline(&line, &linecap, f) > 0) {
-        struct mapping m;
-        if (!parse_exec_mapping(line, &m))
-            continue;
-        struct mapping *room = make_room(maps, &cap, n, sizeof *maps);
-        if (!room) {
-            free(m.file);
-            err = -1;
-            break;
-        }
-        maps = room;
-        maps[n++] = m;
     }
-    free(line);
-    fclose(f);
-    if (err) {
-        free_mappings(maps, n);
-        return err;
-    }
-    *out = maps;
-    *count = n;
+    *out = a.maps;
+    *count = a.n;
     return 0;
 }
 
@@ -270,22 +259,39 @@ static const Dwfl_Callbacks callbacks = {
 
 /* Whether a line of /proc/self/maps is libelf's own reading of a file
  * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
- * offset 0) or the unwinder's (unwind.c maps object files the same way):
- * never a segment the loader mapped.  dwfl_linux_proc_report takes
+ * offset 0) or the unwinder's (unwind_tables.c maps object files the same
+ * way): never a segment the loader mapped.  dwfl_linux_proc_report takes
  * consecutive lines of one file for one module, so such a mapping placed
  * next to its loaded object (mmap hands out addresses top-down, just
  * below the newest objects) gave the module a wrong start and bias after
  * the next dlopen or dlclose: a plugin symbolized once showed as
  * "plugin.so+0x6133" without names (test/dlclose_reuse). */
-static bool is_file_reading(const char *line)
+static bool is_file_reading(const procmaps_line *m)
 {
-    char perms[8];
-    unsigned long offset;
-    int path_at = 0;
-    return sscanf(line, "%*x-%*x %7s %lx %*s %*u %n", perms, &offset,
-                  &path_at) == 2 &&
-           path_at > 0 && line[path_at] == '/' && offset == 0 &&
-           strcmp(perms, "rw-p") == 0;
+    return m->path_len > 0 && m->path[0] == '/' && m->offset == 0 &&
+           memcmp(m->perms, "rw-p", 4) == 0;
+}
+
+/* Where maps_of_objects copies lines to, and the vDSO's range it found. */
+struct objects_maps {
+    FILE *out;
+    uintptr_t vdso_lo, vdso_hi;
+};
+
+/* procmaps_foreach's callback: copies a line unless it is a file's
+ * reading, and notes the vDSO's. */
+static int copy_object_line(const procmaps_line *m, const char *text,
+                            size_t len, void *arg)
+{
+    struct objects_maps *o = arg;
+    if (procmaps_path_is(m, "[vdso]")) {
+        o->vdso_lo = m->lo;
+        o->vdso_hi = m->hi;
+    }
+    if (!is_file_reading(m) &&
+        (fwrite(text, 1, len, o->out) != len || fputc('\n', o->out) == EOF))
+        return -EIO;
+    return 0;
 }
 
 /* /proc/self/maps without the files' readings (is_file_reading), as a
@@ -294,33 +300,18 @@ static bool is_file_reading(const char *line)
 static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
                              uintptr_t *vdso_hi)
 {
-    FILE *in = fopen("/proc/self/maps", "re");
     size_t size = 0;
-    FILE *out = in ? open_memstream(buf, &size) : NULL;
-    char *line = NULL;
-    size_t cap = 0;
-    *vdso_lo = *vdso_hi = 0;
-    while (out && getline(&line, &cap, in) > 0) {
-        unsigned long lo, hi;
-        int path_at = 0;
-        if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi,
-                   &path_at) == 2 && path_at > 0 &&
-            strncmp(line + path_at, "[vdso]", 6) == 0) {
-            *vdso_lo = lo;
-            *vdso_hi = hi;
-        }
-        if (!is_file_reading(line))
-            fputs(line, out);
-    }
-    free(line);
-    if (in)
-        fclose(in);
-    if (!out || fflush(out) != 0) {
-        if (out)
-            fclose(out);
+    struct objects_maps o = {open_memstream(buf, &size), 0, 0};
+    int rc = o.out ? procmaps_foreach(copy_object_line, &o) : -ENOMEM;
+    *vdso_lo = o.vdso_lo;
+    *vdso_hi = o.vdso_hi;
+    if (!o.out)
+        return NULL;
+    if (rc != 0 || fflush(o.out) != 0) {
+        fclose(o.out);
         return NULL;
     }
-    fclose(out);
+    fclose(o.out);
     return fmemopen(*buf, size, "r");
 }
 

@@ -1,5 +1,5 @@
 /*
- * unwind.h -- the one stack walker of every collector (unwind.c): the CPU
+ * unwind.h -- the one stack walker of every collector: the CPU
  * sampler's, the census's and the crash traceback's signal handlers, and
  * the allocation, contention and thread-creation collectors' ordinary
  * calls (collect.c).
@@ -8,8 +8,11 @@
  * rows (unwind_cfi.h) for every executable mapping, with frame pointers
  * where a mapping or an address has none.  The tables are built and
  * published by unwind_refresh_maps, never by a handler, and freed only
- * after no walk can still read them.  unwind.c's header comment says why
- * this design, what it reads and what it costs.
+ * after no walk can still read them.  Three steps, each in its file: the
+ * parse (unwind_cfi.c: CFI to rows), the store (unwind_tables.c: the
+ * mappings and their tables, refreshed and published; why this design and
+ * what it costs) and the walk (unwind_walk.c: signal-safe, what it reads).
+ * unwind_int.h is what the last two share.
  */
 #ifndef CPPROF_UNWIND_H
 #define CPPROF_UNWIND_H
@@ -19,13 +22,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The most frames a collector keeps of a stack. */
+#define STACK_MAX_FRAMES 64
+
+/* Flags of a walk, kept with its stack (stacktab.h). */
+enum {
+    STACK_LEAF_EXACT = 1, /* pcs[0] is an interrupted PC, the rest are return
+                             addresses; otherwise all are return addresses */
+    STACK_TRUNCATED = 2,  /* the walk stopped at STACK_MAX_FRAMES */
+    STACK_FP_FALLBACK = 4, /* a frame had no usable CFI (none for its
+                              address, or a rule the unwinder does not
+                              support) and was walked by frame pointer */
+    STACK_NO_TABLE = 8     /* the walk reached code mapped since the
+                              unwinder's last refresh and ended there */
+};
+
 /* Re-reads /proc/self/maps, builds unwind tables for executable mappings
  * new since the last call (reusing those already built, by device and
  * inode), and publishes them to the walker; tables of objects no longer
  * mapped are freed once no walk reads them.  Callers (the sampler's
  * collector, the thread census, crash-handler installation, the
- * library's load and heap snapshots) take turns on a lock; never from a signal handler.
- * Returns 0 or a negative errno. */
+ * library's load and heap snapshots) take turns on a lock; never from a
+ * signal handler.  Returns 0 or a negative errno. */
 int unwind_refresh_maps(void);
 
 /* Makes every walk follow frame pointers only (true) or CFI where there
@@ -42,7 +60,7 @@ int unwind_refresh_if_loaded(void);
 
 /* SIGNAL-SAFE.  Walks the stack of the thread interrupted with `ucontext`
  * (the handler's third argument): pcs[0] is the interrupted PC, then return
- * addresses, at most `max` in all.  Sets *flags to STACK_* (stacktab.h),
+ * addresses, at most `max` in all.  Sets *flags to STACK_* (above),
  * *gen (unless NULL) to the generation of the mappings the walk saw (see
  * "Generations" below; 0 when it had no table), and returns the depth, at
  * least 1. */
@@ -146,7 +164,7 @@ size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
  * through the fault-proof path.  Never from a signal handler. */
 void unwind_learn_own_stack(void);
 
-/* Generations (issue 18: samples in a dlclosed plugin were credited to
+/* Generations (so that samples in a dlclosed plugin are not credited to
  * the plugin loaded next at its address).  Every published table has a
  * generation, which moves on when a refresh finds that an object's
  * executable mapping went away (dlclose); a walk reports the generation

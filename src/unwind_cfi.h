@@ -1,12 +1,13 @@
 /*
  * unwind_cfi.h -- DWARF call-frame information turned into compact unwind
- * rows (unwind_cfi.c), for the signal-safe walker in unwind.c.
+ * rows (unwind_cfi.c): the unwinder's parse step, for the signal-safe
+ * walker in unwind_walk.c.
  *
  * The build (cfi_build) parses one ELF image's .eh_frame (or .debug_frame
  * when that is all it has) and runs every FDE's CFA program ahead of time,
  * outside any signal handler, so that the walker only does a binary search
- * and applies a row.  A table is immutable once built; unwind.c owns its
- * lifetime.  Only the rules the walker needs are kept: where the CFA is,
+ * and applies a row.  A table is immutable once built; unwind_tables.c
+ * owns its lifetime.  Only the rules the walker needs are kept: where the CFA is,
  * where the return address and the frame pointer were saved.
  */
 #ifndef CPPROF_UNWIND_CFI_H

@@ -1,0 +1,131 @@
+/*
+ * check_procmaps.c -- the /proc/self/maps line parser (src/procmaps.c) on
+ * the line forms the kernel writes and on lines cut short, as the crash
+ * handler may hold them, and the reader on this process's own maps.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "procmaps.h"
+
+static bool parse(const char *text, procmaps_line *m)
+{
+    return procmaps_parse(text, strlen(text), m);
+}
+
+START_TEST(file_mapping)
+{
+    procmaps_line m;
+    ck_assert(parse("7f1c2a000000-7f1c2a1c8000 r-xp 00028000 fd:01 "
+                    "1054043                    /usr/lib/libc.so.6\n",
+                    &m));
+    ck_assert_uint_eq(m.lo, 0x7f1c2a000000);
+    ck_assert_uint_eq(m.hi, 0x7f1c2a1c8000);
+    ck_assert(memcmp(m.perms, "r-xp", 4) == 0);
+    ck_assert_uint_eq(m.offset, 0x28000);
+    ck_assert_uint_eq(m.dev_major, 0xfd);
+    ck_assert_uint_eq(m.dev_minor, 1);
+    ck_assert_uint_eq(m.inode, 1054043);
+    ck_assert_uint_eq(m.path_len, strlen("/usr/lib/libc.so.6"));
+    ck_assert(memcmp(m.path, "/usr/lib/libc.so.6", m.path_len) == 0);
+}
+END_TEST
+
+START_TEST(anonymous_and_special)
+{
+    procmaps_line m;
+    ck_assert(parse("7ffd1000-7ffd3000 rw-p 00000000 00:00 0 \n", &m));
+    ck_assert_uint_eq(m.path_len, 0);
+    ck_assert(parse("7ffd1000-7ffd3000 rw-p 00000000 00:00 0", &m));
+    ck_assert_uint_eq(m.path_len, 0);
+    ck_assert(parse("7ffd1000-7ffd3000 r-xp 00000000 00:00 0   [vdso]", &m));
+    ck_assert(procmaps_path_is(&m, "[vdso]"));
+    ck_assert(!procmaps_path_is(&m, "[vdso"));
+    ck_assert(parse("1000-2000 r-xp 00000000 08:02 12 /tmp/a b (deleted)\n",
+                    &m));
+    ck_assert(procmaps_path_is(&m, "/tmp/a b (deleted)"));
+}
+END_TEST
+
+START_TEST(cut_short_or_malformed)
+{
+    procmaps_line m;
+    /* Cut in its path (the crash handler's line buffer): still a line. */
+    ck_assert(parse("1000-2000 r-xp 00000000 08:02 12 /very/long/pa", &m));
+    ck_assert(m.perms[2] == 'x');
+    ck_assert(!parse("1000-2000 r-xp 00000000 08:02", &m));
+    ck_assert(!parse("1000-2000 r-x 00000000 08:02 12 /a", &m));
+    ck_assert(!parse("1000 2000 r-xp 00000000 08:02 12 /a", &m));
+    ck_assert(!parse("1000-2000 r-xp 0000000g 08:02 12 /a", &m));
+    ck_assert(!parse("10000000000000000-2000 r-xp 0 08:02 12 /a", &m));
+    ck_assert(!parse("", &m));
+    /* Only len bytes are read. */
+    ck_assert(!procmaps_parse("1000-2000 r-xp 0 08:02 12", 12, &m));
+}
+END_TEST
+
+/* procmaps_foreach's callback: counts lines, and finds the one holding
+ * this function's code. */
+struct seen {
+    size_t lines;
+    bool own_code, sorted;
+    uintptr_t last_lo;
+};
+
+static int see(const procmaps_line *m, const char *text, size_t len,
+               void *arg)
+{
+    struct seen *s = arg;
+    uintptr_t here = (uintptr_t)&see;
+    ck_assert_uint_eq(strlen(text), len);
+    ck_assert_uint_eq(strlen(m->path), m->path_len);
+    s->sorted = s->sorted && m->lo >= s->last_lo;
+    s->last_lo = m->lo;
+    s->lines++;
+    if (here >= m->lo && here < m->hi)
+        s->own_code = m->perms[2] == 'x' && m->path_len > 0;
+    return 0;
+}
+
+static int stop_at_third(const procmaps_line *m, const char *text,
+                         size_t len, void *arg)
+{
+    (void)m, (void)text, (void)len;
+    return ++*(int *)arg == 3 ? 42 : 0;
+}
+
+START_TEST(reads_own_maps)
+{
+    struct seen s = {.sorted = true};
+    ck_assert_int_eq(procmaps_foreach(see, &s), 0);
+    ck_assert_uint_gt(s.lines, 3);
+    ck_assert(s.own_code);
+    ck_assert(s.sorted);
+    int n = 0;
+    ck_assert_int_eq(procmaps_foreach(stop_at_third, &n), 42);
+    ck_assert_int_eq(n, 3);
+}
+END_TEST
+
+static Suite *procmaps_suite(void)
+{
+    Suite *s = suite_create("procmaps");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, file_mapping);
+    tcase_add_test(tc, anonymous_and_special);
+    tcase_add_test(tc, cut_short_or_malformed);
+    tcase_add_test(tc, reads_own_maps);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(procmaps_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
