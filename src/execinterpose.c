@@ -3,8 +3,8 @@
  * zero-code mode serves from the program a wrapper script execs.
  *
  * Zero-code mode takes CPPROF_HTTP and CPPROF_HTTP_TOKEN out of the
- * environment at load (http.c), so that the processes a program starts do
- * not all try to serve on its port, nor learn the token.  But a process
+ * environment at load (http_zerocode.c), so that the processes a program
+ * starts do not all try to serve on its port, nor learn the token.  But a process
  * that replaces itself with exec is not starting another: a wrapper that
  * ends in `exec "$@"` (a container's entrypoint, pyenv's shims) loaded
  * cpprof first, served for a moment, and handed the real program an
@@ -18,7 +18,7 @@
  * one, so they are interposed too; the execl family and fexecve are not.
  */
 #define _GNU_SOURCE
-#include "http.h"
+#include "http_zerocode.h"
 #include "interpose.h"
 
 #include <errno.h>

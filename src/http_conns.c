@@ -9,7 +9,7 @@
  *     MHD_accept_connection), and each pool thread spun on poll + accept,
  *     taking both CPUs from the program.  Here a failed accept leaves the
  *     listener unpolled until the watch thread's next tick, and stderr
- *     says so once (http.c, accept_or_back_off).
+ *     says so once (http_watch.c, accept_or_back_off).
  *   - Slowloris: clients that send a request line and then a header byte
  *     now and then are never idle for http_connection_timeout and never
  *     complete a request, so they are never refused either; enough of them
@@ -28,19 +28,20 @@
  * libmicrohttpd has closed it, so libmicrohttpd's own limit is
  * HTTP_CONNS_CLOSING_ROOM times the setting: connections being closed
  * have room of their own.  (libmicrohttpd 0.9.75 must never reach its own
- * limit: see start_daemon in http.c.)  The socket is still open then, because libmicrohttpd tells
- * us a connection closed (MHD_CONNECTION_NOTIFY_CLOSED) before it closes
- * the socket, and forgets it here under the same lock.
+ * limit: see start_daemon in http.c.)  The socket is still open then,
+ * because libmicrohttpd tells us a connection closed
+ * (MHD_CONNECTION_NOTIFY_CLOSED) before it closes the socket, and forgets
+ * it here under the same lock.
  */
 #define _GNU_SOURCE
-#include "http.h"
+#include "http_server.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <time.h>
+
+#include "util.h"
 
 /* An accepted connection given to libmicrohttpd that has not started
  * within this long never will (it refused it: out of memory, its own
@@ -71,9 +72,7 @@ static long long header_ms;
 
 static long long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+    return clock_mono_ns() / 1000000;
 }
 
 int http_conns_open(unsigned max, unsigned header_seconds)

@@ -205,13 +205,7 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
         sampler_collector_cpu_ns() / 1e9, "census", "label",
         "pprof_internal=census", "threads", (json_int_t)helpers,
         "cpu_seconds", census_cpu);
-    char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
-    json_decref(root);
-    if (text == NULL)
-        return -ENOMEM;
-    int rc = http_reply(r, "application/json", NULL, text, strlen(text));
-    free(text);
-    return rc;
+    return http_reply_json(r, root, JSON_INDENT(2));
 }
 
 /* ---- HTML --------------------------------------------------------------- */
