@@ -37,14 +37,14 @@ int http_reply(http_req *r, const char *content_type, const char *attachment,
 /* Sends a 200 response whose body is gzip-compressed `content_type`
  * (Content-Encoding: gzip, Vary: Accept-Encoding).  Only for a client that
  * http_accepts_gzip(). */
+int http_reply_gzip(http_req *r, const char *content_type, const void *body,
+                    size_t len);
+
 /* Sends a 200 response with `doc` as JSON (json_dumps with `flags`), and
  * releases doc.  -ENOMEM when doc is NULL (a json_pack that failed) or
  * cannot be dumped. */
 struct json_t;
 int http_reply_json(http_req *r, struct json_t *doc, size_t flags);
-
-int http_reply_gzip(http_req *r, const char *content_type, const void *body,
-                    size_t len);
 
 /* Whether the request's Accept-Encoding admits gzip. */
 bool http_accepts_gzip(http_req *r);
@@ -81,9 +81,9 @@ typedef int (*http_handler)(http_req *r);
 
 enum http_method { HTTP_GET = 1, HTTP_POST = 2 };
 
-/* A row of the route table (http_dispatch.c): the one list of endpoints, which the index
- * page (http_index.c) renders, so a new profile shows up there by adding
- * its row. */
+/* A row of the route table (http_dispatch.c): the one list of endpoints,
+ * which the index page (http_index.c) renders, so a new profile shows up
+ * there by adding its row. */
 typedef struct {
     const char *name;   /* path after /debug/pprof/; "" is the index; a name
                            ending in '/' serves every path under it */

@@ -41,8 +41,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
-#include "util.h"
-
 /* An accepted connection given to libmicrohttpd that has not started
  * within this long never will (it refused it: out of memory, its own
  * per-thread limit), and no longer keeps room.  A connection younger than
@@ -69,11 +67,6 @@ static unsigned waiting_max;
 static unsigned pending;   /* handed to libmicrohttpd, not yet started */
 static long long last_added_ms;
 static long long header_ms;
-
-static long long now_ms(void)
-{
-    return clock_mono_ns() / 1000000;
-}
 
 int http_conns_open(unsigned max, unsigned header_seconds)
 {
@@ -167,7 +160,7 @@ static void started(struct MHD_Connection *conn)
         shutdown(info->connect_fd, SHUT_RDWR);
         return;
     }
-    long long now = now_ms();
+    long long now = http_now_ms();
     *s = (struct slot){conn, info->connect_fd, now, false, false};
     n_open++;
     n_live++;
@@ -223,7 +216,7 @@ bool http_conns_room(void)
 
 void http_conns_tick(void)
 {
-    long long now = now_ms();
+    long long now = http_now_ms();
     pthread_mutex_lock(&conns_lock);
     for (unsigned i = 0; i < n_slots; i++) {
         struct slot *s = &slots[i];
@@ -250,7 +243,7 @@ int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
                    : -errno;
     pthread_mutex_lock(&conns_lock);
     pending++;
-    last_added_ms = now_ms();
+    last_added_ms = http_now_ms();
     pthread_mutex_unlock(&conns_lock);
     if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
         pthread_mutex_lock(&conns_lock); /* it closed fd */

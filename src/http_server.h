@@ -30,6 +30,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
 
 /* TLS (http_tls.c): the PEM texts of the http_tls_* files, NULL when not
  * set (no cert: plain HTTP; no ca: no client certificate asked for). */
@@ -52,6 +55,13 @@ extern http_server http_srv;
 /* Set while the server stops (or is given up, or exit drains it): handlers
  * polling http_client_gone() return. */
 extern atomic_bool http_stopping;
+
+/* The server's timeouts and ticks are in milliseconds of the monotonic
+ * clock. */
+static inline int64_t http_now_ms(void)
+{
+    return clock_mono_ns() / 1000000;
+}
 
 struct http_req {
     struct MHD_Connection *conn;

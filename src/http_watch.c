@@ -47,7 +47,6 @@
 
 #include "cpprof.h"
 #include "symbolize.h"
-#include "util.h"
 #include "warn.h"
 
 enum { WATCH_MS = 100, FD_FLOOR_MAX = 1000, FD_FLOOR_ROOM = 24 };
@@ -236,11 +235,6 @@ static bool stop_if_lost(void)
     return true;
 }
 
-static int64_t now_ms(void)
-{
-    return clock_mono_ns() / 1000000;
-}
-
 /* Accepts the connection waiting on the listener (http_conns.c); returns
  * whether to leave the listener unpolled until the next tick: accept
  * failed, as at the descriptor limit, where the client stays queued and
@@ -267,17 +261,17 @@ static void *watch_fds(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "cpprof-watch");
     http_label_thread();
-    int64_t next_tick = now_ms() + WATCH_MS;
+    int64_t next_tick = http_now_ms() + WATCH_MS;
     bool back_off = false;
     while (!atomic_load(&watch_stop)) {
-        int64_t wait = next_tick - now_ms();
+        int64_t wait = next_tick - http_now_ms();
         struct pollfd p = {.fd = watch_fd, .events = POLLIN};
         nfds_t n = !back_off && http_conns_room();
         int ready = poll(&p, n, wait > 0 ? (int)wait : 0);
         back_off = false;
         if (atomic_load(&watch_stop))
             break;
-        bool tick = now_ms() >= next_tick;
+        bool tick = http_now_ms() >= next_tick;
         bool listener_moved = n_own_fds > 0 && fate_of(&own_fds[0]) != FD_KEPT;
         if ((tick || listener_moved) && stop_if_lost()) {
             atomic_store(&server_lost, true);
@@ -286,7 +280,7 @@ static void *watch_fds(void *arg)
         if (tick) {
             http_conns_tick();
             symbolize_release_if_idle();
-            next_tick = now_ms() + WATCH_MS;
+            next_tick = http_now_ms() + WATCH_MS;
         }
         if (ready == 1)
             back_off = !(p.revents & POLLIN) || accept_or_back_off();
