@@ -3,22 +3,22 @@
  * zero-code mode serves from the program a wrapper script execs.
  *
  * Zero-code mode takes CPPROF_HTTP and CPPROF_HTTP_TOKEN out of the
- * environment at load (http.c), so that the processes a program starts do
- * not all try to serve on its port, nor learn the token.  But a process
- * that replaces itself with exec is not starting another: a wrapper that
- * ends in `exec "$@"` (a container's entrypoint, pyenv's shims) loaded
+ * environment at load (http_zerocode.c), so that the processes a program
+ * starts do not all try to serve on its port, nor learn the token.  But a
+ * process that replaces itself with exec is not starting another: a wrapper
+ * that ends in `exec "$@"` (a container's entrypoint, pyenv's shims) loaded
  * cpprof first, served for a moment, and handed the real program an
  * environment without the variables, so the program never served.  So an
  * exec by the very process that took them (same pid: not a fork or vfork
- * child, which have pids of their own) gets them back in the environment
- * it passes; the new image loads cpprof again and serves, the old
- * listener having been closed by the exec (close-on-exec).
+ * child, which have pids of their own) gets them back in the environment it
+ * passes; the new image loads cpprof again and serves, the old listener
+ * having been closed by the exec (close-on-exec).
  *
  * glibc's execv, execvp and execvpe reach execve inside libc, past this
  * one, so they are interposed too; the execl family and fexecve are not.
  */
 #define _GNU_SOURCE
-#include "http.h"
+#include "http_zerocode.h"
 #include "interpose.h"
 
 #include <errno.h>

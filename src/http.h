@@ -1,19 +1,21 @@
 /*
- * http.h -- the embedded HTTP server (http.c) and what handlers use.
+ * http.h -- what an endpoint handler sees of the embedded HTTP server: its
+ * request, the replies in Go's form, the route table, and the handlers.
  *
- * libmicrohttpd runs one thread per connection, so a 30-second CPU profile
- * blocks only its own client.  http.c owns routing, Go's response headers
- * and error format; each endpoint is a handler function in a file of its own
- * (http_profile.c, ...), listed in http.c's route table.
+ * Each endpoint is a handler function in a file of its own (http_profile.c,
+ * ...), listed in the route table (http_dispatch.c).  The server's
+ * internals are in http_server.h, which no handler includes, so that
+ * handlers compile without libmicrohttpd's or GnuTLS's headers.  Connections
+ * are accepted by the server's watch thread and served by a fixed pool of
+ * libmicrohttpd threads; a handler that waits out a window (a CPU profile,
+ * any ?seconds=) runs on a window thread while its connection is
+ * suspended, so a 30-second profile holds up no other client.
  */
 #ifndef CPPROF_HTTP_H
 #define CPPROF_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <sys/types.h>
-
-#include <gnutls/abstract.h> /* http_tls_certificate's types */
 
 typedef struct http_req http_req;
 
@@ -37,6 +39,12 @@ int http_reply(http_req *r, const char *content_type, const char *attachment,
  * http_accepts_gzip(). */
 int http_reply_gzip(http_req *r, const char *content_type, const void *body,
                     size_t len);
+
+/* Sends a 200 response with `doc` as JSON (json_dumps with `flags`), and
+ * releases doc.  -ENOMEM when doc is NULL (a json_pack that failed) or
+ * cannot be dumped. */
+struct json_t;
+int http_reply_json(http_req *r, struct json_t *doc, size_t flags);
 
 /* Whether the request's Accept-Encoding admits gzip. */
 bool http_accepts_gzip(http_req *r);
@@ -69,23 +77,13 @@ bool http_client_gone(http_req *r);
  * CPPROF_ENOTRUNNING. */
 int http_port(void);
 
-/* Zero-code mode's variables as the NAME=VALUE strings the process was
- * started with (CPPROF_HTTP, and CPPROF_HTTP_TOKEN when set), which are
- * taken out of the environment at load so that the processes the program
- * starts do not inherit them, and in *owner the pid of the process that
- * took them: execinterpose.c gives them back to an exec of that process.
- * Returns how many there are in vars (0: not zero-code mode). */
-enum { HTTP_ZERO_CODE_VARS = 2 };
-size_t http_zero_code_env(const char *vars[HTTP_ZERO_CODE_VARS],
-                          pid_t *owner);
-
 typedef int (*http_handler)(http_req *r);
 
 enum http_method { HTTP_GET = 1, HTTP_POST = 2 };
 
-/* A row of http.c's route table: the one list of endpoints, which the index
- * page (http_index.c) renders, so a new profile shows up there by adding
- * its row. */
+/* A row of the route table (http_dispatch.c): the one list of endpoints,
+ * which the index page (http_index.c) renders, so a new profile shows up
+ * there by adding its row. */
 typedef struct {
     const char *name;   /* path after /debug/pprof/; "" is the index; a name
                            ending in '/' serves every path under it */
@@ -98,78 +96,18 @@ typedef struct {
                            result shows as unknown */
 } http_route;
 
-/* The route table, *n rows, in the order http.c lists them. */
+/* The route table, *n rows, in the order it lists them. */
 const http_route *http_routes(size_t *n);
 
-/* Handlers, one per file, listed in http.c's route table.  Each sends
- * exactly one response (http_reply or http_error) and returns its result. */
 /* The CPU time the server's own threads have used (pool and watch thread,
  * of this server and those before it) and how many run now. */
 int http_own_cpu(double *seconds, size_t *threads);
-/* TLS (http_tls.c): the PEM texts of the http_tls_* files, NULL when not
- * set (no cert: plain HTTP; no ca: no client certificate asked for). */
-typedef struct {
-    char *cert, *key, *ca;
-} http_tls;
-/* Reads and checks the files; CPPROF_ETLS (stderr names the file and the
- * reason) or -ENOMEM when they cannot be used. */
-int http_tls_load(http_tls *t);
-void http_tls_free(http_tls *t);
-struct MHD_Connection;
-enum MHD_ConnectionNotificationCode;
-/* libmicrohttpd's connection notification (MHD_OPTION_NOTIFY_CONNECTION)
- * when a CA is set: a new connection's handshake fails without a client
- * certificate. */
-void http_tls_require_client_cert(void *cls, struct MHD_Connection *conn,
-                                  void **socket_context,
-                                  enum MHD_ConnectionNotificationCode toe);
-/* Connections (http_conns.c): accepted by the server itself, at the
- * descriptor limit without spinning, and each given http_header_timeout
- * seconds to be authorized, with room kept for clients that are.
- * http_conns_open before libmicrohttpd starts (-ENOMEM), http_conns_close
- * once it stopped; http_conns_notify from its connection notification;
- * http_conns_authorized once a request passed refuse_early;
- * http_conns_tick from the watch thread every tick; http_conns_accept
- * when the listener is readable and http_conns_room: 0, or the negative
- * errno of a failed accept, the connection left queued. */
-enum { HTTP_CONNS_CLOSING_ROOM = 2 }; /* libmicrohttpd's limit: this times
-                                        the setting (http_conns.c) */
-int http_conns_open(unsigned max, unsigned header_seconds);
-void http_conns_close(void);
-void http_conns_forget_after_fork(void);
-void http_conns_notify(struct MHD_Connection *conn,
-                       enum MHD_ConnectionNotificationCode toe);
-void http_conns_authorized(struct MHD_Connection *conn);
-bool http_conns_room(void);
-void http_conns_tick(void);
-struct MHD_Daemon;
-int http_conns_accept(struct MHD_Daemon *d, int listen_fd);
-/* Whether the client showed a certificate the CA verifies. */
-bool http_tls_client_verified(struct MHD_Connection *conn);
-/* libmicrohttpd's certificate callback (MHD_OPTION_HTTPS_CERT_CALLBACK,
- * GnuTLS's gnutls_certificate_retrieve_function2): the pair to serve, the
- * files' renewal if they changed and it checks out. */
-int http_tls_certificate(gnutls_session_t session,
-                         const gnutls_datum_t *req_ca_dn, int nreqs,
-                         const gnutls_pk_algorithm_t *pk_algos,
-                         int pk_algos_length, gnutls_pcert_st **chain,
-                         unsigned *nchain, gnutls_privkey_t *key);
-
-/* Access (http_access.c).  Whether the request carries the token (always
- * true when `token` is empty): "Authorization: Bearer TOKEN", or HTTP
- * Basic with the token as password. */
-bool http_authorized(struct MHD_Connection *conn, const char *token);
-/* Whether a server on loopback (`on_loopback`) answers the request's Host:
- * a loopback name or an http_allowed_hosts one, with `port` or none. */
-bool http_host_allowed(struct MHD_Connection *conn, bool on_loopback,
-                       int port);
-/* Whether a browser says the request comes from another site
- * (Sec-Fetch-Site: cross-site, or an Origin http_host_allowed refuses). */
-bool http_cross_site(struct MHD_Connection *conn, int port);
 
 /* Requests waiting out a window (a profile, a ?seconds= delta) now. */
 int http_windows_open(void);
 
+/* Handlers, one per file, listed in the route table.  Each sends exactly
+ * one response (http_reply or http_error) and returns its result. */
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
 int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
 int http_heap(http_req *r);        /* http_heap.c: .../heap */

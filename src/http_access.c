@@ -2,17 +2,16 @@
  * http_access.c -- who may ask the HTTP server: the token (Bearer, or HTTP
  * Basic with the token as password), the Host names a loopback server
  * answers (DNS rebinding), and whether a browser says a request comes from
- * another site.  Pure checks on a request's headers, apart from http.c's
- * lifecycle so that they read, and are reviewed, as one piece: http.c
- * calls them from refuse_early() before any body is read, and from the
- * dispatch of requests that would start a window.
+ * another site.  Pure checks on a request's headers, apart from the
+ * server's lifecycle so that they read, and are reviewed, as one piece:
+ * http_dispatch.c calls them from refuse_early() before any body is read,
+ * and from the dispatch of requests that would start a window.
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "http.h"
+#include "http_server.h"
 
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>

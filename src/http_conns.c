@@ -9,7 +9,7 @@
  *     MHD_accept_connection), and each pool thread spun on poll + accept,
  *     taking both CPUs from the program.  Here a failed accept leaves the
  *     listener unpolled until the watch thread's next tick, and stderr
- *     says so once (http.c, accept_or_back_off).
+ *     says so once (http_watch.c, accept_or_back_off).
  *   - Slowloris: clients that send a request line and then a header byte
  *     now and then are never idle for http_connection_timeout and never
  *     complete a request, so they are never refused either; enough of them
@@ -28,19 +28,18 @@
  * libmicrohttpd has closed it, so libmicrohttpd's own limit is
  * HTTP_CONNS_CLOSING_ROOM times the setting: connections being closed
  * have room of their own.  (libmicrohttpd 0.9.75 must never reach its own
- * limit: see start_daemon in http.c.)  The socket is still open then, because libmicrohttpd tells
- * us a connection closed (MHD_CONNECTION_NOTIFY_CLOSED) before it closes
- * the socket, and forgets it here under the same lock.
+ * limit: see start_daemon in http.c.)  The socket is still open then,
+ * because libmicrohttpd tells us a connection closed
+ * (MHD_CONNECTION_NOTIFY_CLOSED) before it closes the socket, and forgets
+ * it here under the same lock.
  */
 #define _GNU_SOURCE
-#include "http.h"
+#include "http_server.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <time.h>
 
 /* An accepted connection given to libmicrohttpd that has not started
  * within this long never will (it refused it: out of memory, its own
@@ -68,13 +67,6 @@ static unsigned waiting_max;
 static unsigned pending;   /* handed to libmicrohttpd, not yet started */
 static long long last_added_ms;
 static long long header_ms;
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 int http_conns_open(unsigned max, unsigned header_seconds)
 {
@@ -168,7 +160,7 @@ static void started(struct MHD_Connection *conn)
         shutdown(info->connect_fd, SHUT_RDWR);
         return;
     }
-    long long now = now_ms();
+    long long now = http_now_ms();
     *s = (struct slot){conn, info->connect_fd, now, false, false};
     n_open++;
     n_live++;
@@ -224,7 +216,7 @@ bool http_conns_room(void)
 
 void http_conns_tick(void)
 {
-    long long now = now_ms();
+    long long now = http_now_ms();
     pthread_mutex_lock(&conns_lock);
     for (unsigned i = 0; i < n_slots; i++) {
         struct slot *s = &slots[i];
@@ -251,7 +243,7 @@ int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
                    : -errno;
     pthread_mutex_lock(&conns_lock);
     pending++;
-    last_added_ms = now_ms();
+    last_added_ms = http_now_ms();
     pthread_mutex_unlock(&conns_lock);
     if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
         pthread_mutex_lock(&conns_lock); /* it closed fd */

@@ -4,13 +4,14 @@
  * tooling; the page's own files under /debug/pprof/www/; and the counts the
  * index shows.
  *
- * The list comes from http.c's route table (every row with a description),
- * so a profile added there is listed without touching this file.  The HTML
- * is www/index.html with its table filled in here, on the server, so the
- * page is useful without JavaScript as Go's is; only the labels view needs
- * scripts.  Entries are sorted by name, as Go sorts them.  Below the table
- * (and as "cpu_unsampled" in the JSON) the page says what the last CPU
- * profile could not sample and why (sampler.h), as that profile does.
+ * The list comes from the route table (http_dispatch.c, every row with a
+ * description), so a profile added there is listed without touching this
+ * file.  The HTML is www/index.html with its table filled in here, on the
+ * server, so the page is useful without JavaScript as Go's is; only the
+ * labels view needs scripts.  Entries are sorted by name, as Go sorts them.
+ * Below the table (and as "cpu_unsampled" in the JSON) the page says what
+ * the last CPU profile could not sample and why (sampler.h), as that profile
+ * does.
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "census.h"
@@ -207,13 +208,7 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
         sampler_collector_cpu_ns() / 1e9, "census", "label",
         "pprof_internal=census", "threads", (json_int_t)helpers,
         "cpu_seconds", census_cpu);
-    char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
-    json_decref(root);
-    if (text == NULL)
-        return -ENOMEM;
-    int rc = http_reply(r, "application/json", NULL, text, strlen(text));
-    free(text);
-    return rc;
+    return http_reply_json(r, root, JSON_INDENT(2));
 }
 
 /* ---- HTML --------------------------------------------------------------- */

@@ -76,18 +76,7 @@ static void add_shares(json_t *labels, json_int_t total)
     }
 }
 
-static int reply(http_req *r, json_t *root)
-{
-    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS |
-                                       JSON_REAL_PRECISION(6))
-                      : NULL;
-    json_decref(root);
-    if (text == NULL)
-        return -ENOMEM;
-    int rc = http_reply(r, "application/json", NULL, text, strlen(text));
-    free(text);
-    return rc;
-}
+#define JSON_FLAGS (JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6))
 
 /* ---- Threads (census) ---------------------------------------------------- */
 
@@ -110,7 +99,7 @@ static int reply_census(http_req *r)
     json_t *root = json_pack("{s:s, s:I, s:o}", "source", "threads", "total",
                              (json_int_t)c.n, "labels", labels);
     census_release(&c);
-    return reply(r, root);
+    return http_reply_json(r, root, JSON_FLAGS);
 }
 
 /* ---- CPU ------------------------------------------------------------------ */
@@ -173,7 +162,7 @@ static int reply_cpu(http_req *r, long seconds)
         return http_error(r, 500, "client went away before the profile ended");
     if (root == NULL)
         return http_error(r, 500, "Could not read the CPU profile");
-    return reply(r, root);
+    return http_reply_json(r, root, JSON_FLAGS);
 }
 
 int http_labels(http_req *r)

@@ -338,10 +338,5 @@ int http_accounting(http_req *r)
                             (json_int_t)cpprof_labelsets_folded(),
                             "tick_yielded", accounting_tick_yielded(), "sets",
                             sets);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    rc = body ? http_reply(r, "application/json", NULL, body, strlen(body))
-              : http_error(r, 500, "%s", cpprof_strerror(-ENOMEM));
-    free(body);
-    return rc;
+    return http_reply_json(r, doc, JSON_COMPACT);
 }

@@ -9,7 +9,7 @@
  * "ADDRESS NAME".  Unlike Go, which reprints the number as %#x, the address
  * is echoed exactly as the client wrote it: pprof matches answers to
  * questions by that text.  Unknown addresses and junk are skipped; the
- * answer is always a 200.  The body is capped by http.c (413).
+ * answer is always a 200.  The body is capped by http_dispatch.c (413).
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "http.h"

@@ -18,7 +18,7 @@
  * into a requirement there: a client without a certificate fails the
  * handshake.  GnuTLS does not check the certificate against the CA then,
  * so a request whose connection has no certificate that the CA verifies
- * is still a 403 before anything else is looked at (http.c).
+ * is still a 403 before anything else is looked at (http_dispatch.c).
  *
  * A renewed certificate is served without a restart: libmicrohttpd asks
  * http_tls_certificate for the certificate at every handshake
@@ -35,13 +35,11 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cpprof.h"
-#include "http.h"
+#include "http_server.h"
+#include "util.h"
 #include "warn.h"
 
-#include <microhttpd.h>
-
 #include <errno.h>
-#include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -199,13 +197,6 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
            a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Reads and checks the changed files; the new pair in *out, or the
  * reason it cannot be used in *why. */
 static int load_renewal(struct keypair **out, const char **why)
@@ -230,7 +221,7 @@ static int load_renewal(struct keypair **out, const char **why)
  * pair checks out (under reload_lock). */
 static void reload_if_renewed(void)
 {
-    int64_t now = monotonic_ns();
+    int64_t now = clock_mono_ns();
     if (now - checked_ns < RECHECK_NS)
         return;
     checked_ns = now;
@@ -298,7 +289,7 @@ static int start_serving(const http_tls *t)
     key_path = kp;
     file_id_of(cert_path, &cert_seen);
     file_id_of(key_path, &key_seen);
-    checked_ns = monotonic_ns();
+    checked_ns = clock_mono_ns();
     pthread_mutex_unlock(&reload_lock);
     return 0;
 }

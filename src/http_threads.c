@@ -1,0 +1,126 @@
+/*
+ * http_threads.c -- the server's threads are cpprof's.
+ *
+ * The pool's threads and the watch thread are the profiler's, not the
+ * program's: they are created with the collectors' guard set, so
+ * threadcreate does not count them (nor does heap.c sample what starting
+ * them allocates), and they carry the label pprof_internal=http, so that
+ * the census and CPU profiles name them and `-tagignore pprof_internal=http`
+ * leaves them out.  A pool thread takes the label on its first request (it
+ * starts inside libmicrohttpd), a window or watch thread as it starts; the
+ * index page reports their CPU time.
+ */
+#include "http_server.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include "cpprof.h"
+#include "own.h"
+#include "thread.h"
+
+#define INTERNAL_KEY PPROF_INTERNAL_KEY
+#define INTERNAL_VALUE "http"
+
+static cpprof_labelset *internal_set;
+static pthread_once_t internal_once = PTHREAD_ONCE_INIT;
+
+static void build_internal_labels(void)
+{
+    const char *kv[] = {INTERNAL_KEY, INTERNAL_VALUE};
+    if (cpprof_labels(&internal_set, 2, kv) != 0)
+        internal_set = NULL;
+}
+
+/* The set every server thread carries, built once and kept (NULL when it
+ * could not be built: the threads then go unlabelled). */
+static const cpprof_labelset *internal_labels(void)
+{
+    pthread_once(&internal_once, build_internal_labels);
+    return internal_set;
+}
+
+/* The server threads that have run (for their CPU time), and the CPU
+ * time of those of servers since stopped. */
+enum { SERVER_THREADS_MAX = 64 + 1 };
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t server_threads[SERVER_THREADS_MAX];
+static size_t n_server_threads;
+static bool threads_closed; /* the server is stopping: count no more */
+static double retired_cpu_seconds;
+
+static double thread_cpu_seconds(pthread_t t)
+{
+    clockid_t clock;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Gives the calling server thread its label and counts it, once. */
+void http_label_thread(void)
+{
+    static __thread bool labelled;
+    if (labelled)
+        return;
+    labelled = true;
+    cpprof_set_thread_labels(internal_labels());
+    pthread_mutex_lock(&threads_lock);
+    if (!threads_closed && n_server_threads < SERVER_THREADS_MAX)
+        server_threads[n_server_threads++] = pthread_self();
+    pthread_mutex_unlock(&threads_lock);
+}
+
+/* Called as the server stops, while its threads still run: their time so
+ * far is kept, and they are forgotten before they end. */
+void http_threads_retire(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    for (size_t i = 0; i < n_server_threads; i++)
+        retired_cpu_seconds += thread_cpu_seconds(server_threads[i]);
+    n_server_threads = 0;
+    threads_closed = true;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+void http_threads_open(void)
+{
+    pthread_mutex_lock(&threads_lock);
+    threads_closed = false;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+int http_own_cpu(double *seconds, size_t *threads)
+{
+    pthread_mutex_lock(&threads_lock);
+    *seconds = retired_cpu_seconds;
+    for (size_t i = 0; i < n_server_threads; i++)
+        *seconds += thread_cpu_seconds(server_threads[i]);
+    *threads = n_server_threads;
+    pthread_mutex_unlock(&threads_lock);
+    return 0;
+}
+
+/* Runs start(arg) with the collectors' guard set, so that threads it
+ * creates are not counted as the program's; the caller's guard is
+ * restored.  (The caller's labels stay: switching them would move what
+ * the caller allocates meanwhile to another set's accounting.) */
+int http_as_internal(int (*start)(void *), void *arg)
+{
+    int busy = own_busy;
+    own_busy = 1;
+    int rc = start(arg);
+    own_busy = busy;
+    return rc;
+}
+
+
+/* In a forked child the server's threads are gone (http.c), and the lock
+ * is made anew: a thread that stayed in the parent may have held it. */
+void http_threads_forget_after_fork(void)
+{
+    n_server_threads = 0;
+    threads_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+}
