@@ -1,5 +1,5 @@
 /*
- * unwind.c -- what the CFI unwinder (src/unwind.c, src/unwind_cfi.c) costs.
+ * unwind.c -- what the CFI unwinder (src/unwind_walk.c, src/unwind_tables.c, src/unwind_cfi.c) costs.
  *
  * Prints, one figure a line:
  *   walk depth=D frames=N flags=F ns=T

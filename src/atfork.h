@@ -23,7 +23,7 @@ enum atfork_level {
     ATFORK_REGISTRY,      /* thread.c: the intern lock, then the registry */
     ATFORK_ACCOUNTING,    /* accounting.c: the tick table */
     ATFORK_OTEL,          /* otel.c: the process context's lock */
-    ATFORK_UNWIND,        /* unwind.c: the tables' writer mutex */
+    ATFORK_UNWIND,        /* unwind_tables.c: the tables' writer mutex */
     ATFORK_HEAP,          /* heap.c: its spinlock */
     ATFORK_CONTENTION,    /* contention.c: the table, then the waits */
     ATFORK_THREADCREATE,  /* threadcreate.c: its table */

@@ -741,7 +741,7 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
 /* ---- The unwinder's table: refreshed for the threads signalled ---------- */
 
 /* A signalled thread's handler reads its stack directly only inside the
- * stack block the unwinder's table gives it (unwind.c, "Reads that cannot
+ * stack block the unwinder's table gives it (unwind_walk.c, "Reads that cannot
  * fault"), so a thread is signalled only after a refresh that saw its
  * block.  Reading /proc/self/maps for that was a third of a census of the
  * demo, and a census meets the same running threads each time: the

@@ -34,7 +34,7 @@ typedef struct {
     /* "" when pcs hold the thread's stack; else why it is missing, e.g.
      * "signal blocked", "thread stopped", "no answer within 100 ms". */
     char missing[CENSUS_MISSING_MAX];
-    unsigned depth, flags; /* flags: STACK_* of stacktab.h */
+    unsigned depth, flags; /* flags: STACK_* of unwind.h */
     /* census.c's bookkeeping: the thread's CPU clock when its state was
      * read, and whether state, wait channel and stack were all read while
      * that clock stood still (then the next census may reuse them); its

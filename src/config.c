@@ -147,7 +147,7 @@ static struct setting settings[CFG__COUNT] = {
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
         0, 1, 1),
     /* The pool serving requests, and as many threads for requests that
-     * wait out a window (http.c). */
+     * wait out a window (http_window.c). */
     INT(CFG_HTTP_THREADS, "http_threads",
         "threads of the HTTP server's pool, and requests that may wait out "
         "a profile window at once", 2, 64, 4),
@@ -156,7 +156,7 @@ static struct setting settings[CFG__COUNT] = {
     STR(CFG_HTTP_ALLOWED_HOSTS, "http_allowed_hosts",
         "Host names a loopback HTTP server answers besides loopback ones", "",
         check_host_list, "comma-separated host names, or empty"),
-    /* TLS (http.c): files read when the server starts. */
+    /* TLS (http_tls.c): files read when the server starts. */
     STR(CFG_HTTP_TLS_CERT, "http_tls_cert",
         "PEM certificate file of the HTTPS server", "", check_path,
         "a file name, or empty for plain HTTP"),

@@ -5,8 +5,8 @@
  *
  * Why the real server on a loopback port rather than a call into the
  * dispatch code: what a client reaches first is libmicrohttpd's parser and
- * http.c's glue (raw query capture, body limits, the token check, the
- * route table), and that glue is static to http.c.  Running the server the
+ * http_dispatch.c's glue (raw query capture, body limits, the token check, the
+ * route table), and that glue is static to http_dispatch.c.  Running the server the
  * library ships, inside this process, fuzzes exactly that path with no test
  * hook in the library; libFuzzer's coverage counters and the sanitizers
  * see the connection threads as they see any other.  The cost is a thread
