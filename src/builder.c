@@ -210,7 +210,8 @@ static int64_t string_id(builder *b, const char *s)
     if (slot->item)
         return (int64_t)slot->item - 1;
     char *copy = strdup(s);
-    if (!copy || ARRAY_RESERVE(b->strings, b->nstrings, b->capstrings, 1) != 0) {
+    if (!copy ||
+        ARRAY_RESERVE(b->strings, b->nstrings, b->capstrings, 1) != 0) {
         free(copy);
         return -ENOMEM;
     }
@@ -281,7 +282,8 @@ int builder_add_sample_type(builder *b, const char *type, const char *unit)
     ValueType vt;
     int rc = make_value_type(b, type, unit, &vt);
     if (rc == 0)
-        rc = ARRAY_RESERVE(b->sample_types, b->nsample_types, b->capsample_types, 1);
+        rc = ARRAY_RESERVE(b->sample_types, b->nsample_types,
+                           b->capsample_types, 1);
     if (rc == 0)
         b->sample_types[b->nsample_types++] = vt;
     return rc;
@@ -589,7 +591,8 @@ static int finish_sample(builder *b, size_t locs_at, const int64_t *values,
                          const builder_numlabel *num, size_t nnum)
 {
     if (ARRAY_RESERVE(b->samples, b->nsamples, b->capsamples, 1) != 0 ||
-        ARRAY_RESERVE(b->values, b->nvalues, b->capvalues, b->nsample_types) != 0)
+        ARRAY_RESERVE(b->values, b->nvalues, b->capvalues,
+                      b->nsample_types) != 0)
         return -ENOMEM;
     struct sample s = {.locs_at = locs_at,
                        .nlocs = b->nlocation_ids - locs_at,
@@ -645,8 +648,8 @@ int builder_add_labelled_pseudo_sample(builder *b, const char *frame,
         return -EINVAL;
     size_t locs_at = b->nlocation_ids;
     uint64_t id = pseudo_location_id(b, frame);
-    if (!id || ARRAY_RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
-                       1) != 0)
+    if (!id || ARRAY_RESERVE(b->location_ids, b->nlocation_ids,
+                             b->caplocation_ids, 1) != 0)
         return -ENOMEM;
     b->location_ids[b->nlocation_ids++] = id;
     int rc = finish_sample(b, locs_at, values, labels, NULL, 0);

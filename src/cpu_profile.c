@@ -27,6 +27,7 @@
 #include "sampler.h"
 #include "symbolize_profile.h"
 #include "unwind.h"
+#include "util.h"
 #include "warn.h"
 
 #include <errno.h>
@@ -43,13 +44,6 @@ static int64_t window_start_ns; /* CLOCK_REALTIME */
 static int64_t window_start_mono_ns;
 static uint64_t window_gen; /* pinned from start until the build */
 static sampler_unsampled last_unsampled[SAMPLER_NREASONS]; /* window_mu */
-
-static int64_t clock_ns(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* fork(): window_mu is held across it, so the child can start profiles. */
 static void window_lock(void) { pthread_mutex_lock(&window_mu); }

@@ -36,6 +36,7 @@
 #include "labels.h"
 #include "symbolize.h"
 #include "symbolize_profile.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -138,9 +139,7 @@ static int encode_proto(const struct group *groups, size_t n,
     builder *b = builder_new();
     if (!b)
         return -ENOMEM;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    builder_set_time(b, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, 0);
+    builder_set_time(b, clock_ns(CLOCK_REALTIME), 0);
     int rc = add_goroutine_types(b);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = add_group(b, &groups[i]);
@@ -294,7 +293,7 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
     return rc;
 }
 
-/* ---- seconds=N ------------------------------------------------------------ */
+/* ---- seconds=N ---------------------------------------------------------- */
 
 /* The census as (stack, label set) -> thread count; a thread without a
  * stack under the empty stack. */

@@ -2,12 +2,13 @@
  * http_heap.c -- GET /debug/pprof/heap, allocs, block, mutex and
  * threadcreate: the profiles Go serves without labels.
  *
- * Each is a named_profile (http_named.h): a snapshot function from its collector
- * (heap.c, contention.c, threadcreate.c), the proto's sample types, period
- * and samples exactly as Go's runtime/pprof writes them, and Go's debug=1
- * text form.  None carries string labels, even when the work ran inside a
- * labelled scope: in Go these profiles are unlabelled, so `-tagfocus`
- * matches nothing on them (README, "Unlabelled profiles").
+ * Each is a named_profile (http_named.h): a snapshot function from its
+ * collector (heap.c, contention.c, threadcreate.c), the proto's sample
+ * types, period and samples exactly as Go's runtime/pprof writes them, and
+ * a head for Go's debug=1 text records (gotext.h).  None carries string
+ * labels, even when the work ran inside a labelled scope: in Go these
+ * profiles are unlabelled, so `-tagfocus` matches nothing on them
+ * (README, "Unlabelled profiles").
  *
  * heap and allocs are one data set (cumulative allocations and what is
  * still in use, per stack and object size) with different default sample
