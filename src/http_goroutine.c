@@ -166,7 +166,7 @@ static const char *file_or_unknown(const symbolize_frame *f)
     return f->file[0] ? f->file : "?";
 }
 
-/* A group's count and stack (its thread's missing-stack frame in buf). */
+/* The groups, and the missing-stack frame of the record being written. */
 struct debug1 {
     const struct group *groups;
     char frame[CENSUS_NO_STACK_FRAME_MAX];
