@@ -8,28 +8,28 @@
  * messages are the array elements themselves; only the arrays of pointers
  * protobuf-c wants are made at encode time, when nothing moves any more.
  *
- * Locations are made per address as samples come in and symbolized only at
- * encode time, in one symbolizer session (symbolize.h): symbolization is
- * the slow part and needs the symbolizer's lock.  Every rule pprof's strict
- * parser has (see profile.proto) is enforced here rather than by callers:
- * string 0 is "", ids are index + 1, every location has a line with a
- * function, at least one mapping exists.
+ * Locations are made per address (and the object they lie in) as samples
+ * come in, without lines: as in google/pprof, symbolization is a pass over
+ * the built profile, made by the symbolizer above this level
+ * (symbolize_profile.c) through the small API at the end of builder.h,
+ * before the encoding.  Every rule pprof's strict parser has (see
+ * profile.proto) is enforced here rather than by callers: string 0 is "",
+ * ids are index + 1, at least one mapping exists.
  *
  * Samples walked under an older generation of the mappings (unwind.h,
  * "Generations"; the stacktab's samples carry theirs) may hold PCs of an
  * object dlclosed since, whose address another object may have taken by
  * now.  Such a PC gets a location of its own, keyed by the gone mapping
- * as well as the address, symbolized from the gone object's file
- * (symbolize_gone_pc), under a Mapping of its own after the symbolizer's:
- * never as the function that is at that address now.
+ * as well as the address, which the pass symbolizes from the gone
+ * object's file under a Mapping of its own: never as the function that is
+ * at that address now.
  */
 #include "builder.h"
-#include "own.h"
-
 #include "labels.h"
+#include "own.h"
 #include "profile.pb-c.h"
-#include "symbolize.h"
 #include "unwind.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -51,32 +51,6 @@ typedef Perftools__Profiles__Function Function;
 /* Frame of a PC in an unloaded object no longer known (unwind.h,
  * UNWIND_GONE_KEPT). */
 #define UNLOADED_FRAME "[unloaded]"
-
-/* ---- Growable arrays ---------------------------------------------------- */
-
-/* Makes room for `more` elements of `size` bytes in the array whose
- * pointer is at arrp (n used, *cap allocated).  The pointer is copied with
- * memcpy so that one function serves arrays of every type. */
-static int reserve(void *arrp, size_t *cap, size_t n, size_t more,
-                   size_t size)
-{
-    if (n + more <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < n + more)
-        ncap *= 2;
-    void *items;
-    memcpy(&items, arrp, sizeof items);
-    void *grown = realloc(items, ncap * size);
-    if (!grown)
-        return -ENOMEM;
-    memcpy(arrp, &grown, sizeof grown);
-    *cap = ncap;
-    return 0;
-}
-
-#define RESERVE(arr, n, cap, more)                                            \
-    reserve(&(arr), &(cap), (n), (more), sizeof *(arr))
 
 /* ---- Hash index --------------------------------------------------------- */
 
@@ -151,7 +125,8 @@ static uint64_t string_hash(const char *s)
 
 /* ---- The builder -------------------------------------------------------- */
 
-/* A location before encoding: its lines are made when it is symbolized. */
+/* A location before encoding: its lines and mapping are given by the
+ * symbolization pass. */
 struct loc {
     uintptr_t address; /* 0 for a pseudo-frame */
     uint64_t pseudo_function; /* function id of a pseudo-frame, else 0 */
@@ -164,7 +139,6 @@ struct loc {
 struct gone_map {
     unwind_gone at; /* at.path points at `path` */
     char *path;
-    const char *build_id; /* the symbolizer's, during symbolize_all */
 };
 
 struct sample {
@@ -214,6 +188,9 @@ struct builder {
 
     struct gone_map *gone;
     size_t ngone, capgone;
+
+    Mapping *mappings; /* the symbolization pass's */
+    size_t nmappings, capmappings;
 };
 
 /* ---- Strings ------------------------------------------------------------ */
@@ -233,7 +210,8 @@ static int64_t string_id(builder *b, const char *s)
     if (slot->item)
         return (int64_t)slot->item - 1;
     char *copy = strdup(s);
-    if (!copy || RESERVE(b->strings, b->nstrings, b->capstrings, 1) != 0) {
+    if (!copy ||
+        ARRAY_RESERVE(b->strings, b->nstrings, b->capstrings, 1) != 0) {
         free(copy);
         return -ENOMEM;
     }
@@ -277,13 +255,14 @@ void builder_free(builder *b)
     for (size_t i = 0; i < b->ngone; i++)
         free(b->gone[i].path);
     free(b->gone);
+    free(b->mappings);
     free(b);
 }
 
 /* ---- Profile header ----------------------------------------------------- */
 
-static int value_type(builder *b, const char *type, const char *unit,
-                      ValueType *out)
+static int make_value_type(builder *b, const char *type, const char *unit,
+                           ValueType *out)
 {
     if (!type || !unit)
         return -EINVAL;
@@ -301,9 +280,10 @@ int builder_add_sample_type(builder *b, const char *type, const char *unit)
     if (b->nsamples) /* every sample must have a value per type */
         return -EINVAL;
     ValueType vt;
-    int rc = value_type(b, type, unit, &vt);
+    int rc = make_value_type(b, type, unit, &vt);
     if (rc == 0)
-        rc = RESERVE(b->sample_types, b->nsample_types, b->capsample_types, 1);
+        rc = ARRAY_RESERVE(b->sample_types, b->nsample_types,
+                           b->capsample_types, 1);
     if (rc == 0)
         b->sample_types[b->nsample_types++] = vt;
     return rc;
@@ -312,7 +292,7 @@ int builder_add_sample_type(builder *b, const char *type, const char *unit)
 int builder_set_period(builder *b, const char *type, const char *unit,
                        int64_t period)
 {
-    int rc = value_type(b, type, unit, &b->period_type);
+    int rc = make_value_type(b, type, unit, &b->period_type);
     if (rc == 0) {
         b->has_period = true;
         b->period = period;
@@ -372,7 +352,7 @@ static uint64_t function_id(builder *b, const char *name,
         return 0;
     if (slot->item)
         return slot->item;
-    if (RESERVE(b->functions, b->nfunctions, b->capfunctions, 1) != 0)
+    if (ARRAY_RESERVE(b->functions, b->nfunctions, b->capfunctions, 1) != 0)
         return 0;
     key.id = b->nfunctions + 1;
     b->functions[b->nfunctions] = key;
@@ -406,7 +386,7 @@ static uint64_t location_id(builder *b, struct loc_key key)
         return 0;
     if (slot->item)
         return slot->item;
-    if (RESERVE(b->locs, b->nlocs, b->caplocs, 1) != 0)
+    if (ARRAY_RESERVE(b->locs, b->nlocs, b->caplocs, 1) != 0)
         return 0;
     b->locs[b->nlocs] = (struct loc){.address = key.address,
                                      .pseudo_function = key.pseudo_function,
@@ -418,7 +398,7 @@ static uint64_t location_id(builder *b, struct loc_key key)
 
 static int add_line(builder *b, uint64_t function, int64_t line)
 {
-    if (!function || RESERVE(b->lines, b->nlines, b->caplines, 1) != 0)
+    if (!function || ARRAY_RESERVE(b->lines, b->nlines, b->caplines, 1) != 0)
         return -ENOMEM;
     Line *l = &b->lines[b->nlines++];
     *l = (Line)PERFTOOLS__PROFILES__LINE__INIT;
@@ -474,7 +454,7 @@ static int gone_mapping(builder *b, uint64_t gen, uintptr_t pc, size_t *gone)
         free((char *)g.path);
         return r;
     }
-    if (RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {
+    if (ARRAY_RESERVE(b->gone, b->ngone, b->capgone, 1) != 0) {
         free((char *)g.path);
         return -ENOMEM;
     }
@@ -503,7 +483,7 @@ static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
                      unsigned flags, uint64_t gen)
 {
     bool truncated = flags & STACK_TRUNCATED;
-    if (RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
+    if (ARRAY_RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
                 depth + truncated) != 0)
         return -ENOMEM;
     for (size_t i = 0; i < depth; i++) {
@@ -526,7 +506,7 @@ static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
 static int add_label(builder *b, const char *key, const char *str,
                      int64_t num, const char *unit)
 {
-    if (RESERVE(b->labels, b->nlabels, b->caplabels, 1) != 0)
+    if (ARRAY_RESERVE(b->labels, b->nlabels, b->caplabels, 1) != 0)
         return -ENOMEM;
     Label l = PERFTOOLS__PROFILES__LABEL__INIT;
     l.key = string_id(b, key);
@@ -571,7 +551,7 @@ static const struct set_labels *set_labels(builder *b,
     if (slot->item)
         return &b->sets[slot->item - 1];
     size_t at = b->nlabels;
-    if (RESERVE(b->sets, b->nsets, b->capsets, 1) != 0 ||
+    if (ARRAY_RESERVE(b->sets, b->nsets, b->capsets, 1) != 0 ||
         add_set_labels(b, set) != 0)
         return NULL;
     struct set_labels *s = &b->sets[b->nsets];
@@ -610,8 +590,9 @@ static int finish_sample(builder *b, size_t locs_at, const int64_t *values,
                          const cpprof_labelset *labels,
                          const builder_numlabel *num, size_t nnum)
 {
-    if (RESERVE(b->samples, b->nsamples, b->capsamples, 1) != 0 ||
-        RESERVE(b->values, b->nvalues, b->capvalues, b->nsample_types) != 0)
+    if (ARRAY_RESERVE(b->samples, b->nsamples, b->capsamples, 1) != 0 ||
+        ARRAY_RESERVE(b->values, b->nvalues, b->capvalues,
+                      b->nsample_types) != 0)
         return -ENOMEM;
     struct sample s = {.locs_at = locs_at,
                        .nlocs = b->nlocation_ids - locs_at,
@@ -667,8 +648,8 @@ int builder_add_labelled_pseudo_sample(builder *b, const char *frame,
         return -EINVAL;
     size_t locs_at = b->nlocation_ids;
     uint64_t id = pseudo_location_id(b, frame);
-    if (!id || RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
-                       1) != 0)
+    if (!id || ARRAY_RESERVE(b->location_ids, b->nlocation_ids,
+                             b->caplocation_ids, 1) != 0)
         return -ENOMEM;
     b->location_ids[b->nlocation_ids++] = id;
     int rc = finish_sample(b, locs_at, values, labels, NULL, 0);
@@ -702,118 +683,81 @@ int builder_add_stacktab(builder *b, const stacktab *t)
 
 /* ---- Symbolization ------------------------------------------------------ */
 
-/* What every location of a mapping has, for its has_* flags; a mapping
- * without locations vacuously has everything. */
-struct mapping_flags {
-    bool functions, filenames, line_numbers, inline_frames;
-};
-
-/* The symbolizer's result for l: from the object mapped at its address
- * now, or for a location in a gone object, from that object (whose
- * mapping comes after the symbolizer's `nlive`). */
-static const symbolize_result *symbolize_loc_pc(builder *b, struct loc *l,
-                                                size_t nlive)
+size_t builder_location_count(const builder *b)
 {
-    if (!l->gone) {
-        const symbolize_result *r = symbolize_pc(l->address);
-        l->mapping = r->mapping;
-        return r;
-    }
-    struct gone_map *g = &b->gone[l->gone - 1];
-    symbolize_gone o = {g->path, g->at.dev, g->at.ino, g->at.bias};
-    l->mapping = (int)(nlive + l->gone - 1);
-    return symbolize_gone_pc(&o, l->address, &g->build_id);
+    return b->nlocs;
 }
 
-/* Gives location l its lines (once) and mapping from the symbolizer, and
- * lowers the flags of that mapping to what l has. */
-static int symbolize_loc(builder *b, struct loc *l,
-                         struct mapping_flags *flags, size_t nlive)
+bool builder_location(const builder *b, size_t i, uintptr_t *address,
+                      size_t *gone)
 {
-    const symbolize_result *r = symbolize_loc_pc(b, l, nlive);
-    if (l->mapping >= 0) {
-        struct mapping_flags *f = &flags[l->mapping];
-        f->functions &= r->has_function;
-        f->filenames &= r->has_file;
-        f->line_numbers &= r->has_line;
-        f->inline_frames &= r->has_inline_frames;
-    }
-    if (l->nlines)
-        return 0;
+    const struct loc *l = &b->locs[i];
+    *address = l->address;
+    *gone = l->gone;
+    return !l->pseudo_function;
+}
+
+const unwind_gone *builder_gone(const builder *b, size_t i)
+{
+    return &b->gone[i].at;
+}
+
+size_t builder_gone_count(const builder *b)
+{
+    return b->ngone;
+}
+
+void builder_location_set_mapping(builder *b, size_t i, int mapping)
+{
+    b->locs[i].mapping = mapping;
+}
+
+bool builder_location_has_lines(const builder *b, size_t i)
+{
+    return b->locs[i].nlines != 0;
+}
+
+int builder_location_add_line(builder *b, size_t i, const builder_line *line)
+{
+    struct loc *l = &b->locs[i];
+    if (l->nlines && l->lines_at + l->nlines != b->nlines)
+        return -EINVAL; /* a location's lines are one run */
     size_t at = b->nlines;
-    for (size_t i = 0; i < r->nframes; i++) {
-        const symbolize_frame *f = &r->frames[i];
-        int rc = add_line(b, function_id(b, f->name, f->system_name, f->file,
-                                         f->start_line),
-                          f->line);
-        if (rc)
-            return rc;
-    }
-    l->lines_at = at;
-    l->nlines = r->nframes;
-    return 0;
-}
-
-/* Makes the mapping messages: the symbolizer's first (ids being its index
- * + 1), then the gone objects' (nlive + their index + 1). */
-static int make_mappings(builder *b, const struct mapping_flags *flags,
-                         size_t nlive, Mapping *out)
-{
-    for (size_t i = 0; i < nlive + b->ngone; i++) {
-        const symbolize_mapping *sm = i < nlive ? symbolize_mapping_at(i)
-                                                : NULL;
-        const struct gone_map *g = sm ? NULL : &b->gone[i - nlive];
-        Mapping *m = &out[i];
-        *m = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
-        m->id = i + 1;
-        m->memory_start = sm ? sm->start : g->at.start;
-        m->memory_limit = sm ? sm->limit : g->at.limit;
-        m->file_offset = sm ? sm->offset : g->at.offset;
-        m->filename = string_id(b, sm ? sm->file : g->path);
-        m->build_id = string_id(b, sm ? sm->build_id
-                                      : g->build_id ? g->build_id : "");
-        if (m->filename < 0 || m->build_id < 0)
-            return -ENOMEM;
-        m->has_functions = flags[i].functions;
-        m->has_filenames = flags[i].filenames;
-        m->has_line_numbers = flags[i].line_numbers;
-        m->has_inline_frames = flags[i].inline_frames;
-    }
-    return 0;
-}
-
-/* Symbolizes every location and makes the mappings, in one session.  A
- * process whose mappings cannot be read still gets the one mapping pprof
- * insists on, empty. */
-static int symbolize_all(builder *b, Mapping **maps, size_t *nmaps)
-{
-    symbolize_begin();
-    size_t nlive = symbolize_mapping_count(), n = nlive + b->ngone;
-    struct mapping_flags *flags = malloc((n ? n : 1) * sizeof *flags);
-    Mapping *out = malloc((n ? n : 1) * sizeof *out);
-    int rc = flags && out ? 0 : -ENOMEM;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        flags[i] = (struct mapping_flags){true, true, true, true};
-    for (size_t i = 0; rc == 0 && i < b->nlocs; i++)
-        if (!b->locs[i].pseudo_function)
-            rc = symbolize_loc(b, &b->locs[i], flags, nlive);
-    if (rc == 0)
-        rc = make_mappings(b, flags, nlive, out);
-    for (size_t i = 0; i < b->ngone; i++)
-        b->gone[i].build_id = NULL; /* the symbolizer's, until its end */
-    symbolize_end();
-    free(flags);
-    if (rc) {
-        free(out);
+    int rc = add_line(b, function_id(b, line->name, line->system_name,
+                                     line->file, line->start_line),
+                      line->line);
+    if (rc)
         return rc;
-    }
-    if (n == 0) {
-        out[0] = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
-        out[0].id = 1;
-        n = 1;
-    }
-    *maps = out;
-    *nmaps = n;
+    if (!l->nlines)
+        l->lines_at = at;
+    l->nlines++;
+    return 0;
+}
+
+void builder_clear_mappings(builder *b)
+{
+    b->nmappings = 0;
+}
+
+int builder_add_mapping(builder *b, const builder_mapping *bm)
+{
+    if (ARRAY_RESERVE(b->mappings, b->nmappings, b->capmappings, 1) != 0)
+        return -ENOMEM;
+    Mapping *m = &b->mappings[b->nmappings];
+    *m = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
+    m->id = b->nmappings + 1;
+    m->memory_start = bm->start;
+    m->memory_limit = bm->limit;
+    m->file_offset = bm->offset;
+    m->filename = string_id(b, bm->file);
+    m->build_id = string_id(b, bm->build_id);
+    if (m->filename < 0 || m->build_id < 0)
+        return -ENOMEM;
+    m->has_functions = bm->has_functions;
+    m->has_filenames = bm->has_filenames;
+    m->has_line_numbers = bm->has_line_numbers;
+    m->has_inline_frames = bm->has_inline_frames;
+    b->nmappings++;
     return 0;
 }
 
@@ -821,8 +765,9 @@ static int symbolize_all(builder *b, Mapping **maps, size_t *nmaps)
 
 /* The pointer arrays protobuf-c wants, pointing into the builder's arrays. */
 struct message_arrays {
-    Mapping *maps;
+    Mapping *maps; /* the builder's, or `none` */
     size_t nmaps;
+    Mapping none;
     ValueType **sample_types;
     Sample *samples;
     Sample **sample_ptrs;
@@ -836,7 +781,6 @@ struct message_arrays {
 
 static void free_arrays(struct message_arrays *a)
 {
-    free(a->maps);
     free(a->sample_types);
     free(a->samples);
     free(a->sample_ptrs);
@@ -846,6 +790,20 @@ static void free_arrays(struct message_arrays *a)
     free(a->location_ptrs);
     free(a->line_ptrs);
     free(a->function_ptrs);
+}
+
+/* The mappings the symbolization pass made; a process whose mappings
+ * cannot be read still gets the one mapping pprof insists on, empty. */
+static void map_array(builder *b, struct message_arrays *a)
+{
+    a->maps = b->mappings;
+    a->nmaps = b->nmappings;
+    if (a->nmaps == 0) {
+        a->none = (Mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
+        a->none.id = 1;
+        a->maps = &a->none;
+        a->nmaps = 1;
+    }
 }
 
 /* malloc that never returns NULL for a zero size, so NULL means failure. */
@@ -960,9 +918,8 @@ int builder_encode(builder *b, unsigned char **out, size_t *len)
 {
     struct message_arrays a = {0};
     own_work_enter(); /* the encoding's memory is cpprof's */
-    int rc = symbolize_all(b, &a.maps, &a.nmaps);
-    if (rc == 0)
-        rc = make_arrays(b, &a);
+    map_array(b, &a);
+    int rc = make_arrays(b, &a);
     if (rc == 0) {
         Profile p;
         fill_profile(b, &a, &p);

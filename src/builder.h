@@ -5,8 +5,10 @@
  * Like Go's runtime/pprof profileBuilder it is separate from the collectors
  * that feed it: a collector declares sample types, hands over samples
  * (stacks of PCs, values, labels) and asks for the encoding.  The builder
- * owns the string table, functions, locations and mappings, and symbolizes
- * every location itself (symbolize.h) so that pprof never has to.
+ * owns the string table, functions, locations and mappings.  It does not
+ * symbolize: as in google/pprof, that is a pass over the built profile
+ * (symbolize_profile.h, a level above), which every caller runs before
+ * builder_encode so that pprof never has to symbolize.
  * Never used from a signal handler.
  */
 #ifndef CPPROF_BUILDER_H
@@ -14,9 +16,16 @@
 
 #include "cpprof.h"
 #include "stacktab.h"
+#include "unwind.h"
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct builder builder;
+
+/* A sample type or the period type of a profile. */
+typedef struct {
+    const char *type, *unit;
+} value_type;
 
 /* A numeric label (Go's heap profile: "bytes"); unit is never NULL. */
 typedef struct {
@@ -65,12 +74,55 @@ int builder_add_labelled_pseudo_sample(builder *b, const char *frame,
 int builder_add_stacktab(builder *b, const stacktab *t);
 
 /* Encodes the profile: gzip (best speed) of the serialized profile.proto,
- * in a malloc'd buffer the caller frees. */
+ * in a malloc'd buffer the caller frees.  Run the symbolization pass
+ * (symbolize_profile) first: until then locations have no lines. */
 int builder_encode(builder *b, unsigned char **out, size_t *len);
 
 /* gzip (best speed) of any buffer into a malloc'd one: the encoding's last
  * step, shared with the profiles' JSON form (http_json.c). */
 int builder_gzip(const unsigned char *in, size_t len, unsigned char **out,
                  size_t *outlen);
+
+/* ---- The symbolization pass's view (symbolize_profile.c) ---- */
+
+/* Locations are numbered from 0 below builder_location_count.  Location i
+ * as the pass sees it: false for a pseudo-frame, which needs nothing;
+ * else its address (exact or already one byte back) and *gone, 0 when it
+ * lies in the object mapped there now, or 1 + the index (builder_gone) of
+ * the object unloaded since that held it. */
+size_t builder_location_count(const builder *b);
+bool builder_location(const builder *b, size_t i, uintptr_t *address,
+                      size_t *gone);
+
+/* The objects unloaded since their samples were taken, numbered from 0. */
+size_t builder_gone_count(const builder *b);
+const unwind_gone *builder_gone(const builder *b, size_t i);
+
+/* Location i's mapping: an index among those builder_add_mapping made
+ * (-1: none). */
+void builder_location_set_mapping(builder *b, size_t i, int mapping);
+
+/* One line of a location: a frame, innermost (inlined) first. */
+typedef struct {
+    const char *name, *system_name, *file;
+    int64_t start_line, line;
+} builder_line;
+
+/* Whether location i has its lines already (a pass run before). */
+bool builder_location_has_lines(const builder *b, size_t i);
+/* Appends a line to location i; a location's lines are added in a row. */
+int builder_location_add_line(builder *b, size_t i, const builder_line *line);
+
+/* A Mapping of the profile, with what all of its locations have. */
+typedef struct {
+    uintptr_t start, limit, offset;
+    const char *file, *build_id; /* never NULL */
+    bool has_functions, has_filenames, has_line_numbers, has_inline_frames;
+} builder_mapping;
+
+/* Forgets the mappings a previous pass added. */
+void builder_clear_mappings(builder *b);
+/* Adds the next mapping (its id: its index + 1). */
+int builder_add_mapping(builder *b, const builder_mapping *m);
 
 #endif

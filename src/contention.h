@@ -7,7 +7,7 @@
 #ifndef CPPROF_CONTENTION_H
 #define CPPROF_CONTENTION_H
 
-#include "delta.h"
+#include "sampleset.h"
 
 /* Values of block and mutex snapshots: the contention count in
  * thousandths (Go counts fractions of events when it scales short waits)

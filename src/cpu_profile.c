@@ -25,6 +25,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "sampler.h"
+#include "symbolize_profile.h"
 #include "unwind.h"
 #include "util.h"
 #include "warn.h"
@@ -126,6 +127,8 @@ static int build_profile(const sampler_result *r, long hz,
     }
     if (rc == 0)
         rc = add_unsampled(b, r->unsampled, period);
+    if (rc == 0)
+        rc = symbolize_profile(b);
     if (rc == 0)
         rc = builder_encode(b, buf, len);
     builder_free(b);

@@ -6,7 +6,7 @@
 #ifndef CPPROF_HEAP_H
 #define CPPROF_HEAP_H
 
-#include "delta.h"
+#include "sampleset.h"
 
 /* Values of a heap snapshot, unscaled (counts of sampled objects and their
  * bytes); the sampleset's numeric key is the object size. */

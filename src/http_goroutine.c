@@ -21,7 +21,7 @@
  *
  * seconds=N is Go's goroutine delta: two censuses N seconds apart as
  * (stack, label set) -> thread count, the first subtracted from the second
- * (a group that shrank is negative), served by delta.c's named-profile
+ * (a group that shrank is negative), served by http_named.c's named-profile
  * code like every other delta, so the errors and their order are Go's.
  * In a delta, threads without a stack count under CENSUS_NO_STACK alone:
  * the reasons of two censuses need not match.
@@ -30,10 +30,13 @@
 #include "builder.h"
 #include "census.h"
 #include "config.h"
-#include "delta.h"
+#include "gotext.h"
+#include "http_named.h"
 #include "http.h"
 #include "labels.h"
 #include "symbolize.h"
+#include "symbolize_profile.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -136,12 +139,12 @@ static int encode_proto(const struct group *groups, size_t n,
     builder *b = builder_new();
     if (!b)
         return -ENOMEM;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    builder_set_time(b, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, 0);
+    builder_set_time(b, clock_ns(CLOCK_REALTIME), 0);
     int rc = add_goroutine_types(b);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = add_group(b, &groups[i]);
+    if (rc == 0)
+        rc = symbolize_profile(b);
     if (rc == 0)
         rc = builder_encode(b, buf, len);
     builder_free(b);
@@ -163,55 +166,30 @@ static const char *file_or_unknown(const symbolize_frame *f)
     return f->file[0] ? f->file : "?";
 }
 
-/* #\t0xPC\tFUNC+0xOFF\tFILE:LINE per frame, inlined frames first. */
-static void print_debug1_frames(FILE *f, const census_thread *t)
-{
-    if (t->missing[0]) {
-        char frame[CENSUS_NO_STACK_FRAME_MAX];
-        no_stack_frame(t, frame, sizeof frame);
-        fprintf(f, "#\t0x0\t%s\n", frame);
-        return;
-    }
-    for (size_t i = 0; i < t->depth; i++) {
-        uintptr_t pc = lookup_pc(t, i);
-        const symbolize_result *s = symbolize_pc(pc);
-        for (size_t j = 0; j < s->nframes; j++) {
-            fprintf(f, "#\t%#" PRIxPTR "\t", pc);
-            text_put_escaped(f, s->frames[j].name, false);
-            fprintf(f, "+%#" PRIxPTR "\t", s->sym_offset);
-            text_put_escaped(f, file_or_unknown(&s->frames[j]), false);
-            fprintf(f, ":%" PRId64 "\n", s->frames[j].line);
-        }
-    }
-}
+/* The groups, and the missing-stack frame of the record being written. */
+struct debug1 {
+    const struct group *groups;
+    char frame[CENSUS_NO_STACK_FRAME_MAX];
+};
 
-static void print_labels(FILE *f, const char *before,
-                         const cpprof_labelset *labels, const char *after)
+static void group_head(FILE *f, size_t i, void *arg, text_record *rec)
 {
-    int need = cpprof_labelset_format(labels, NULL, 0);
-    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-    if (!text)
-        return;
-    cpprof_labelset_format(labels, text, (size_t)need + 1);
-    fprintf(f, "%s%s%s", before, text, after);
-    free(text);
+    struct debug1 *d = arg;
+    const census_thread *t = d->groups[i].first;
+    fprintf(f, "%" PRId64, d->groups[i].count);
+    *rec = (text_record){t->pcs, t->depth, t->flags, 0, t->labels, NULL};
+    if (t->missing[0]) {
+        no_stack_frame(t, d->frame, sizeof d->frame);
+        rec->pseudo_frame = d->frame;
+    }
 }
 
 static void print_debug1(FILE *f, const census *c, const struct group *groups,
                          size_t n)
 {
     fprintf(f, "goroutine profile: total %zu\n", c->n);
-    for (size_t i = 0; i < n; i++) {
-        const census_thread *t = groups[i].first;
-        fprintf(f, "%" PRId64 " @", groups[i].count);
-        for (size_t j = 0; j < t->depth && !t->missing[0]; j++)
-            fprintf(f, " %#" PRIxPTR, t->pcs[j]);
-        fputc('\n', f);
-        if (cpprof_labelset_size(t->labels))
-            print_labels(f, "# labels: ", t->labels, "\n");
-        print_debug1_frames(f, t);
-        fputc('\n', f);
-    }
+    struct debug1 d = {groups, ""};
+    text_write_records(f, n, group_head, &d);
 }
 
 struct header_labels {
@@ -274,12 +252,14 @@ static void print_debug2_frames(FILE *f, const census_thread *t)
 
 static void print_debug2(FILE *f, const census *c)
 {
+    symbolize_begin();
     for (size_t i = 0; i < c->n; i++) {
         if (i)
             fputc('\n', f);
         print_thread_header(f, &c->threads[i]);
         print_debug2_frames(f, &c->threads[i]);
     }
+    symbolize_end();
 }
 
 /* Renders a text form into a malloc'd buffer. */
@@ -294,12 +274,10 @@ static int render_text(const census *c, long debug, char **buf, size_t *len)
         free(groups);
         return -ENOMEM;
     }
-    symbolize_begin();
     if (debug == 1)
         print_debug1(f, c, groups, n);
     else
         print_debug2(f, c);
-    symbolize_end();
     free(groups);
     return fclose(f) == 0 ? 0 : -ENOMEM;
 }
@@ -315,7 +293,7 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
     return rc;
 }
 
-/* ---- seconds=N ------------------------------------------------------------ */
+/* ---- seconds=N ---------------------------------------------------------- */
 
 /* The census as (stack, label set) -> thread count; a thread without a
  * stack under the empty stack. */
@@ -359,7 +337,7 @@ static int delta_build(builder *b, const sampleset *s)
     return rc ? rc : sampleset_build(b, s, add_delta_group, NULL);
 }
 
-/* Served only with `seconds` (delta.c refuses debug with it), so it has
+/* Served only with `seconds` (http_named.c refuses debug with it), so it has
  * no text form. */
 static const named_profile goroutine_delta = {
     .name = "goroutine",

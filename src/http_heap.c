@@ -2,12 +2,13 @@
  * http_heap.c -- GET /debug/pprof/heap, allocs, block, mutex and
  * threadcreate: the profiles Go serves without labels.
  *
- * Each is a named_profile (delta.h): a snapshot function from its collector
- * (heap.c, contention.c, threadcreate.c), the proto's sample types, period
- * and samples exactly as Go's runtime/pprof writes them, and Go's debug=1
- * text form.  None carries string labels, even when the work ran inside a
- * labelled scope: in Go these profiles are unlabelled, so `-tagfocus`
- * matches nothing on them (README, "Unlabelled profiles").
+ * Each is a named_profile (http_named.h): a snapshot function from its
+ * collector (heap.c, contention.c, threadcreate.c), the proto's sample
+ * types, period and samples exactly as Go's runtime/pprof writes them, and
+ * a head for Go's debug=1 text records (gotext.h).  None carries string
+ * labels, even when the work ran inside a labelled scope: in Go these
+ * profiles are unlabelled, so `-tagfocus` matches nothing on them
+ * (README, "Unlabelled profiles").
  *
  * heap and allocs are one data set (cumulative allocations and what is
  * still in use, per stack and object size) with different default sample
@@ -20,9 +21,9 @@
 #include "http.h"
 #include "config.h"
 #include "contention.h"
-#include "delta.h"
+#include "gotext.h"
+#include "http_named.h"
 #include "heap.h"
-#include "symbolize.h"
 #include "threadcreate.h"
 
 #include <errno.h>
@@ -71,6 +72,22 @@ static int heap_build_alloc(builder *b, const sampleset *s)
     return heap_build(b, s, "alloc_space");
 }
 
+/* The stack of entry e as a text record. */
+static text_record entry_record(const sampleset_entry *e)
+{
+    return (text_record){e->pcs, e->depth, e->flags, e->gen, NULL, NULL};
+}
+
+static void heap_head(FILE *f, size_t i, void *entries, text_record *rec)
+{
+    const sampleset_entry *e = &((const sampleset_entry *)entries)[i];
+    const int64_t *v = e->values;
+    fprintf(f, "%lld: %lld [%lld: %lld]", (long long)v[HEAP_INUSE_OBJECTS],
+            (long long)v[HEAP_INUSE_BYTES], (long long)v[HEAP_ALLOC_OBJECTS],
+            (long long)v[HEAP_ALLOC_BYTES]);
+    *rec = entry_record(e);
+}
+
 /* Go's legacy heap text (runtime/pprof writeHeapInternal, debug=1): raw
  * sampled counts, largest in-use first; then, where Go prints
  * runtime.MemStats, glibc's mallinfo2 and the profiler's own counters. */
@@ -90,19 +107,7 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
             (long long)t[HEAP_INUSE_OBJECTS], (long long)t[HEAP_INUSE_BYTES],
             (long long)t[HEAP_ALLOC_OBJECTS], (long long)t[HEAP_ALLOC_BYTES],
             2 * cfg_int(CFG_MEM_PROFILE_RATE));
-    symbolize_begin();
-    for (size_t i = 0; i < n; i++) {
-        const int64_t *v = e[i].values;
-        fprintf(f, "%lld: %lld [%lld: %lld] @", (long long)v[HEAP_INUSE_OBJECTS],
-                (long long)v[HEAP_INUSE_BYTES],
-                (long long)v[HEAP_ALLOC_OBJECTS],
-                (long long)v[HEAP_ALLOC_BYTES]);
-        text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
-        fputc('\n', f);
-    }
-    symbolize_end();
+    text_write_records(f, n, heap_head, e);
     free(e);
     struct mallinfo2 mi = mallinfo2();
     heap_stats st;
@@ -163,6 +168,15 @@ static int contention_build(builder *b, const sampleset *s)
     return rc ? rc : sampleset_build(b, s, add_contention_record, NULL);
 }
 
+static void contention_head(FILE *f, size_t i, void *entries,
+                            text_record *rec)
+{
+    const sampleset_entry *e = &((const sampleset_entry *)entries)[i];
+    fprintf(f, "%lld %lld", (long long)e->values[CONT_DELAY_NS],
+            (long long)events(e->values[CONT_COUNT_MILLI]));
+    *rec = entry_record(e);
+}
+
 /* Go's text form: "CYCLES COUNT @ PCS" per record, largest delay first;
  * our cycles are nanoseconds, so cycles/second is 1e9. */
 static int contention_text(FILE *f, const sampleset *s, const char *title,
@@ -177,16 +191,7 @@ static int contention_text(FILE *f, const sampleset *s, const char *title,
     if (mutex)
         fprintf(f, "sampling period=%ld\n",
                 cfg_int(CFG_MUTEX_PROFILE_FRACTION));
-    symbolize_begin();
-    for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%lld %lld @", (long long)e[i].values[CONT_DELAY_NS],
-                (long long)events(e[i].values[CONT_COUNT_MILLI]));
-        text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
-        fputc('\n', f);
-    }
-    symbolize_end();
+    text_write_records(f, n, contention_head, e);
     free(e);
     return 0;
 }
@@ -228,6 +233,14 @@ static int threadcreate_build(builder *b, const sampleset *s)
     return rc ? rc : sampleset_build(b, s, add_threadcreate_record, NULL);
 }
 
+static void threadcreate_head(FILE *f, size_t i, void *entries,
+                              text_record *rec)
+{
+    const sampleset_entry *e = &((const sampleset_entry *)entries)[i];
+    fprintf(f, "%lld", (long long)e->values[0]);
+    *rec = entry_record(e);
+}
+
 /* Go's printCountProfile: "threadcreate profile: total N", then "COUNT @
  * PCS" and the frames per stack, most frequent first. */
 static int threadcreate_text(FILE *f, const sampleset *s, int debug)
@@ -242,15 +255,7 @@ static int threadcreate_text(FILE *f, const sampleset *s, int debug)
     for (size_t i = 0; i < n; i++)
         total += e[i].values[0];
     fprintf(f, "threadcreate profile: total %lld\n", (long long)total);
-    symbolize_begin();
-    for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%lld @", (long long)e[i].values[0]);
-        text_write_pcs(f, e[i].pcs, e[i].depth);
-        text_write_frames(f, e[i].pcs, e[i].depth, e[i].flags,
-                          e[i].gen);
-        fputc('\n', f);
-    }
-    symbolize_end();
+    text_write_records(f, n, threadcreate_head, e);
     free(e);
     return 0;
 }

@@ -18,7 +18,6 @@
 #include "census_crew.h"
 #include "config.h"
 #include "contention.h"
-#include "delta.h"
 #include "heap.h"
 #include "http.h"
 #include "proctasks.h"

@@ -22,7 +22,7 @@
  */
 #include "census.h"
 #include "config.h"
-#include "delta.h"
+#include "http_named.h"
 #include "http.h"
 #include "profile.pb-c.h"
 

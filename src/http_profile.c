@@ -21,7 +21,7 @@
 
 #include "config.h"
 #include "cpprof.h"
-#include "delta.h"
+#include "http_named.h"
 #include "http.h"
 #include "sampler.h"
 

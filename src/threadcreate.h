@@ -5,7 +5,7 @@
 #ifndef CPPROF_THREADCREATE_H
 #define CPPROF_THREADCREATE_H
 
-#include "delta.h"
+#include "sampleset.h"
 
 /* One value per stack: threads created there since start. */
 int threadcreate_snapshot(sampleset **out);

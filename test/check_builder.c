@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "builder.h"
+#include "symbolize_profile.h"
 #include "labels.h"
 #include "stacktab.h"
 #include "unwind.h"
@@ -139,6 +140,7 @@ static char *encode_to_file(builder *b)
 {
     unsigned char *data;
     size_t len;
+    ck_assert_int_eq(symbolize_profile(b), 0);
     ck_assert_int_eq(builder_encode(b, &data, &len), 0);
     ck_assert_uint_gt(len, 2);
     ck_assert(data[0] == 0x1f && data[1] == 0x8b); /* gzip */

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "builder.h"
+#include "symbolize_profile.h"
 #include "http.h"
 
 #include <check.h>
@@ -40,6 +41,7 @@ static void make_profile(const char *const *frames, const char *const *tenants,
                          0);
         cpprof_labelset_release(set);
     }
+    ck_assert_int_eq(symbolize_profile(b), 0);
     ck_assert_int_eq(builder_encode(b, gz, len), 0);
     builder_free(b);
 }
@@ -154,6 +156,7 @@ START_TEST(samples_come_root_first)
     unsigned char *gz;
     size_t len;
     char *text;
+    ck_assert_int_eq(symbolize_profile(b), 0);
     ck_assert_int_eq(builder_encode(b, &gz, &len), 0);
     builder_free(b);
     json_t *root = to_json(gz, len, false, false, &text);

@@ -1,0 +1,105 @@
+/*
+ * gotext.c -- Go's text forms: the record loop every debug=1 profile
+ * shares and the frame lines of a stack (gotext.h).
+ *
+ * A record is Go's: "HEAD @ 0xPC 0xPC ...", a "# labels: {...}" line when
+ * the record has labels, one "#\t0xPC\tFUNC+0xOFF\tFILE:LINE" line per
+ * frame, and a blank line.  Symbolizing happens here, one session for all
+ * the records of a profile, so the symbolizer's lock and libdw's opening
+ * costs are paid once a request.
+ */
+#define _GNU_SOURCE
+#include "gotext.h"
+#include "labels.h"
+#include "stacktab.h"
+#include "symbolize.h"
+#include "unwind.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* The frames at pc (exact or already one byte back), taken in generation
+ * `gen`: from the object that was mapped there then (unwind.h), or NULL
+ * when that is no longer known (*why says so).  Within a session; *path
+ * is the caller's to free. */
+static const symbolize_result *frames_at(uint64_t gen, uintptr_t pc,
+                                         char **path, const char **why)
+{
+    unwind_gone g;
+    int where = unwind_gone_at(gen, pc, &g);
+    *path = NULL;
+    *why = where == UNWIND_PC_FORGOTTEN ? "[unloaded]" : "[out of memory]";
+    if (where == UNWIND_PC_CURRENT)
+        return symbolize_pc(pc);
+    if (where != UNWIND_PC_GONE)
+        return NULL;
+    *path = (char *)g.path;
+    symbolize_gone o = {g.path, g.dev, g.ino, g.bias};
+    const char *build_id;
+    return symbolize_gone_pc(&o, pc, &build_id);
+}
+
+void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
+                       unsigned flags, uint64_t gen)
+{
+    for (size_t i = 0; i < depth; i++) {
+        bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
+        uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
+        char *path;
+        const char *why;
+        const symbolize_result *r = frames_at(gen, pc, &path, &why);
+        if (!r)
+            fprintf(f, "#\t%#lx\t%s+0x0\t:0\n", (unsigned long)pc, why);
+        for (size_t j = 0; r && j < r->nframes; j++) {
+            const symbolize_frame *fr = &r->frames[j];
+            fprintf(f, "#\t%#lx\t", (unsigned long)pc);
+            text_put_escaped(f, fr->name, false);
+            fprintf(f, "+%#lx\t", (unsigned long)r->sym_offset);
+            text_put_escaped(f, fr->file[0] ? fr->file : "?", false);
+            fprintf(f, ":%lld\n", (long long)fr->line);
+        }
+        free(path);
+    }
+}
+
+/* "# labels: {...}" when the set has labels. */
+static void write_labels(FILE *f, const cpprof_labelset *labels)
+{
+    if (!cpprof_labelset_size(labels))
+        return;
+    int need = cpprof_labelset_format(labels, NULL, 0);
+    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    if (!text)
+        return;
+    cpprof_labelset_format(labels, text, (size_t)need + 1);
+    fprintf(f, "# labels: %s\n", text);
+    free(text);
+}
+
+static void write_record(FILE *f, const text_record *rec)
+{
+    fputs(" @", f);
+    for (size_t i = 0; i < rec->depth && !rec->pseudo_frame; i++)
+        fprintf(f, " %#lx", (unsigned long)rec->pcs[i]);
+    fputc('\n', f);
+    write_labels(f, rec->labels);
+    if (rec->pseudo_frame)
+        fprintf(f, "#\t0x0\t%s\n", rec->pseudo_frame);
+    else
+        text_write_frames(f, rec->pcs, rec->depth, rec->flags, rec->gen);
+    fputc('\n', f);
+}
+
+void text_write_records(FILE *f, size_t n,
+                        void (*head)(FILE *f, size_t i, void *arg,
+                                     text_record *rec),
+                        void *arg)
+{
+    symbolize_begin();
+    for (size_t i = 0; i < n; i++) {
+        text_record rec = {0};
+        head(f, i, arg, &rec);
+        write_record(f, &rec);
+    }
+    symbolize_end();
+}

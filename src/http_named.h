@@ -1,0 +1,60 @@
+/*
+ * http_named.h -- the named-profile endpoint (http_named.c): one profile
+ * served whole or as Go's `?seconds=N` delta.
+ *
+ * Go's net/http/pprof serves every named profile (heap, allocs, block,
+ * mutex, threadcreate, goroutine) the same way: debug=0 is the proto,
+ * debug=N a text form, and seconds=N the difference of two snapshots taken
+ * N seconds apart, with fixed errors checked in a fixed order.  A profile
+ * type here supplies three functions (take a snapshot, add its sample types
+ * and samples to a builder, write the text form) and http_serve_named()
+ * does the rest, so the rules live in one place.
+ */
+#ifndef CPPROF_HTTP_NAMED_H
+#define CPPROF_HTTP_NAMED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "builder.h"
+#include "http.h"
+#include "sampleset.h"
+
+/* The header every named profile's proto starts with: its n sample types,
+ * then the period type `period` with value `every`. */
+int named_add_types(builder *b, const value_type *types, size_t n,
+                    value_type period, int64_t every);
+
+/* Calls add(b, entry, arg) for each entry of s whose values are not all
+ * zero, stopping at the first error: the sample loop of every named
+ * profile's build. */
+int sampleset_build(builder *b, const sampleset *s,
+                    int (*add)(builder *b, const sampleset_entry *e,
+                               void *arg),
+                    void *arg);
+
+/* A named profile type. */
+typedef struct {
+    const char *name;  /* the path after /debug/pprof/, the file name */
+    bool delta;        /* ?seconds= supported */
+    /* Takes a snapshot now (cumulative or current, as the type is). */
+    int (*snapshot)(sampleset **out);
+    /* Adds sample types, period and every non-zero sample of s. */
+    int (*build)(builder *b, const sampleset *s);
+    /* Writes the debug=N text form of s. */
+    int (*text)(FILE *f, const sampleset *s, int debug);
+    bool labelled;     /* its samples carry the threads' labels */
+} named_profile;
+
+/* Serves `p` for request r: debug=0 the proto (attachment NAME), debug=N
+ * the text form, seconds=N the delta (attachment NAME-delta) with Go's
+ * errors in Go's order; format=json either proto in its JSON form
+ * (http_json.c).  Sends exactly one response. */
+int http_serve_named(http_req *r, const named_profile *p);
+
+/* Waits `seconds`, waking every 100 ms to see whether the client has gone;
+ * returns whether the whole window ran. */
+bool http_wait_window(http_req *r, long seconds);
+
+#endif
