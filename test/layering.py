@@ -113,15 +113,17 @@ def libc_names():
             if len(f) >= 3}
 
 
-def symbol_edges(objdir, modules):
-    """{(from module, to module): reason} from the library's objects."""
+def symbol_edges(srcdir, objdir, modules):
+    """{(from module, to module): reason} from the library's objects (of
+    sources that still exist: a build directory keeps a removed file's)."""
     objs = {}
     for root, _, files in os.walk(objdir):
         if os.path.basename(root) == ".libs":
             continue  # the PIC twins of the same objects
         for f in files:
             m = re.match(r"libcpprof_\w+_la-(.+)\.o$", f)
-            if m:
+            if m and (m.group(1) == "profile.pb-c" or os.path.exists(
+                    os.path.join(srcdir, m.group(1) + ".c"))):
                 objs[os.path.join(root, f)] = m.group(1)
     if not objs:
         fail("no library objects under " + objdir)
@@ -197,7 +199,7 @@ def main():
     if orphans:
         fail("in no layer of %s: %s" % (arch, " ".join(orphans)))
     if len(sys.argv) == 4:
-        for key, why in symbol_edges(sys.argv[3], modules).items():
+        for key, why in symbol_edges(srcdir, sys.argv[3], modules).items():
             edges.setdefault(key, why)
     bad = 0
     for (a, b), why in sorted(edges.items()):
