@@ -44,7 +44,7 @@ int builder_set_period(builder *b, const char *type, const char *unit,
 void builder_set_time(builder *b, int64_t time_nanos, int64_t duration_nanos);
 int builder_set_default_sample_type(builder *b, const char *type);
 
-/* One sample: pcs[0] is the leaf; flags as in stacktab.h.  String labels
+/* One sample: pcs[0] is the leaf; flags STACK_* of unwind.h.  String labels
  * come from `labels` (may be NULL), numeric ones from num[0..nnum). */
 int builder_add_sample(builder *b, const uintptr_t *pcs, size_t depth,
                        unsigned flags, const int64_t *values,

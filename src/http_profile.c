@@ -1,7 +1,7 @@
 /*
  * http_profile.c -- GET /debug/pprof/profile?seconds=N, as Go serves it.
  *
- * Starts a CPU profile, waits out the window on a window thread (http.c
+ * Starts a CPU profile, waits out the window on a window thread (http_window.c
  * runs every window request on one, its connection put aside) and answers
  * the gzip-compressed profile.proto.  The wait (http_wait_window, shared
  * with every ?seconds= window) wakes every 100 ms to see whether the client
