@@ -139,7 +139,7 @@ static struct {
     struct entry **gone_results; /* not cached; freed with the cache */
     size_t ngone_results, capgone_results;
     size_t cache_bytes;      /* entries, slots and owned names */
-    struct timespec last_used; /* end of the last session */
+    int64_t last_used_ns; /* end of the last session, CLOCK_MONOTONIC */
     demangle_fn demangle;
     bool demangle_looked_up;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -151,20 +151,6 @@ static atomic_size_t own_bytes;
 static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
 static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
                                                 false, false, false, false};
-
-/* The growable array v of n elements of `size` bytes (capacity *cap,
- * doubled from 16) with room for one more: v itself, or its new place;
- * NULL when out of memory, v unchanged. */
-static void *make_room(void *v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return v;
-    size_t ncap = *cap ? 2 * *cap : 16;
-    void *grown = realloc(v, ncap * size);
-    if (grown)
-        *cap = ncap;
-    return grown;
-}
 
 /* ---- Mappings ----------------------------------------------------------- */
 
@@ -456,11 +442,8 @@ static const struct module *remember_module(Dwfl_Module *mod)
     const struct module *known = known_module((uintptr_t)low);
     if (known && known->low == (uintptr_t)low)
         return known;
-    struct module *room =
-        make_room(S.modules, &S.capmodules, S.nmodules, sizeof *room);
-    if (!room)
+    if (ARRAY_RESERVE(S.modules, S.nmodules, S.capmodules, 1) != 0)
         return NULL;
-    S.modules = room;
     char *copy = name ? strdup(name) : NULL;
     if (name && !copy)
         return NULL;
@@ -547,12 +530,10 @@ static const char *own(char *s)
 {
     if (!s)
         return NULL;
-    char **room = make_room(S.owned, &S.capowned, S.nowned, sizeof *room);
-    if (!room) {
+    if (ARRAY_RESERVE(S.owned, S.nowned, S.capowned, 1) != 0) {
         free(s);
         return NULL;
     }
-    S.owned = room;
     S.owned[S.nowned++] = s;
     S.cache_bytes += strlen(s) + 1;
     return s;
@@ -841,11 +822,8 @@ static struct gone_module *gone_module(const symbolize_gone *o)
             strcmp(k->file, o->file) == 0)
             return &S.gone[i];
     }
-    struct gone_module *room =
-        make_room(S.gone, &S.capgone, S.ngone, sizeof *room);
-    if (!room)
+    if (ARRAY_RESERVE(S.gone, S.ngone, S.capgone, 1) != 0)
         return NULL;
-    S.gone = room;
     struct gone_module *g = &S.gone[S.ngone];
     *g = (struct gone_module){.key = *o, .file = strdup(o->file)};
     if (!g->file)
@@ -935,13 +913,11 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
     struct entry *e = entry_of(pc, &r);
     if (!e)
         return &unknown_result;
-    struct entry **room = make_room(S.gone_results, &S.capgone_results,
-                                    S.ngone_results, sizeof *room);
-    if (!room) {
+    if (ARRAY_RESERVE(S.gone_results, S.ngone_results, S.capgone_results,
+                      1) != 0) {
         free(e);
         return &unknown_result;
     }
-    S.gone_results = room;
     S.gone_results[S.ngone_results++] = e;
     return &e->r;
 }
@@ -998,10 +974,9 @@ void symbolize_release_if_idle(void)
 {
     if (pthread_mutex_trylock(&S.lock) != 0)
         return; /* a session is running: not idle */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     if (S.maps_known &&
-        now.tv_sec - S.last_used.tv_sec >= cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS)) {
+        clock_mono_ns() - S.last_used_ns >=
+            cfg_int(CFG_SYMBOLIZE_IDLE_SECONDS) * 1000000000LL) {
         own_work_enter(); /* frees what the internal scope took */
         release_all();
         own_work_leave();
@@ -1045,7 +1020,7 @@ void symbolize_end(void)
 {
     close_modules();
     drop_gone_modules(); /* libdw's state, as for the others */
-    clock_gettime(CLOCK_MONOTONIC, &S.last_used);
+    S.last_used_ns = clock_mono_ns();
     atomic_store(&own_bytes,
                  S.cache_bytes + tables_bytes() + symdi_kept_bytes());
     pthread_mutex_unlock(&S.lock);
