@@ -64,7 +64,7 @@
 #include "accounting.h"
 #include "atfork.h"
 #include "config.h"
-#include "heap.h"
+#include "alloc.h"
 #include "interpose.h"
 #include "labels.h"
 #include "sigbudget.h"
@@ -262,12 +262,12 @@ static bool ticks_add(pid_t tid, timer_t timer)
 {
     if (nticks == ticks_cap) {
         size_t cap = ticks_cap ? 2 * ticks_cap : 64;
-        struct tick *grown = heap_real_calloc(cap, sizeof *grown);
+        struct tick *grown = alloc_real_calloc(cap, sizeof *grown);
         if (!grown)
             return false;
         if (nticks)
             memcpy(grown, ticks, nticks * sizeof *grown);
-        heap_real_free(ticks);
+        alloc_real_free(ticks);
         ticks = grown, ticks_cap = cap;
     }
     ticks[nticks++] = (struct tick){tid, timer};
@@ -529,12 +529,12 @@ static _Atomic uint64_t *user_slots(struct acct_counters *c)
     _Atomic uint64_t *u = atomic_load_explicit(&c->user, memory_order_acquire);
     if (u)
         return u;
-    _Atomic uint64_t *fresh = heap_real_calloc(ACCT_USER_MAX, sizeof *fresh);
+    _Atomic uint64_t *fresh = alloc_real_calloc(ACCT_USER_MAX, sizeof *fresh);
     if (!fresh)
         return NULL;
     if (atomic_compare_exchange_strong(&c->user, &u, fresh))
         return fresh;
-    heap_real_free(fresh);
+    alloc_real_free(fresh);
     return u;
 }
 
@@ -575,7 +575,7 @@ static void add_counters(struct acct_counters *to, struct acct_counters *from)
 void accounting_retire(struct acct_counters *c)
 {
     add_counters(&retired, c);
-    heap_real_free((void *)atomic_load(&c->user));
+    alloc_real_free((void *)atomic_load(&c->user));
 }
 
 static void read_counters(acct_row *row, struct acct_counters *c)

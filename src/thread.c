@@ -26,7 +26,7 @@
 #include "accounting.h"
 #include "own.h"
 #include "config.h"
-#include "heap.h"
+#include "alloc.h"
 #include "atfork.h"
 #include "labels.h"
 #include "otel.h"
@@ -291,7 +291,7 @@ struct thread_start {
  * that work, and all it allocates is cpprof's. */
 struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
-    struct thread_start *t = heap_real_calloc(1, sizeof *t);
+    struct thread_start *t = alloc_real_calloc(1, sizeof *t);
     bool internal = own_work;
     if (t)
         *t = (struct thread_start){
@@ -302,14 +302,14 @@ struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 void thread_start_discard(struct thread_start *t)
 {
     labelset_drop(t->labels);
-    heap_real_free(t);
+    alloc_real_free(t);
 }
 
 void *thread_start_run(void *p)
 {
     sampler_thread_started(); /* its CPU timer now, while a profile runs */
     struct thread_start t = *(struct thread_start *)p;
-    heap_real_free(p);
+    alloc_real_free(p);
     if (t.internal)
         own_work_enter(); /* never left: the thread is cpprof's */
     if (t.labels) {
