@@ -36,7 +36,7 @@
  * A sampled allocation gets a bucket for its (stack, size), as in Go, and
  * the generation of the stack's mappings (unwind_from), so that a plugin's
  * frames are named after it even once another object is loaded at its
- * address (issue 18); the generation is that of the newest mapping the
+ * address; the generation is that of the newest mapping the
  * stack passes through, so a stack of objects still loaded keeps one
  * bucket however often others come and go, and only a stack through a
  * reloaded object gets a new one per load.  It also gets a live record
