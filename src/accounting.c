@@ -64,12 +64,13 @@
 #include "accounting.h"
 #include "atfork.h"
 #include "config.h"
-#include "heap.h"
+#include "alloc.h"
 #include "interpose.h"
 #include "labels.h"
 #include "sigbudget.h"
 #include "sigowner.h"
 #include "thread.h"
+#include "util.h"
 #include "warn.h"
 
 #include <errno.h>
@@ -86,9 +87,6 @@
 #define SHORT_NS 100000   /* segments from here on are charged exactly */
 #define TICK_COOKIE 0x41434354 /* "ACCT" in the timer signal's si_value */
 
-__thread struct acct_thread acct_self __attribute__((tls_model("initial-exec")));
-atomic_int accounting_on;
-
 static struct acct_counters unlabelled, retired;
 static pthread_mutex_t enable_mu = PTHREAD_MUTEX_INITIALIZER;
 static int tick_signal;
@@ -104,8 +102,6 @@ static pthread_mutex_t ticks_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tick *ticks; /* under ticks_mu */
 static size_t nticks, ticks_cap;
 static atomic_int tick_yielded; /* the program took the signal over */
-uint64_t acct_short_ticks;       /* SHORT_NS in clock ticks */
-uint64_t acct_pending_max_ticks; /* ACCT_PENDING_MAX_NS in clock ticks */
 uint64_t acct_ns_per_tick32;     /* ns per clock tick, times 2^32 */
 
 static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -121,21 +117,6 @@ static struct acct_counters *counters_of(const cpprof_labelset *set)
 
 /* ---- Clocks ----------------------------------------------------------- */
 
-/* SIGNAL-SAFE: the calling thread's CPU time. */
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t raw_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static uint64_t ns_to_ticks(uint64_t ns)
 {
     return (uint64_t)(((unsigned __int128)ns << 32) /
@@ -146,12 +127,12 @@ static uint64_t ns_to_ticks(uint64_t ns)
  * end is read within a few tens of ns, so the rate is good to 1e-4. */
 static void calibrate(void)
 {
-    int64_t n0 = raw_ns();
+    int64_t n0 = clock_ns(CLOCK_MONOTONIC_RAW);
     uint64_t t0 = acct_clock_ticks();
     struct timespec pause = {0, 2000000};
     while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
         ;
-    int64_t n1 = raw_ns();
+    int64_t n1 = clock_ns(CLOCK_MONOTONIC_RAW);
     uint64_t t1 = acct_clock_ticks();
     uint64_t dt = t1 - t0 ? t1 - t0 : 1;
     acct_ns_per_tick32 = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / dt);
@@ -182,7 +163,7 @@ static void flush_pending(struct acct_pending *p)
 static uint64_t charge_exact(struct acct_thread *t,
                              const cpprof_labelset *set, uint64_t short_end)
 {
-    int64_t cpu = thread_cpu_ns();
+    int64_t cpu = clock_thread_cpu_ns();
     uint64_t mark = acct_clock_ticks();
     int64_t owed = cpu - t->cpu_mark - t->overcharge -
                    acct_ticks_to_ns(short_end - t->exact_mark);
@@ -262,12 +243,12 @@ static bool ticks_add(pid_t tid, timer_t timer)
 {
     if (nticks == ticks_cap) {
         size_t cap = ticks_cap ? 2 * ticks_cap : 64;
-        struct tick *grown = heap_real_calloc(cap, sizeof *grown);
+        struct tick *grown = alloc_real_calloc(cap, sizeof *grown);
         if (!grown)
             return false;
         if (nticks)
             memcpy(grown, ticks, nticks * sizeof *grown);
-        heap_real_free(ticks);
+        alloc_real_free(ticks);
         ticks = grown, ticks_cap = cap;
     }
     ticks[nticks++] = (struct tick){tid, timer};
@@ -353,16 +334,16 @@ int accounting_tick_yielded(void)
 
 static void start_thread(struct acct_thread *t, uint64_t now)
 {
-    t->cpu_mark = thread_cpu_ns();
+    t->cpu_mark = clock_thread_cpu_ns();
     t->overcharge = 0;
     t->last = t->exact_mark = now;
     t->timer = NULL;
     arm_tick(t);
 }
 
-/* Called with t->busy set, by accounting_switch() (accounting.h). */
-void accounting_switch_slow(struct acct_thread *t,
-                            const cpprof_labelset *leaving, uint64_t now)
+/* label_hooks.switch_slow (labelhooks.h). */
+static void switch_slow(struct acct_thread *t, const cpprof_labelset *leaving,
+                        uint64_t now)
 {
     uint64_t d = now - t->last;
     if (!t->last) {
@@ -379,18 +360,19 @@ void accounting_switch_slow(struct acct_thread *t,
     flush_allocations(t, leaving);
 }
 
-/* Called with t->busy set, by accounting_switch() (accounting.h): only the
- * tick and exit charge CPU, so `last` stays at the tick and no clock is
- * read but the first switch's. */
-void accounting_switch_sampled_slow(struct acct_thread *t,
-                                    const cpprof_labelset *leaving)
+/* label_hooks.switch_sampled_slow (labelhooks.h): only the tick and exit
+ * charge CPU, so `last` stays at the tick and no clock is read but the
+ * first switch's. */
+static void switch_sampled_slow(struct acct_thread *t,
+                                const cpprof_labelset *leaving)
 {
     if (!t->last)
         start_thread(t, acct_clock_ticks());
     flush_allocations(t, leaving);
 }
 
-void accounting_thread_exit(const cpprof_labelset *current)
+/* label_hooks.thread_exiting: final charge, timer deleted. */
+static void thread_exiting(const cpprof_labelset *current)
 {
     struct acct_thread *t = &acct_self;
     t->busy = 1;
@@ -529,12 +511,12 @@ static _Atomic uint64_t *user_slots(struct acct_counters *c)
     _Atomic uint64_t *u = atomic_load_explicit(&c->user, memory_order_acquire);
     if (u)
         return u;
-    _Atomic uint64_t *fresh = heap_real_calloc(ACCT_USER_MAX, sizeof *fresh);
+    _Atomic uint64_t *fresh = alloc_real_calloc(ACCT_USER_MAX, sizeof *fresh);
     if (!fresh)
         return NULL;
     if (atomic_compare_exchange_strong(&c->user, &u, fresh))
         return fresh;
-    heap_real_free(fresh);
+    alloc_real_free(fresh);
     return u;
 }
 
@@ -572,10 +554,12 @@ static void add_counters(struct acct_counters *to, struct acct_counters *from)
         atomic_fetch_add(&r[i], atomic_load(&u[i]));
 }
 
-void accounting_retire(struct acct_counters *c)
+/* label_hooks.counters_retired: a set is being reclaimed (under the intern
+ * lock); its counts move to the retired totals and its user slots go. */
+static void counters_retired(struct acct_counters *c)
 {
     add_counters(&retired, c);
-    heap_real_free((void *)atomic_load(&c->user));
+    alloc_real_free((void *)atomic_load(&c->user));
 }
 
 static void read_counters(acct_row *row, struct acct_counters *c)
@@ -727,4 +711,14 @@ void accounting_rows_free(acct_row *rows, size_t n)
         if (rows[i].kind == ACCT_ROW_SET)
             labelset_drop(rows[i].set);
     free(rows);
+}
+
+/* The label core reaches this module only through its hooks, registered
+ * before any constructor could turn accounting on. */
+__attribute__((constructor(102))) static void accounting_hooks(void)
+{
+    atomic_store(&label_hooks.switch_slow, switch_slow);
+    atomic_store(&label_hooks.switch_sampled_slow, switch_sampled_slow);
+    atomic_store(&label_hooks.thread_exiting, thread_exiting);
+    atomic_store(&label_hooks.counters_retired, counters_retired);
 }

@@ -6,15 +6,11 @@
  * aligned_alloc, memalign, valloc, pvalloc and malloc_usable_size are
  * defined here and exported from libcpprof, so they come first whether
  * the library is linked or preloaded.  Each forwards to the allocator the
- * program would use without cpprof -- glibc's, jemalloc's, tcmalloc's,
- * mimalloc's: the library that defines the next malloc in lookup order --
- * so linking or preloading cpprof never changes the program's allocator,
- * and every function comes from that one library (what it lacks is built
- * from what it has), so no block reaches another allocator's free.  The
- * lookup happens on the first call, when dlsym may itself allocate: those
- * allocations come from a static bootstrap arena, recognised by address
- * ever after.  reallocarray is ours too because glibc's calls its internal
- * realloc, which would move a sampled block behind our back.
+ * program would use without cpprof (alloc.c: the next malloc in lookup
+ * order, and a bootstrap arena while it is being found), so linking or
+ * preloading cpprof never changes the program's allocator.  reallocarray
+ * is ours too because glibc's calls its internal realloc, which would
+ * move a sampled block behind our back.
  *
  * cpprof's own allocations (libdw's DWARF, profile building, the HTTP
  * server: whatever runs between own_work_enter and _leave, and on the
@@ -40,7 +36,7 @@
  * A sampled allocation gets a bucket for its (stack, size), as in Go, and
  * the generation of the stack's mappings (unwind_from), so that a plugin's
  * frames are named after it even once another object is loaded at its
- * address (issue 18); the generation is that of the newest mapping the
+ * address; the generation is that of the newest mapping the
  * stack passes through, so a stack of objects still loaded keeps one
  * bucket however often others come and go, and only a stack through a
  * reloaded object gets a new one per load.  It also gets a live record
@@ -66,6 +62,7 @@
  */
 #define _GNU_SOURCE
 #include "heap.h"
+#include "alloc.h"
 #include "accounting.h"
 #include "atfork.h"
 #include "collect.h"
@@ -75,9 +72,7 @@
 #include "stacktab.h"
 #include "warn.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <math.h>
@@ -90,58 +85,14 @@
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
-/* ---- The allocator underneath ------------------------------------------ */
-
-/* The allocator the program would use without cpprof (glibc's, or
- * jemalloc's, tcmalloc's or mimalloc's when one is linked or preloaded):
- * every entry comes from the one library that defines the malloc the
- * program would call -- the next after ours in symbol lookup order, or the
- * global one when it is not ours (lookup_next).  What that library lacks
- * (jemalloc has no pvalloc) is built from what it has by the shims below,
- * never taken from another allocator, which could not free its blocks. */
-struct allocator {
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
-    size_t (*usable_size)(void *);
-};
-
-enum { NEXT_UNKNOWN, NEXT_RESOLVING, NEXT_READY };
-
 #ifdef CPPROF_SANITIZER_INTERCEPTS
-/* Under ASan or TSan (--enable-asan-ubsan, --enable-tsan) the sanitizer's
- * allocator owns the heap and its runtime comes first: its interceptors,
- * which every sanitizer runtime exports under these names, are the next
- * allocator, known at link time. */
-extern void *__interceptor_malloc(size_t);
-extern void __interceptor_free(void *);
-extern void *__interceptor_calloc(size_t, size_t);
-extern void *__interceptor_realloc(void *, size_t);
-extern int __interceptor_posix_memalign(void **, size_t, size_t);
-extern void *__interceptor_aligned_alloc(size_t, size_t);
-extern void *__interceptor_memalign(size_t, size_t);
-extern void *__interceptor_valloc(size_t);
-extern void *__interceptor_pvalloc(size_t);
-extern size_t __interceptor_malloc_usable_size(void *);
-static struct allocator next = {
-    __interceptor_malloc,         __interceptor_free,
-    __interceptor_calloc,         __interceptor_realloc,
-    __interceptor_posix_memalign, __interceptor_aligned_alloc,
-    __interceptor_memalign,       __interceptor_valloc,
-    __interceptor_pvalloc,        __interceptor_malloc_usable_size};
-static atomic_int next_state = NEXT_READY;
+/* Under ASan or TSan the sanitizer's runtime is the next allocator
+ * (alloc.c), and its checks must not reach the entry points it calls
+ * before its shadow memory exists. */
 #define EXPORT                                                         \
     __attribute__((visibility("default"), no_sanitize_address,         \
                    no_sanitize_thread))
 #else
-static struct allocator next;
-static atomic_int next_state = NEXT_UNKNOWN;
 #define EXPORT __attribute__((visibility("default")))
 #endif
 
@@ -155,249 +106,6 @@ static atomic_bool tracking;
  * may answer its index while this constructor sets it. */
 static const char *_Atomic declined;
 
-/* ---- Bootstrap arena ---------------------------------------------------- */
-
-/* What is allocated while the next allocator is being looked up comes from
- * here.  Its blocks are recognised by address: free forgets them, realloc
- * moves them to the real allocator, and no other allocator ever sees one.
- * Each block is preceded by its size. */
-#define BOOT_BYTES (64 * 1024)
-#define BOOT_ALIGN 16
-#define BOOT_MAX_ALIGN 4096 /* the arena's own alignment */
-static _Alignas(BOOT_MAX_ALIGN) unsigned char boot_arena[BOOT_BYTES];
-static atomic_size_t boot_used;
-
-static bool is_boot(const void *p)
-{
-    return (const unsigned char *)p >= boot_arena &&
-           (const unsigned char *)p < boot_arena + BOOT_BYTES;
-}
-
-static size_t boot_size(const void *p)
-{
-    return ((const size_t *)p)[-1];
-}
-
-/* n bytes aligned to `align` (a power of two), zeroed (the arena is never
- * reused), or NULL with ENOMEM when the arena is full. */
-static void *boot_alloc(size_t align, size_t n)
-{
-    if (align < BOOT_ALIGN)
-        align = BOOT_ALIGN;
-    size_t used = atomic_load(&boot_used), start;
-    do {
-        start = (used + sizeof(size_t) + align - 1) & ~(align - 1);
-        if (start > BOOT_BYTES || n > BOOT_BYTES - start) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    } while (!atomic_compare_exchange_weak(&boot_used, &used, start + n));
-    ((size_t *)(boot_arena + start))[-1] = n;
-    return boot_arena + start;
-}
-
-/* ---- Shims for what the next allocator lacks ---------------------------- */
-
-static void *calloc_from_malloc(size_t n, size_t size)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = next.malloc(total);
-    return p ? memset(p, 0, total) : NULL;
-}
-
-static void *realloc_missing(void *p, size_t n)
-{
-    (void)p, (void)n;
-    errno = ENOMEM; /* p stays valid, as after any failed realloc */
-    return NULL;
-}
-
-static int posix_memalign_from_memalign(void **out, size_t align, size_t n)
-{
-    void *p = next.memalign(align, n);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-static void *memalign_from_posix_memalign(size_t align, size_t n)
-{
-    void *p;
-    if (align < sizeof(void *))
-        align = sizeof(void *);
-    int rc = next.posix_memalign(&p, align, n);
-    if (rc != 0) {
-        errno = rc;
-        return NULL;
-    }
-    return p;
-}
-
-static void *memalign_missing(size_t align, size_t n)
-{
-    (void)align, (void)n;
-    errno = ENOMEM;
-    return NULL;
-}
-
-static void *valloc_from_memalign(size_t n)
-{
-    return next.memalign((size_t)sysconf(_SC_PAGESIZE), n);
-}
-
-static void *pvalloc_from_memalign(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n > SIZE_MAX - page) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return next.memalign(page, n ? (n + page - 1) & ~(page - 1) : page);
-}
-
-/* Without malloc_usable_size nothing may be said about a block. */
-static size_t usable_size_missing(void *p)
-{
-    (void)p;
-    return 0;
-}
-
-/* ---- Finding it ----------------------------------------------------------- */
-
-static const void *object_of(const void *f)
-{
-    Dl_info info;
-    return f && dladdr(f, &info) ? info.dli_fbase : NULL;
-}
-
-/* The global definition of `name`, or NULL where there is none to be
- * seen: in a non-PIE executable that takes the function's address (Debian's
- * python3.11 takes malloc's), the global symbol is the executable's own PLT
- * stub, its canonical address, which jumps to whatever definition lookup
- * bound, ours when we interpose.  Forwarding to that stub would call
- * ourselves until the stack ran out.  The stub's symbol is undefined
- * (SHN_UNDEF) with the stub's address as its value. */
-static void *global_definition(const char *name)
-{
-    void *f = dlsym(RTLD_DEFAULT, name);
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT))
-        return f;
-    return sym && sym->st_shndx == SHN_UNDEF ? NULL : f;
-}
-
-/* The definition of `name` in the object `base`: the global one, or else
- * the next after ours (the global one is ours when we interpose). */
-static void *defined_in(const void *base, const char *name)
-{
-    void *f = global_definition(name);
-    if (f && object_of(f) == base)
-        return f;
-    f = dlsym(RTLD_NEXT, name);
-    return object_of(f) == base ? f : NULL;
-}
-
-/* Fills `next` from the object whose malloc the program would call
- * without cpprof: the global malloc's when it is not ours (an allocator
- * before us in lookup order, whose missing functions still reach ours),
- * else the next malloc after ours.  Without one it says so on stderr and
- * stops the program: with no allocator to forward to, nothing could run. */
-static void lookup_next(void)
-{
-    const void *self = object_of((const void *)lookup_next);
-    void *m = global_definition("malloc");
-    if (!m || object_of(m) == self)
-        m = dlsym(RTLD_NEXT, "malloc");
-    const void *base = object_of(m);
-    if (!base || !defined_in(base, "free")) {
-        static const char msg[] = "cpprof: found no malloc and free to "
-                                  "forward to\n";
-        warn_write(msg, sizeof msg - 1);
-        abort();
-    }
-    next.malloc = (void *(*)(size_t))m;
-    next.free = (void (*)(void *))defined_in(base, "free");
-    next.calloc = (void *(*)(size_t, size_t))defined_in(base, "calloc");
-    next.realloc = (void *(*)(void *, size_t))defined_in(base, "realloc");
-    next.posix_memalign = (int (*)(void **, size_t, size_t))defined_in(
-        base, "posix_memalign");
-    next.aligned_alloc = (void *(*)(size_t, size_t))defined_in(
-        base, "aligned_alloc");
-    next.memalign = (void *(*)(size_t, size_t))defined_in(base, "memalign");
-    next.valloc = (void *(*)(size_t))defined_in(base, "valloc");
-    next.pvalloc = (void *(*)(size_t))defined_in(base, "pvalloc");
-    next.usable_size = (size_t (*)(void *))defined_in(base,
-                                                      "malloc_usable_size");
-    if (!next.calloc)
-        next.calloc = calloc_from_malloc;
-    if (!next.realloc)
-        next.realloc = realloc_missing;
-    if (!next.memalign)
-        next.memalign = next.posix_memalign ? memalign_from_posix_memalign
-                        : next.aligned_alloc ? next.aligned_alloc
-                                             : memalign_missing;
-    if (!next.posix_memalign)
-        next.posix_memalign = posix_memalign_from_memalign;
-    if (!next.aligned_alloc)
-        next.aligned_alloc = next.memalign;
-    if (!next.valloc)
-        next.valloc = valloc_from_memalign;
-    if (!next.pvalloc)
-        next.pvalloc = pvalloc_from_memalign;
-    if (!next.usable_size)
-        next.usable_size = usable_size_missing;
-}
-
-/* The next allocator, or NULL while it is being looked up (the first
- * call; dlsym may allocate meanwhile, and another thread may allocate
- * too): those allocations come from the bootstrap arena.  No thread waits
- * for the lookup, which could hold a lock the lookup needs (the dynamic
- * loader's). */
-static __attribute__((noinline)) const struct allocator *next_slow(void)
-{
-    int state = NEXT_UNKNOWN;
-    if (!atomic_compare_exchange_strong(&next_state, &state,
-                                        NEXT_RESOLVING))
-        return state == NEXT_READY ? &next : NULL;
-    lookup_next();
-    atomic_store_explicit(&next_state, NEXT_READY, memory_order_release);
-    return &next;
-}
-
-static inline __attribute__((always_inline)) const struct allocator *
-next_allocator(void)
-{
-    if (__builtin_expect(atomic_load_explicit(&next_state,
-                                              memory_order_acquire) ==
-                             NEXT_READY,
-                         1))
-        return &next;
-    return next_slow();
-}
-
-void *heap_real_calloc(size_t n, size_t size)
-{
-    const struct allocator *a = next_allocator();
-    size_t total;
-    if (a)
-        return a->calloc(n, size);
-    return __builtin_mul_overflow(n, size, &total)
-               ? NULL
-               : boot_alloc(BOOT_ALIGN, total); /* zero, never reused */
-}
-
-void heap_real_free(void *p)
-{
-    const struct allocator *a = is_boot(p) ? NULL : next_allocator();
-    if (a && p)
-        a->free(p);
-}
 /* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
  * out of the heap profile and summed by heap_internal_stats. */
 #define BUCKET_INTERNAL 0x80000000u
@@ -727,15 +435,15 @@ static void settle(struct live *l, bool still_there)
 
 EXPORT void *malloc(size_t n)
 {
-    const struct allocator *a = next_allocator();
-    return a ? track(a->malloc(n), n) : boot_alloc(BOOT_ALIGN, n);
+    const struct allocator *a = alloc_next();
+    return a ? track(a->malloc(n), n) : alloc_boot(ALLOC_BOOT_ALIGN, n);
 }
 
 EXPORT void free(void *p)
 {
-    if (is_boot(p))
+    if (alloc_is_boot(p))
         return;
-    const struct allocator *a = next_allocator();
+    const struct allocator *a = alloc_next();
     if (!a || !p)
         return;
     if (__builtin_expect(maybe_sampled(p), 0)) {
@@ -750,9 +458,9 @@ EXPORT void *calloc(size_t n, size_t size)
 {
     size_t total;
     bool overflow = __builtin_mul_overflow(n, size, &total);
-    const struct allocator *a = next_allocator();
+    const struct allocator *a = alloc_next();
     if (!a) /* the arena is zero and never reused */
-        return overflow ? (errno = ENOMEM, NULL) : boot_alloc(BOOT_ALIGN, total);
+        return overflow ? (errno = ENOMEM, NULL) : alloc_boot(ALLOC_BOOT_ALIGN, total);
     void *p = a->calloc(n, size);
     return overflow ? p : track(p, total);
 }
@@ -763,7 +471,7 @@ static void *realloc_boot(void *p, size_t n)
 {
     void *q = malloc(n);
     if (q) {
-        size_t old = boot_size(p);
+        size_t old = alloc_boot_size(p);
         memcpy(q, p, old < n ? old : n);
     }
     return q;
@@ -774,12 +482,12 @@ static void *realloc_boot(void *p, size_t n)
 static inline __attribute__((always_inline)) void *realloc_tracked(void *p,
                                                                    size_t n)
 {
-    if (is_boot(p))
+    if (alloc_is_boot(p))
         return realloc_boot(p, n);
-    const struct allocator *a = next_allocator();
+    const struct allocator *a = alloc_next();
     if (!a) {
         if (!p)
-            return boot_alloc(BOOT_ALIGN, n);
+            return alloc_boot(ALLOC_BOOT_ALIGN, n);
         errno = ENOMEM;
         return NULL;
     }
@@ -812,10 +520,10 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         (align / sizeof(void *) & (align / sizeof(void *) - 1)) != 0 ||
         align == 0)
         return EINVAL;
-    const struct allocator *a = next_allocator();
+    const struct allocator *a = alloc_next();
     void *p;
     if (!a) {
-        p = align <= BOOT_MAX_ALIGN ? boot_alloc(align, n) : NULL;
+        p = align <= ALLOC_BOOT_MAX_ALIGN ? alloc_boot(align, n) : NULL;
         if (!p)
             return ENOMEM;
         *out = p;
@@ -827,45 +535,35 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     return rc;
 }
 
-/* The arena's blocks for an aligned request made during the lookup. */
-static void *boot_aligned(size_t align, size_t n)
-{
-    if (align > BOOT_MAX_ALIGN || (align & (align - 1)) != 0) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return boot_alloc(align, n);
-}
-
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-    const struct allocator *a = next_allocator();
-    return a ? track(a->aligned_alloc(align, n), n) : boot_aligned(align, n);
+    const struct allocator *a = alloc_next();
+    return a ? track(a->aligned_alloc(align, n), n) : alloc_boot_aligned(align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-    const struct allocator *a = next_allocator();
-    return a ? track(a->memalign(align, n), n) : boot_aligned(align, n);
+    const struct allocator *a = alloc_next();
+    return a ? track(a->memalign(align, n), n) : alloc_boot_aligned(align, n);
 }
 
 EXPORT void *valloc(size_t n)
 {
-    const struct allocator *a = next_allocator();
-    return a ? track(a->valloc(n), n) : boot_aligned(BOOT_MAX_ALIGN, n);
+    const struct allocator *a = alloc_next();
+    return a ? track(a->valloc(n), n) : alloc_boot_aligned(ALLOC_BOOT_MAX_ALIGN, n);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-    const struct allocator *a = next_allocator();
-    return a ? track(a->pvalloc(n), n) : boot_aligned(BOOT_MAX_ALIGN, n);
+    const struct allocator *a = alloc_next();
+    return a ? track(a->pvalloc(n), n) : alloc_boot_aligned(ALLOC_BOOT_MAX_ALIGN, n);
 }
 
 EXPORT size_t malloc_usable_size(void *p)
 {
-    if (is_boot(p))
-        return boot_size(p);
-    const struct allocator *a = next_allocator();
+    if (alloc_is_boot(p))
+        return alloc_boot_size(p);
+    const struct allocator *a = alloc_next();
     return a && p ? a->usable_size(p) : 0;
 }
 
@@ -948,35 +646,6 @@ void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate)
 
 /* ---- Whether to track --------------------------------------------------- */
 
-/* The first allocator function the program does not reach through us,
- * with the object that defines it instead, or NULL.  Such a program
- * allocates elsewhere (an allocator loaded or linked before cpprof, or
- * built into the executable): what we saw would be part of its heap at
- * best, and a block of ours could reach its free. */
-static const char *not_ours(const char **where)
-{
-    static const char *const fns[] = {
-        "malloc",         "free",     "calloc",           "realloc",
-        "posix_memalign", "memalign", "aligned_alloc",    "valloc",
-        "pvalloc",        "reallocarray", "malloc_usable_size"};
-    const void *self = object_of((const void *)not_ours);
-    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-        /* An executable's PLT stub (global_definition) is taken as
-         * reaching us: which definition it is bound to cannot be read
-         * from the symbol (README, "Allocators"). */
-        void *global = global_definition(fns[i]);
-        if (!global || object_of(global) == self)
-            continue;
-        Dl_info info;
-        *where = global && dladdr(global, &info) && info.dli_fname &&
-                         *info.dli_fname
-                     ? info.dli_fname
-                     : "the program itself";
-        return fns[i];
-    }
-    return NULL;
-}
-
 /* Why the allocation profiler declines to track, or NULL when it tracks. */
 static const char *why_not_tracking(void)
 {
@@ -991,7 +660,7 @@ static const char *why_not_tracking(void)
      * instrumented code the sampling reaches faults. */
     return "the allocation profiler is off under ThreadSanitizer";
 #endif
-    if ((fn = not_ours(&where)) != NULL) {
+    if ((fn = alloc_not_ours(&where)) != NULL) {
         snprintf(why, sizeof why,
                  "the program's %s is defined in %s, which comes before "
                  "cpprof in symbol lookup order, so cpprof sees none of its "

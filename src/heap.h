@@ -38,11 +38,6 @@ void heap_get_stats(heap_stats *out);
  * allocations are tracked.  Known once the library is loaded. */
 const char *heap_declined(void);
 
-/* calloc and free of the program's own allocator, untracked: for cpprof's
- * bookkeeping that must not count as the program's allocations. */
-void *heap_real_calloc(size_t n, size_t size);
-void heap_real_free(void *p);
-
 /* cpprof's own allocations (made inside own_work_enter/leave), estimated from their samples as the heap
  * profile's figures are: bytes in use now, and allocated since start. */
 void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes);

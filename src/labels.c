@@ -27,9 +27,8 @@
  */
 #define _GNU_SOURCE
 #include "labels.h"
-#include "accounting.h"
 #include "config.h"
-#include "otel.h"
+#include "labelhooks.h"
 #include "thread.h"
 #include "warn.h"
 
@@ -51,7 +50,7 @@ struct cpprof_labelset {
     uint64_t hash;
     struct cpprof_labelset *chain; /* next in the intern bucket */
     size_t n;                      /* number of pairs */
-    struct acct_counters acct;     /* accounting.c's counters */
+    struct acct_counters acct;     /* accounting.c's counters (labelhooks.h) */
     const char *kv[];              /* key0, value0, key1, ... then strings */
 };
 _Static_assert(offsetof(struct cpprof_labelset, published) == 0,
@@ -268,6 +267,18 @@ static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
     return s;
 }
 
+/* What the modules above keep in a set being reclaimed (labelhooks.h). */
+static void release_extras(struct cpprof_labelset *s)
+{
+    void (*free_record)(void *) = atomic_load(&label_hooks.record_freed);
+    void (*retire)(struct acct_counters *) =
+        atomic_load(&label_hooks.counters_retired);
+    if (free_record)
+        free_record(atomic_load(&s->published));
+    if (retire)
+        retire(&s->acct);
+}
+
 /* Frees every set nobody references.  Called with intern_lock held; takes
  * the registry lock so no census is between reading a thread's pointer and
  * taking its reference. */
@@ -280,8 +291,7 @@ static void reclaim_unreferenced(void)
             struct cpprof_labelset *s = *link;
             if (atomic_load(&s->refs) == 0) {
                 *link = s->chain;
-                otel_record_free(atomic_load(&s->published));
-                accounting_retire(&s->acct);
+                release_extras(s);
                 free(s);
                 ninterned--;
             } else {

@@ -76,6 +76,7 @@
 #include "otel.h"
 #include "atfork.h"
 #include "config.h"
+#include "labelhooks.h"
 #include "labels.h"
 #include "thread.h"
 
@@ -171,7 +172,8 @@ extern __thread const void *volatile record_slot
 extern __thread const void *volatile labels_slot
     HIDDEN_ALIAS(custom_labels_current_set);
 
-atomic_bool otel_enabled;
+/* Set once by cpprof_otel_context_enable(); never cleared. */
+static atomic_bool otel_enabled;
 
 /* ---- Process context: state -------------------------------------------- */
 
@@ -526,12 +528,17 @@ first_publication(const cpprof_labelset *set)
     return p;
 }
 
-void otel_record_free(void *record)
+/* label_hooks.record_freed: the record published for a set the label
+ * core reclaims (NULL: it has none). */
+static void record_free(void *record)
 {
     free(record);
 }
 
-void otel_publish(const cpprof_labelset *set)
+/* label_hooks.set_current: points the calling thread's published pointers
+ * at `set`'s record (built on the set's first publication), or clears
+ * them for NULL. */
+static void publish(const cpprof_labelset *set)
 {
     const struct published *p = NULL;
     if (set && !(p = labelset_published(set)))
@@ -565,7 +572,9 @@ int cpprof_otel_context_enable(void)
         return rc;
     otel_resolve_descriptors();
     atomic_store(&otel_enabled, true);
-    otel_publish(thread_current_labels());
+    atomic_store(&label_hooks.record_freed, record_free);
+    atomic_store(&label_hooks.set_current, publish);
+    publish(thread_current_labels());
     return 0;
 }
 

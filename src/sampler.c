@@ -106,6 +106,7 @@
 #define _GNU_SOURCE
 #include "sampler.h"
 #include "atfork.h"
+#include "labelhooks.h"
 #include "labels.h"
 #include "procfile.h"
 #include "proctasks.h"
@@ -801,6 +802,14 @@ void sampler_thread_started(void)
             nudge_collector(s);
     }
     atomic_fetch_sub(&in_handler, 1);
+}
+
+/* Threads started through the label core (thread_start_run) announce
+ * themselves from their first instruction, before any constructor of the
+ * program's could start one. */
+__attribute__((constructor(102))) static void sampler_hooks(void)
+{
+    atomic_store(&label_hooks.thread_started, sampler_thread_started);
 }
 
 /* SIGNAL-SAFE (sigaction may be called from a handler): a nudge, so that

@@ -23,14 +23,12 @@
  */
 #define _GNU_SOURCE
 #include "thread.h"
-#include "accounting.h"
+#include "alloc.h"
 #include "own.h"
 #include "config.h"
-#include "heap.h"
 #include "atfork.h"
+#include "labelhooks.h"
 #include "labels.h"
-#include "otel.h"
-#include "sampler.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -55,6 +53,13 @@ static __thread struct thread_entry *self
  * -EDEADLK instead of deadlocking. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
 
+/* The state the modules above keep in the label core (labelhooks.h). */
+__thread struct acct_thread acct_self
+    __attribute__((tls_model("initial-exec")));
+atomic_int accounting_on;
+uint64_t acct_short_ticks, acct_pending_max_ticks;
+struct label_hooks label_hooks;
+
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_entry *registry_head;
 static size_t registry_len;
@@ -76,23 +81,24 @@ static void unlink_entry(struct thread_entry *e)
 }
 
 /* Mirrors the thread's current set where out-of-process profilers read it
- * (otel.c), before the replaced set's reference goes; while that is off,
- * one predictable branch. */
+ * (otel.c's hook), before the replaced set's reference goes; while that
+ * is off, one predictable branch. */
 static inline void publish(const cpprof_labelset *set)
 {
-    if (__builtin_expect(
-            atomic_load_explicit(&otel_enabled, memory_order_relaxed), 0))
-        otel_publish(set);
+    label_set_hook *hook = atomic_load_explicit(&label_hooks.set_current,
+                                                memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0))
+        hook(set);
 }
 
-/* Per-label-set accounting (accounting.c) charges the set a thread is
+/* Per-label-set accounting (labelhooks.h) charges the set a thread is
  * leaving, while the thread still holds it; while that is off, one
  * predictable branch. */
 static inline void account(const cpprof_labelset *leaving)
 {
     int mode = atomic_load_explicit(&accounting_on, memory_order_relaxed);
     if (__builtin_expect(mode, 0))
-        accounting_switch(leaving, mode);
+        acct_switch(leaving, mode);
 }
 
 /* pthread key destructor: the thread is exiting; drop its entry and the
@@ -100,7 +106,9 @@ static inline void account(const cpprof_labelset *leaving)
 static void thread_exited(void *arg)
 {
     struct thread_entry *e = arg;
-    accounting_thread_exit(atomic_load(&e->labels));
+    label_set_hook *exiting = atomic_load(&label_hooks.thread_exiting);
+    if (exiting)
+        exiting(atomic_load(&e->labels));
     publish(NULL);
     registry_lock();
     unlink_entry(e);
@@ -291,7 +299,7 @@ struct thread_start {
  * that work, and all it allocates is cpprof's. */
 struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
-    struct thread_start *t = heap_real_calloc(1, sizeof *t);
+    struct thread_start *t = alloc_real_calloc(1, sizeof *t);
     bool internal = own_work;
     if (t)
         *t = (struct thread_start){
@@ -302,14 +310,16 @@ struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 void thread_start_discard(struct thread_start *t)
 {
     labelset_drop(t->labels);
-    heap_real_free(t);
+    alloc_real_free(t);
 }
 
 void *thread_start_run(void *p)
 {
-    sampler_thread_started(); /* its CPU timer now, while a profile runs */
+    void (*started)(void) = atomic_load(&label_hooks.thread_started);
+    if (started)
+        started(); /* the sampler: its CPU timer now, while a profile runs */
     struct thread_start t = *(struct thread_start *)p;
-    heap_real_free(p);
+    alloc_real_free(p);
     if (t.internal)
         own_work_enter(); /* never left: the thread is cpprof's */
     if (t.labels) {

@@ -70,7 +70,7 @@ int thread_label_internal(const char *role);
  *   - the program's default stack size (pthread_setattr_default_np,
  *     `ulimit -s`), which may be far smaller than cpprof's work needs
  *     (128 KiB: the symbolizer's 64 KiB buffers on such a stack jumped
- *     its guard page into another thread's stack, issue 23) or larger
+ *     its guard page into another thread's stack) or larger
  *     than it needs: the thread gets THREAD_OWN_STACK_BYTES, when the
  *     creator passes no attributes of its own (below);
  *   - the signal mask: the creator blocks, for the length of the call,
