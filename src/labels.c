@@ -29,7 +29,6 @@
 #include "labels.h"
 #include "config.h"
 #include "labelhooks.h"
-#include "thread.h"
 #include "warn.h"
 
 #include <errno.h>
@@ -77,6 +76,10 @@ static struct {
 };
 
 static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void labels_registry_lock(void) { pthread_mutex_lock(&registry_mu); }
+void labels_registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
 /* Set while this thread is inside intern(): a signal handler that
  * interrupted it and calls back in (cpprof_do from a handler) gets
  * -EDEADLK instead of waiting forever for the lock its own thread holds. */
@@ -284,7 +287,7 @@ static void release_extras(struct cpprof_labelset *s)
  * taking its reference. */
 static void reclaim_unreferenced(void)
 {
-    registry_lock();
+    labels_registry_lock();
     for (size_t b = 0; b < nbuckets; b++) {
         struct cpprof_labelset **link = &buckets[b];
         while (*link) {
@@ -299,7 +302,7 @@ static void reclaim_unreferenced(void)
             }
         }
     }
-    registry_unlock();
+    labels_registry_unlock();
 }
 
 static int grow_table(void)

@@ -79,4 +79,12 @@ void labels_atfork_prepare(void);
 void labels_atfork_parent(void);
 void labels_atfork_child(void);
 
+/* The registry lock: unreferenced sets are freed under it, and thread.c's
+ * registry of threads is read and changed under it, so that whoever reads
+ * a thread's current set under it (the census) can take a reference
+ * before the set can be freed.  The label core's, so that both of its
+ * halves use it without calling each other. */
+void labels_registry_lock(void);
+void labels_registry_unlock(void);
+
 #endif

@@ -53,21 +53,10 @@ static __thread struct thread_entry *self
  * -EDEADLK instead of deadlocking. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
 
-/* The state the modules above keep in the label core (labelhooks.h). */
-__thread struct acct_thread acct_self
-    __attribute__((tls_model("initial-exec")));
-atomic_int accounting_on;
-uint64_t acct_short_ticks, acct_pending_max_ticks;
-struct label_hooks label_hooks;
-
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_entry *registry_head;
 static size_t registry_len;
 static pthread_key_t exit_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-
-void registry_lock(void) { pthread_mutex_lock(&registry_mu); }
-void registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
 
 static void unlink_entry(struct thread_entry *e)
 {
@@ -110,9 +99,9 @@ static void thread_exited(void *arg)
     if (exiting)
         exiting(atomic_load(&e->labels));
     publish(NULL);
-    registry_lock();
+    labels_registry_lock();
     unlink_entry(e);
-    registry_unlock();
+    labels_registry_unlock();
     self = NULL;
     labelset_drop(atomic_load(&e->labels));
     free(e);
@@ -121,12 +110,12 @@ static void thread_exited(void *arg)
 static void registry_atfork_prepare(void)
 {
     labels_atfork_prepare();
-    registry_lock();
+    labels_registry_lock();
 }
 
 static void registry_atfork_parent(void)
 {
-    registry_unlock();
+    labels_registry_unlock();
     labels_atfork_parent();
 }
 
@@ -146,7 +135,7 @@ static void registry_atfork_child(void)
     }
     /* The forking thread holds the lock: unlocked, not re-initialised
      * (undefined for a locked mutex; ThreadSanitizer reports it). */
-    registry_unlock();
+    labels_registry_unlock();
     labels_atfork_child();
 }
 
@@ -172,13 +161,13 @@ static struct thread_entry *add_self(void)
         free(e);
         return NULL;
     }
-    registry_lock();
+    labels_registry_lock();
     e->next = registry_head;
     if (registry_head)
         registry_head->prev = e;
     registry_head = e;
     registry_len++;
-    registry_unlock();
+    labels_registry_unlock();
     self = e;
     return e;
 }
@@ -426,29 +415,29 @@ int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
 cpprof_labelset *registry_labels_of(pid_t tid)
 {
     cpprof_labelset *set = NULL;
-    registry_lock();
+    labels_registry_lock();
     for (struct thread_entry *e = registry_head; e; e = e->next)
         if (e->tid == tid) {
             set = labelset_hold(atomic_load(&e->labels));
             break;
         }
-    registry_unlock();
+    labels_registry_unlock();
     return set;
 }
 
 void registry_foreach(registry_visit_fn fn, void *arg)
 {
-    registry_lock();
+    labels_registry_lock();
     for (struct thread_entry *e = registry_head; e; e = e->next)
         fn(e->tid, e->name, atomic_load(&e->labels), arg);
-    registry_unlock();
+    labels_registry_unlock();
 }
 
 size_t registry_count(void)
 {
-    registry_lock();
+    labels_registry_lock();
     size_t n = registry_len;
-    registry_unlock();
+    labels_registry_unlock();
     return n;
 }
 

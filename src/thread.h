@@ -119,8 +119,4 @@ static inline clockid_t thread_cpu_clock(pid_t tid)
 /* Thread `tid`'s CPU time in nanoseconds, or -1 once it has exited. */
 int64_t tid_cpu_ns(pid_t tid);
 
-/* The lock that reclaiming label sets needs (labels.c). */
-void registry_lock(void);
-void registry_unlock(void);
-
 #endif
