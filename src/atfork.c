@@ -16,8 +16,8 @@
  * separate registrations in reverse order of registration, that is in the
  * order the constructors happened to run: heap.c's lock came before the
  * unwinder's writer mutex, which the sampler's collector holds while it
- * allocates, and fork deadlocked with it (issue 23).  The handlers run as
- * cpprof's own work (collect.h): the collectors' locks are taken with
+ * allocates, and fork deadlocked with it.  The handlers run as
+ * cpprof's own work (own.h): the collectors' locks are taken with
  * own_busy set, as everywhere else, and cpprof's waits for its own
  * locks are not the program's contention.  One fork's handlers at a time
  * (fork_mu), so that `prepared` and the saved guard are that fork's.  Modules

@@ -1,7 +1,7 @@
 /*
  * census.c -- the thread census: every thread's stack, labels, name and
  * state, taken without stopping the process and without interrupting any
- * blocking call (issue 17).
+ * blocking call.
  *
  * Go walks a goroutine's stack from outside because goroutines are not
  * running while it looks.  A thread blocked in the kernel is not running

@@ -16,8 +16,9 @@
  * async-signal-safe: no allocation, no locks, no stdio; numbers are
  * formatted by hand and written with write(2) (warn_write: only to the
  * stderr found at load).  The stack comes from the
- * signal-safe frame-pointer walker (unwind.h), whose region table is read
- * at install time (and refreshed by the census and the CPU sampler): a
+ * signal-safe walker (unwind.h: CFI rows, frame pointers where there are
+ * none), whose tables are read at install time (and refreshed by the
+ * census and the CPU sampler): a
  * thread whose stack is newer than the last refresh gets its crashing PC
  * only, not a walk through memory nobody checked.
  */

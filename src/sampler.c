@@ -45,7 +45,7 @@
  * sample enters the profile.  With every buffer busy the sample keeps its
  * partial stack and STACK_NO_TABLE, as before.
  *
- * Code unloaded since (issue 18).  A sample keeps the generation of the
+ * Code unloaded since.  A sample keeps the generation of the
  * mappings its walk saw (unwind.h), one word from the table the walk
  * already holds, and its stack table entry is keyed by it, so that the
  * builder resolves its PCs against the object that was mapped when it
@@ -75,7 +75,7 @@
  * counts as unsampled, stderr says so once, and stopping leaves the
  * handler alone instead of restoring the one from before the profile.
  *
- * Stack room (issue 23).  The handler is installed with SA_ONSTACK: a
+ * Stack room.  The handler is installed with SA_ONSTACK: a
  * thread on a small or foreign stack (a fiber's, a Go runtime's goroutine
  * stack) takes the signal on its altstack when the program gave it one.
  * A signal that arrives while the thread already runs on its altstack

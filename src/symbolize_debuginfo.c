@@ -24,7 +24,7 @@
  * inflating streams through 64 KiB buffers, taken from the heap (inside
  * cpprof's internal scope: cpprof's own memory) and never from the stack:
  * the thread that symbolizes may have a small one, and a 64 KiB frame
- * would jump its guard page into another thread's stack (issue 23).
+ * would jump its guard page into another thread's stack.
  * Anything unexpected (another
  * compression, a size that does not match) keeps the file as it is, for
  * libdw to inflate as it always did.  Copies are kept from one session to

@@ -12,7 +12,7 @@
  *
  * Nor may a line land in the program's data: a daemon that closes
  * descriptors 0-2 and opens its files gets 0, 1 and 2 for them, and a
- * line written to descriptor 2 then went into its third file (issue 23).
+ * line written to descriptor 2 then went into its third file.
  * So every line goes only to the file descriptor 2 was when the library
  * was loaded, known by its device and inode (warn_write); once descriptor
  * 2 is closed or another file, cpprof's lines are dropped.
