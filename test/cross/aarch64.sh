@@ -49,7 +49,7 @@ provided=(libc6 libc6-dev libc-dev-bin libgcc-s1 libstdc++6 gcc-12-base
 # then HTTP tests against the demo, which start it as $JOBRUNNER.
 unit_tests=(check_labels check_unwind check_inherit check_builder
   check_lifecycle check_sampler check_accounting check_http check_heap
-  check_cxx check_json http_badinput check_symlines tick_yield)
+  check_cxx check_json http_badinput check_symlines tick_yield check_procmaps)
 http_tests=(http_profile.sh http_go_details.sh http_goroutine.sh http_json.sh)
 # Check test cases tagged (test/check_*.c) by what qemu-user 7.2 lacks,
 # each seen failing under it for that reason alone: TAG: reason.
@@ -99,6 +99,7 @@ left_out=(
   "configure_deps.sh: checks the build system, not the target"
   "docs_links.sh: checks the source tree, not the target"
   "signal_safe.sh: checks the source tree (gcc's call graph), not the target"
+  "layering.sh: checks the source tree and the module graph, not the target"
   "small_stacks.sh: not wired (starts test/small_stacks)"
   "setuid_env.sh: not wired (starts setuid copies of test/setuid_prog)"
   "daemon_stderr.sh: not wired (preloads the library into test/daemon_stderr)"
