@@ -131,16 +131,13 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/http_pprof.sh test/chains.sh test/zero_code.sh
   test/symbolize_addr2line.sh test/fork_storm"
 
-# Tests ASan finds all there is to find in, left out under TSan: one thread
-# does the work, or the threads share nothing cpprof owns:
-#  - http_security.sh (TLS files and certificates checked on the request's
-#    thread), http_exposing.sh (settings refused at start), http_json.sh,
-#    http_go_details.sh, http_names.sh (one response's text each),
-#    setuid_env.sh (the environment read at load).
-asan_only="test/http_security.sh test/http_exposing.sh test/http_json.sh
-  test/http_go_details.sh test/http_names.sh test/setuid_env.sh"
-
-# Tests left out under TSan, each for a reason TSan itself causes:
+# TSan looks for races, so it runs the tests whose threads share what
+# cpprof owns: the label registry and its sets across threads, the
+# unwinder's tables against its walkers, the sampler's ring and collector,
+# the census with its handlers and crew, the HTTP server's pool, window
+# and watch threads.  The others do their work on one thread at a time
+# (one request, one profile, one program), where ASan sees all there is.
+# Threaded tests it leaves out, for a reason TSan itself causes:
 #  - check_heap, check_accounting, http_metrics.sh: the allocation profiler
 #    and allocation accounting are off in a TSan build (src/heap.c);
 #  - check_census, check_http: they count the process's threads, and TSan
@@ -150,24 +147,19 @@ asan_only="test/http_security.sh test/http_exposing.sh test/http_json.sh
 #  - check_sampler: TSan's own background thread blocks every signal, so
 #    it is reported as an unsampled thread (a pseudo-sample whose CPU is not
 #    samples x period) and its timer is missing from the counts;
-#  - check_lifecycle: fork() without exec in a threaded
-#    program, which TSan does not support in the child;
-#  - http_badinput: under TSan the heap endpoints answer 501 (no allocation
-#    profiler) before any parameter is looked at;
-#  - tick_yield: cpprof does not interpose sigaction under TSan, whose
-#    runtime calls it while it starts (src/siginterpose.c), so a program's
-#    handler for the accounting tick's signal gets the ticks there;
+#  - check_lifecycle: fork() without exec in a threaded program, which
+#    TSan does not support in the child;
 #  - dlclose_reuse: TSan holds back a signal that arrives inside its runtime
 #    until the interceptor returns, so 13% of the plugin's samples land in
 #    the test's own clock_gettime instead (CI; its check wants 90%);
 #  - small_stacks.sh: TSan's pthread_create interceptor passes attributes
 #    of its own making to cpprof's (src/thread.h), so under TSan cpprof's
-#    threads keep the program's default stack, which the test judges (the
-#    normal and ASan builds run it).
-tsan_skipped="test/check_heap test/check_accounting test/http_metrics.sh
-  test/check_census test/check_http test/soak test/check_sampler
-  test/check_lifecycle test/http_badinput test/dlclose_reuse test/tick_yield
-  test/small_stacks.sh"
+#    threads keep the program's default stack, which the test judges.
+tsan_tests="test/check_labels test/check_inherit test/check_unwind
+  test/clone_labels test/stress_sampler test/altstack_walk test/fiber_stacks
+  test/census_quiet.sh test/census_syscall test/http_profile.sh
+  test/http_goroutine.sh test/http_pool.sh test/http_hostile.sh
+  test/http_slowloris test/http_emfile"
 
 # fuzz_one NAME SECONDS: one libFuzzer target from its seed corpus, written
 # up as a test (test/fuzz_NAME.log and .trs) for summarize_tests.  A crash,
@@ -230,28 +222,32 @@ tests_but() {
 
 run_tests() {
   local rc=0
-  # The soak and the sampler stress for 60 and 30 s (their own defaults
-  # are 120 and 60, for a run by hand): each checks the same things every
-  # few seconds.
-  (export SOAK_SECONDS=${SOAK_SECONDS:-60} STRESS_SECONDS=${STRESS_SECONDS:-30}
+  # The soak and the sampler stress for 30 s each (their own defaults are
+  # 120 and 60, for a run by hand): each checks the same things every few
+  # seconds.
+  (export SOAK_SECONDS=${SOAK_SECONDS:-30} STRESS_SECONDS=${STRESS_SECONDS:-30}
    check_in build) || rc=$?
-  # README's commands wait on the demo most of their minute: the arm64
-  # cross build runs meanwhile.
+  # README's commands (which wait on the demo most of their minute) and the
+  # arm64 cross build and its qemu run go on beside the sanitized builds.
+  local side=()
   run_readme_commands &
-  local readme=$!
+  side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
-    test/cross/aarch64.sh build-aarch64 || rc=$?
+    test/cross/aarch64.sh build-aarch64 &
+    side+=($!)
   fi
-  wait $readme || rc=$?
   if [ "${SANITIZERS:-1}" != 0 ]; then
     build build-asan --enable-asan-ubsan
     check_in build-asan TESTS="$(tests_but build-asan "$normal_only")" || rc=$?
     build build-tsan --enable-tsan
-    check_in build-tsan \
-      TESTS="$(tests_but build-tsan "$normal_only $asan_only $tsan_skipped")" || rc=$?
+    check_in build-tsan TESTS="$(echo $tsan_tests)" || rc=$?
     CC=clang CXX=clang++ build build-fuzz --enable-fuzzing --enable-asan-ubsan
     run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
   fi
+  local pid
+  for pid in "${side[@]}"; do
+    wait "$pid" || rc=$?
+  done
   summarize_tests
   return $rc
 }
