@@ -427,11 +427,9 @@ static pthread_mutex_t program_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t program_cv = PTHREAD_COND_INITIALIZER;
 static bool program_signalled;
 
-static void *signal_program_later(void *arg)
+static void *signal_program(void *arg)
 {
     (void)arg;
-    struct timespec wait = {0, 20000000};
-    nanosleep(&wait, NULL);
     pthread_mutex_lock(&program_mu);
     program_signalled = true;
     pthread_cond_signal(&program_cv);
@@ -471,8 +469,11 @@ END_TEST
 __attribute__((noinline)) void program_waits_for_work(void)
 {
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, signal_program_later, NULL), 0);
+    /* Held from before the signaller starts, so it can set the flag only
+     * once the wait below has let go of the mutex: the wait happens, on a
+     * loaded machine or under qemu too. */
     pthread_mutex_lock(&program_mu);
+    ck_assert_int_eq(pthread_create(&t, NULL, signal_program, NULL), 0);
     while (!program_signalled)
         pthread_cond_wait(&program_cv, &program_mu);
     pthread_mutex_unlock(&program_mu);
