@@ -57,7 +57,7 @@ static int run(size_t n)
     }
     unsigned char *out;
     size_t len;
-    if (symbolize_profile(b) || builder_encode(b, &out, &len))
+    if (symbolize_and_encode(b, &out, &len))
         return -1;
     double t1 = now_ms();
     printf("stacks %zu encode_ms %.1f bytes %zu\n", n, t1 - t0, len);

@@ -128,9 +128,7 @@ static int build_profile(const sampler_result *r, long hz,
     if (rc == 0)
         rc = add_unsampled(b, r->unsampled, period);
     if (rc == 0)
-        rc = symbolize_profile(b);
-    if (rc == 0)
-        rc = builder_encode(b, buf, len);
+        rc = symbolize_and_encode(b, buf, len);
     builder_free(b);
     return rc;
 }

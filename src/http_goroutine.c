@@ -144,9 +144,7 @@ static int encode_proto(const struct group *groups, size_t n,
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = add_group(b, &groups[i]);
     if (rc == 0)
-        rc = symbolize_profile(b);
-    if (rc == 0)
-        rc = builder_encode(b, buf, len);
+        rc = symbolize_and_encode(b, buf, len);
     builder_free(b);
     return rc;
 }

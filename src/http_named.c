@@ -147,9 +147,7 @@ static int encode(const named_profile *p, const sampleset *s, int64_t time_ns,
     builder_set_time(b, time_ns, duration_ns);
     int rc = p->build(b, s);
     if (rc == 0)
-        rc = symbolize_profile(b);
-    if (rc == 0)
-        rc = builder_encode(b, buf, len);
+        rc = symbolize_and_encode(b, buf, len);
     builder_free(b);
     return rc;
 }

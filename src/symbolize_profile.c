@@ -129,3 +129,9 @@ int symbolize_profile(builder *b)
     own_work_leave();
     return rc;
 }
+
+int symbolize_and_encode(builder *b, unsigned char **buf, size_t *len)
+{
+    int rc = symbolize_profile(b);
+    return rc != 0 ? rc : builder_encode(b, buf, len);
+}

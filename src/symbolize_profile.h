@@ -13,4 +13,7 @@
  * may be run again before another encoding. */
 int symbolize_profile(builder *b);
 
+/* symbolize_profile, then builder_encode: what an endpoint sends. */
+int symbolize_and_encode(builder *b, unsigned char **buf, size_t *len);
+
 #endif
