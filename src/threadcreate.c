@@ -114,10 +114,10 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     struct own_creation own;
     bool is_own = own_work;
     if (is_own)
-        attr = thread_own_creation_begin(&own, attr);
+        attr = thread_own_creation_begin(&own, attr, inherit);
     int rc = real(thread, attr, start, arg);
     if (is_own)
-        thread_own_creation_end(&own);
+        thread_own_creation_end(&own, rc == 0);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
     if (rc == 0 && !own_busy && !own_work)
