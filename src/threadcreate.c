@@ -15,7 +15,8 @@
  * thread's function is wrapped in thread.c's thread_start_run, which
  * applies them first.  A thread created inside cpprof's own work
  * (own_work: the HTTP server's, the CPU sampler's collector) is
- * wrapped too, to be cpprof's for life and take no labels, and is not
+ * wrapped too, to be cpprof's for life and carry pprof_internal=<role>
+ * from its start (the creation returns once it does), and is not
  * counted: threadcreate shows the program's threads.  It is created with
  * every signal blocked but cpprof's own and faults, so that a signal sent
  * to the process reaches the program's threads only, and as an ordinary
