@@ -34,7 +34,7 @@
 
 /* server_lock serialises start and stop (held for the whole of a stop, so
  * a start waits until the old server is gone).  http_stopping is read
- * without it by handlers polling http_client_gone(). */
+ * without it by handlers polling http_request_end(). */
 static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct MHD_Daemon *server;
 http_server http_srv;
@@ -351,7 +351,7 @@ int cpprof_http_stop(void)
     if (server == NULL) {
         rc = CPPROF_ENOTRUNNING;
     } else {
-        /* Handlers waiting out a profile see their client "gone" and
+        /* Handlers waiting out a profile see the server stopping and
          * return, so joining the connection threads takes no longer than
          * one poll interval. */
         atomic_store(&http_stopping, true);

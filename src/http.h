@@ -69,9 +69,18 @@ bool http_is_post(http_req *r);
 /* The path after /debug/pprof/ ("" for the index itself). */
 const char *http_path(http_req *r);
 
-/* Whether the client has closed its connection (polls the socket).  Also
- * true once cpprof_http_stop() has begun, which shuts every connection. */
-bool http_client_gone(http_req *r);
+/* What ends a handler's wait for request r before its time (a profile's
+ * window): nothing yet, its client closing the connection (the socket is
+ * polled), the server stopping (cpprof_http_stop(), or its descriptors
+ * taken by the program), or the program exiting (exit() waits for open
+ * requests, briefly: http_dispatch.c). */
+typedef enum {
+    HTTP_GOING_ON,
+    HTTP_CLIENT_GONE,
+    HTTP_SERVER_STOPPING,
+    HTTP_PROGRAM_EXITING,
+} http_end;
+http_end http_request_end(http_req *r);
 
 /* The port the running server listens on (useful after binding port 0), or
  * CPPROF_ENOTRUNNING. */

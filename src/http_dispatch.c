@@ -151,10 +151,8 @@ const http_route *http_routes(size_t *n)
     return routes;
 }
 
-bool http_client_gone(http_req *r)
+static bool client_gone(http_req *r)
 {
-    if (atomic_load(&http_stopping))
-        return true;
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(
         r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info == NULL)
@@ -170,6 +168,16 @@ bool http_client_gone(http_req *r)
     ssize_t n = recv(info->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
                       errno != EINTR);
+}
+
+http_end http_request_end(http_req *r)
+{
+    /* exit() sets both flags: it is the exit that ends the wait. */
+    if (atomic_load(&process_exiting))
+        return HTTP_PROGRAM_EXITING;
+    if (atomic_load(&http_stopping))
+        return HTTP_SERVER_STOPPING;
+    return client_gone(r) ? HTTP_CLIENT_GONE : HTTP_GOING_ON;
 }
 
 /* ---- Dispatch --------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include "http_named.h"
 #include "http.h"
 #include "profile.pb-c.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -151,15 +152,18 @@ static int reply_cpu(http_req *r, long seconds)
     int rc = cpprof_cpu_profile_start();
     if (rc < 0)
         return http_cpu_profile_refused(r, rc);
-    bool complete = http_wait_window(r, seconds);
+    http_end end = http_wait_window(r, seconds);
+    if (end != HTTP_GOING_ON) {
+        cpu_profile_discard(); /* not built: http_error_window_ended */
+        return http_error_window_ended(
+            r, end, "client went away before the profile ended");
+    }
     rc = cpprof_cpu_profile_stop(&buf, &len);
     if (rc < 0)
         return http_error(r, 500, "Could not finish CPU profile: %s",
                           cpprof_strerror(rc));
-    json_t *root = complete ? summarize_profile(buf, len, seconds) : NULL;
+    json_t *root = summarize_profile(buf, len, seconds);
     free(buf);
-    if (!complete)
-        return http_error(r, 500, "client went away before the profile ended");
     if (root == NULL)
         return http_error(r, 500, "Could not read the CPU profile");
     return http_reply_json(r, root, JSON_FLAGS);

@@ -81,7 +81,7 @@ static void trim_unmapped(sampleset *s)
 
 #define POLL_NS 100000000L
 
-bool http_wait_window(http_req *r, long seconds)
+http_end http_wait_window(http_req *r, long seconds)
 {
     struct timespec now, end, next;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -102,10 +102,24 @@ bool http_wait_window(http_req *r, long seconds)
                EINTR)
             ;
         if (last)
-            return true;
-        if (http_client_gone(r))
-            return false;
+            return HTTP_GOING_ON;
+        http_end end = http_request_end(r);
+        if (end != HTTP_GOING_ON)
+            return end;
     }
+}
+
+int http_error_window_ended(http_req *r, http_end end,
+                            const char *client_gone)
+{
+    if (end == HTTP_PROGRAM_EXITING)
+        return http_error(r, 503, "the program is exiting: the profile's "
+                                  "window ended early and no profile is "
+                                  "built during exit");
+    if (end == HTTP_SERVER_STOPPING)
+        return http_error(r, 503, "the profiling server is stopping: the "
+                                  "profile's window ended early");
+    return http_error(r, 500, "%s", client_gone);
 }
 
 /* Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, no
@@ -205,9 +219,10 @@ static int serve_delta(http_req *r, const named_profile *p, const char *sec)
         return http_error(r, 500, "failed to collect profile: %s",
                           cpprof_strerror(rc));
     int64_t t0 = clock_ns(CLOCK_REALTIME);
-    if (!http_wait_window(r, (long)seconds)) {
+    http_end end = http_wait_window(r, (long)seconds);
+    if (end != HTTP_GOING_ON) {
         sampleset_free(x);
-        return http_error(r, 500, "context canceled");
+        return http_error_window_ended(r, end, "context canceled");
     }
     int64_t t1 = clock_ns(CLOCK_REALTIME);
     rc = p->snapshot(&y);

@@ -53,8 +53,18 @@ typedef struct {
  * (http_json.c).  Sends exactly one response. */
 int http_serve_named(http_req *r, const named_profile *p);
 
-/* Waits `seconds`, waking every 100 ms to see whether the client has gone;
- * returns whether the whole window ran. */
-bool http_wait_window(http_req *r, long seconds);
+/* Waits `seconds`, waking every 100 ms to see whether the request is
+ * ended early (http_request_end); returns HTTP_GOING_ON when the whole
+ * window ran, else what ended it. */
+http_end http_wait_window(http_req *r, long seconds);
+
+/* Answers a request whose window `end` cut short: `client_gone` (Go's
+ * text for the endpoint) when its client went away, which nobody reads;
+ * else 503 saying the server is stopping or the program is exiting.  No
+ * partial profile is built then: building and symbolizing it may outlast
+ * exit's wait for open requests, and what exit tears down next (stdio, the
+ * libraries' destructors) would then run under it. */
+int http_error_window_ended(http_req *r, http_end end,
+                            const char *client_gone);
 
 #endif

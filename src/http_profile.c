@@ -77,9 +77,11 @@ int http_profile(http_req *r)
     rc = cpprof_cpu_profile_start();
     if (rc < 0)
         return http_cpu_profile_refused(r, rc);
-    if (!http_wait_window(r, seconds)) {
-        cpu_profile_discard(); /* nobody will read it: not built */
-        return http_error(r, 500, "client went away before the profile ended");
+    http_end end = http_wait_window(r, seconds);
+    if (end != HTTP_GOING_ON) {
+        cpu_profile_discard(); /* not built: http_error_window_ended */
+        return http_error_window_ended(
+            r, end, "client went away before the profile ended");
     }
     rc = cpprof_cpu_profile_stop(&buf, &len);
     if (rc < 0)

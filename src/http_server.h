@@ -53,7 +53,7 @@ typedef struct {
 extern http_server http_srv;
 
 /* Set while the server stops (or is given up, or exit drains it): handlers
- * polling http_client_gone() return. */
+ * polling http_request_end() return. */
 extern atomic_bool http_stopping;
 
 /* The server's timeouts and ticks are in milliseconds of the monotonic
@@ -123,10 +123,11 @@ int http_window_hand(http_req *r, const http_route *route);
 void http_windows_forget_after_fork(void);
 
 /* The server's threads (http_threads.c).  http_label_thread gives the
- * calling server thread pprof_internal=http and counts it (once);
- * http_threads_open and http_threads_retire bracket a server's life (its
- * threads' CPU time is kept as they retire); http_as_internal runs start(arg)
- * so that the threads it creates are cpprof's, not the program's. */
+ * calling server thread pprof_internal=http and counts it (once), where
+ * its start did not; http_threads_open and http_threads_retire bracket a
+ * server's life (its threads' CPU time is kept as they retire);
+ * http_as_internal runs start(arg) so that the threads it creates are
+ * cpprof's, not the program's, labelled and counted from their start. */
 void http_label_thread(void);
 void http_threads_open(void);
 void http_threads_retire(void);

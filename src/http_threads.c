@@ -6,9 +6,12 @@
  * threadcreate does not count them (nor does heap.c sample what starting
  * them allocates), and they carry the label pprof_internal=http, so that
  * the census and CPU profiles name them and `-tagignore pprof_internal=http`
- * leaves them out.  A pool thread takes the label on its first request (it
- * starts inside libmicrohttpd), a window or watch thread as it starts; the
- * index page reports their CPU time.
+ * leaves them out.  Each takes the label as it starts, before any of
+ * libmicrohttpd's code runs on it (thread.c's own_role), and is counted
+ * there; the index page reports their CPU time.  Where the start could not
+ * be wrapped (under TSan with the library after the runtime, or out of
+ * memory) a thread takes both on its first request, or as its function
+ * begins.
  */
 #include "http_server.h"
 
@@ -59,18 +62,31 @@ static double thread_cpu_seconds(pthread_t t)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Gives the calling server thread its label and counts it, once. */
-void http_label_thread(void)
+static __thread bool counted; /* this thread is in server_threads */
+
+/* Counts the calling server thread, once. */
+static void count_thread(void)
 {
-    static __thread bool labelled;
-    if (labelled)
+    if (counted)
         return;
-    labelled = true;
-    cpprof_set_thread_labels(internal_labels());
+    counted = true;
     pthread_mutex_lock(&threads_lock);
     if (!threads_closed && n_server_threads < SERVER_THREADS_MAX)
         server_threads[n_server_threads++] = pthread_self();
     pthread_mutex_unlock(&threads_lock);
+}
+
+/* The server's threads: labelled and counted from their start. */
+static const struct own_role server_role = {INTERNAL_VALUE, count_thread};
+
+/* Gives the calling server thread its label and counts it, once, when its
+ * start did not. */
+void http_label_thread(void)
+{
+    if (counted)
+        return;
+    cpprof_set_thread_labels(internal_labels());
+    count_thread();
 }
 
 /* Called as the server stops, while its threads still run: their time so
@@ -104,14 +120,18 @@ int http_own_cpu(double *seconds, size_t *threads)
 }
 
 /* Runs start(arg) with the collectors' guard set, so that threads it
- * creates are not counted as the program's; the caller's guard is
- * restored.  (The caller's labels stay: switching them would move what
- * the caller allocates meanwhile to another set's accounting.) */
+ * creates are not counted as the program's, and with the server's role,
+ * so that they are labelled and counted from their start; the caller's
+ * guard and role are restored.  (The caller's labels stay: switching them
+ * would move what the caller allocates meanwhile to another set's
+ * accounting.) */
 int http_as_internal(int (*start)(void *), void *arg)
 {
     int busy = own_busy;
     own_busy = 1;
+    const struct own_role *role = thread_own_role(&server_role);
     int rc = start(arg);
+    thread_own_role(role);
     own_busy = busy;
     return rc;
 }

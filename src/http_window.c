@@ -94,7 +94,7 @@ static int create_window_threads(void *arg)
 }
 
 /* Ends the window threads once their requests are done (a stopping
- * server makes every waiting handler return: http_client_gone). */
+ * server makes every waiting handler return: http_request_end). */
 void http_windows_end(void)
 {
     pthread_mutex_lock(&window_lock);

@@ -29,6 +29,7 @@
 #include "atfork.h"
 #include "labelhooks.h"
 #include "labels.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -280,19 +281,51 @@ struct thread_start {
     void *arg;
     cpprof_labelset *labels; /* reference handed to the new thread */
     bool internal;           /* a thread cpprof creates for itself */
+    void (*started)(void);   /* its role's first step, or NULL */
+    atomic_uint labelled;    /* set once the new thread is labelled */
+    atomic_int owners;       /* 2 while a creator awaits it too */
 };
+
+/* The role of the threads this thread creates inside cpprof's work. */
+static __thread const struct own_role *creating_role;
+
+const struct own_role *thread_own_role(const struct own_role *role)
+{
+    const struct own_role *previous = creating_role;
+    creating_role = role;
+    return previous;
+}
+
+/* pprof_internal=<role> with a reference of cpprof's, or NULL (out of
+ * memory: the thread starts unlabelled and may label itself). */
+static cpprof_labelset *internal_labels(const struct own_role *role)
+{
+    const char *kv[] = {PPROF_INTERNAL_KEY, role ? role->name : "cpprof"};
+    cpprof_labelset *set;
+    if (cpprof_labels(&set, 2, kv) != 0)
+        return NULL;
+    cpprof_labelset *held = labelset_hold(set);
+    cpprof_labelset_release(set);
+    return held;
+}
 
 /* From the allocator directly, untracked: cpprof's bookkeeping is not the
  * program's memory.  A thread created inside cpprof's own work is
  * cpprof's: it takes no labels from the program's thread that started
- * that work, and all it allocates is cpprof's. */
+ * that work but its role's, built here so that it holds them before its
+ * first instruction of its own (a census may look at it then), and all
+ * it allocates is cpprof's. */
 struct thread_start *thread_start_new(void *(*start)(void *), void *arg)
 {
     struct thread_start *t = alloc_real_calloc(1, sizeof *t);
     bool internal = own_work;
+    const struct own_role *role = internal ? creating_role : NULL;
     if (t)
         *t = (struct thread_start){
-            start, arg, internal ? NULL : labelset_hold(thread_current_labels()), internal};
+            start, arg,
+            internal ? internal_labels(role)
+                     : labelset_hold(thread_current_labels()),
+            internal, role ? role->started : NULL, 0, 1};
     return t;
 }
 
@@ -302,23 +335,38 @@ void thread_start_discard(struct thread_start *t)
     alloc_real_free(t);
 }
 
+/* The record goes with its last owner: the new thread, or a creator
+ * that waited for it (and may have stopped waiting before it ran). */
+static void release_start(struct thread_start *t)
+{
+    if (atomic_fetch_sub(&t->owners, 1) == 1)
+        alloc_real_free(t);
+}
+
 void *thread_start_run(void *p)
 {
     void (*started)(void) = atomic_load(&label_hooks.thread_started);
     if (started)
         started(); /* the sampler: its CPU timer now, while a profile runs */
-    struct thread_start t = *(struct thread_start *)p;
-    alloc_real_free(p);
-    if (t.internal)
+    struct thread_start *t = p;
+    void *(*start)(void *) = t->start;
+    void *arg = t->arg;
+    void (*role_started)(void) = t->started;
+    if (t->internal)
         own_work_enter(); /* never left: the thread is cpprof's */
-    if (t.labels) {
+    if (t->labels) {
         struct thread_entry *e = self_entry();
         if (e)
-            install(e, t.labels);
+            install(e, t->labels);
         else
-            labelset_drop(t.labels);
+            labelset_drop(t->labels);
     }
-    return t.start(t.arg);
+    if (role_started)
+        role_started();
+    atomic_store(&t->labelled, 1);
+    futex_wake(&t->labelled, 1);
+    release_start(t);
+    return start(arg);
 }
 
 /* Blocks in the calling thread what thread.h says, keeping its mask. */
@@ -366,15 +414,40 @@ static bool own_attributes(pthread_attr_t *attr)
 }
 
 const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
-                                                const pthread_attr_t *attr)
+                                                const pthread_attr_t *attr,
+                                                struct thread_start *t)
 {
     block_host_signals(&c->creator_mask);
     c->has_own = !attr && own_attributes(&c->own);
+    c->start = t;
+    if (t)
+        atomic_store(&t->owners, 2);
     return c->has_own ? &c->own : attr;
 }
 
-void thread_own_creation_end(struct own_creation *c)
+/* Bounds the wait for a new thread of cpprof's to take its labels: it
+ * takes them first thing, but a loaded machine may not run it at once,
+ * and a creator must never hang on it. */
+#define OWN_LABELLED_WAIT_NS 1000000000LL
+
+/* Until the new thread has labelled itself, at most the bound above. */
+static void await_labelled(struct thread_start *t)
 {
+    int64_t deadline = clock_mono_ns() + OWN_LABELLED_WAIT_NS;
+    for (int64_t now; !atomic_load(&t->labelled) &&
+                      (now = clock_mono_ns()) < deadline;) {
+        int64_t left = deadline - now;
+        struct timespec wait = {left / 1000000000, left % 1000000000};
+        futex_wait(&t->labelled, 0, &wait);
+    }
+}
+
+void thread_own_creation_end(struct own_creation *c, bool created)
+{
+    if (created && c->start) {
+        await_labelled(c->start);
+        release_start(c->start);
+    }
     if (c->has_own)
         pthread_attr_destroy(&c->own);
     pthread_sigmask(SIG_SETMASK, &c->creator_mask, NULL);

@@ -58,6 +58,21 @@ void thread_start_discard(struct thread_start *t);
  * cpprof's threads out of a profile. */
 #define PPROF_INTERNAL_KEY "pprof_internal"
 
+/* What a thread cpprof creates is for: it carries pprof_internal=`name`
+ * from its start, before its function runs (libmicrohttpd's pool threads
+ * included, which run none of cpprof's code until a request comes), and
+ * calls `started` (when not NULL) first thing, there, before its creator
+ * goes on (thread_own_creation_end). */
+struct own_role {
+    const char *name;
+    void (*started)(void);
+};
+
+/* Gives the threads the calling thread creates from now, inside cpprof's
+ * work, `role` (NULL: pprof_internal=cpprof, until they name themselves
+ * with thread_label_internal); returns the role it replaces, to restore. */
+const struct own_role *thread_own_role(const struct own_role *role);
+
 /* Labels the calling thread pprof_internal=`role` for life.  0 or a
  * negative error (out of memory: the thread stays unlabelled). */
 int thread_label_internal(const char *role);
@@ -92,11 +107,17 @@ int thread_label_internal(const char *role);
  *     attributes of its own (neither cpprof nor libmicrohttpd does;
  *     ThreadSanitizer's interceptor does, so under TSan the policy and the
  *     program's default stack size are inherited).
- * thread_own_creation_begin returns the attributes to create with. */
+ * thread_own_creation_begin returns the attributes to create with.  With
+ * the new thread's start record `t` (its start wrapped by
+ * thread_start_run), thread_own_creation_end of a creation that succeeded
+ * waits (a bounded while) until the thread carries its pprof_internal
+ * label, so that nothing after the creation, a census first of all, can
+ * find it unlabelled. */
 struct own_creation {
     sigset_t creator_mask;
     pthread_attr_t own;
     bool has_own;
+    struct thread_start *start; /* the new thread's, to wait for, or NULL */
 };
 
 /* The stack of each of cpprof's threads: its deepest work (libdw and
@@ -105,8 +126,9 @@ struct own_creation {
  * (-Wstack-usage, Makefile.am).  Only the pages touched cost memory. */
 #define THREAD_OWN_STACK_BYTES (1024 * 1024)
 const pthread_attr_t *thread_own_creation_begin(struct own_creation *c,
-                                                const pthread_attr_t *attr);
-void thread_own_creation_end(struct own_creation *c);
+                                                const pthread_attr_t *attr,
+                                                struct thread_start *t);
+void thread_own_creation_end(struct own_creation *c, bool created);
 
 /* Linux names the CPU-time clock of thread `tid` of this process
  * (include/linux/posix-timers.h: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).

@@ -15,7 +15,8 @@
  * thread's function is wrapped in thread.c's thread_start_run, which
  * applies them first.  A thread created inside cpprof's own work
  * (own_work: the HTTP server's, the CPU sampler's collector) is
- * wrapped too, to be cpprof's for life and take no labels, and is not
+ * wrapped too, to be cpprof's for life and carry pprof_internal=<role>
+ * from its start (the creation returns once it does), and is not
  * counted: threadcreate shows the program's threads.  It is created with
  * every signal blocked but cpprof's own and faults, so that a signal sent
  * to the process reaches the program's threads only, and as an ordinary
@@ -114,10 +115,10 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     struct own_creation own;
     bool is_own = own_work;
     if (is_own)
-        attr = thread_own_creation_begin(&own, attr);
+        attr = thread_own_creation_begin(&own, attr, inherit);
     int rc = real(thread, attr, start, arg);
     if (is_own)
-        thread_own_creation_end(&own);
+        thread_own_creation_end(&own, rc == 0);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
     if (rc == 0 && !own_busy && !own_work)

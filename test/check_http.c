@@ -3,6 +3,7 @@
  * strict HOST:PORT parsing with Go's localhost:PORT and :PORT (on loopback)
  * and a code naming the part that is wrong, start/stop codes, IPv4 and IPv6 loopback, a
  * taken port reported as such, stopping frees every socket and thread,
+ * cpprof's threads labelled pprof_internal from their start,
  * stopping does not wait out a running CPU profile, and a census signal
  * the program took is reported by both goroutine forms.  The endpoints' HTTP
  * contract is tested against the demo by test/http_profile.sh.
@@ -26,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "census.h"
 #include "http.h"
+#include "labels.h"
 #include "sampler.h"
 #include "symbolize.h"
 
@@ -280,6 +283,58 @@ START_TEST(stop_frees_sockets_and_threads)
 }
 END_TEST
 
+/* The value of pprof_internal in set, or NULL. */
+static const char *internal_role(const cpprof_labelset *set)
+{
+    for (size_t i = 0; set && i < cpprof_labelset_size(set); i++)
+        if (strcmp(labelset_key(set, i), "pprof_internal") == 0)
+            return labelset_value(set, i);
+    return NULL;
+}
+
+/* A census at once after the server starts, before any request: every
+ * thread but this one (the program's only thread) is cpprof's and must
+ * carry pprof_internal, libmicrohttpd's pool threads included, and the
+ * index's count of the server's threads is all of them. */
+START_TEST(own_threads_labelled_from_their_start)
+{
+    for (int round = 0; round < 20; round++) {
+        ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
+        census c;
+        ck_assert_int_eq(census_take_labels(&c), 0);
+        size_t server = 0;
+        for (size_t i = 0; i < c.n; i++) {
+            if (c.threads[i].tid == getpid())
+                continue;
+            const char *role = internal_role(c.threads[i].labels);
+            char path[64], name[32] = "?";
+            snprintf(path, sizeof path, "/proc/self/task/%d/comm",
+                     (int)c.threads[i].tid);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                if (!fgets(name, sizeof name, f))
+                    strcpy(name, "?");
+                name[strcspn(name, "\n")] = '\0';
+                fclose(f);
+            }
+            ck_assert_msg(role != NULL,
+                          "round %d: thread %d (%s) of %zu carries no "
+                          "pprof_internal",
+                          round, (int)c.threads[i].tid, name, c.n);
+            server += strcmp(role, "http") == 0;
+        }
+        double cpu;
+        size_t counted;
+        ck_assert_int_eq(http_own_cpu(&cpu, &counted), 0);
+        ck_assert_msg(counted == server,
+                      "round %d: the index counts %zu server threads of %zu",
+                      round, counted, server);
+        census_release(&c);
+        ck_assert_int_eq(cpprof_http_stop(), 0);
+    }
+}
+END_TEST
+
 static bool server_answered(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -515,6 +570,7 @@ static Suite *http_suite(void)
     tcase_add_test(life, serves_ipv6_loopback);
     tcase_add_test(life, taken_port_is_eaddrinuse);
     tcase_add_test(life, stop_frees_sockets_and_threads);
+    tcase_add_test(life, own_threads_labelled_from_their_start);
     tcase_add_test(life, stop_does_not_wait_out_a_profile);
     tcase_add_test(life, abandoned_profile_is_not_built);
     tcase_add_test(life, goroutine_names_a_taken_census_signal);
