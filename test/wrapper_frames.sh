@@ -1,0 +1,61 @@
+#!/bin/sh
+# wrapper_frames.sh -- cpprof's interposers never show as the program's
+# frames.  test/wrapper_frames spends its time in pthread_mutex_lock/unlock,
+# pthread_cond_wait, malloc and free, all of which cpprof interposes; its
+# CPU, heap, allocs, block and mutex profiles (go tool pprof -traces, the
+# pprof_internal samples left out) must hold no frame in cpprof's src/*.c
+# but the public cpprof_* functions a program calls, and the CPU profile
+# must still show the program's time in libc's locks and malloc.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+PROGRAM=$top_builddir/test/wrapper_frames
+command -v go >/dev/null || fail "go not found (Debian package golang-go)"
+
+launch_program_zerocode() {
+    CPPROF_HTTP=127.0.0.1:$port CPPROF_BLOCK_PROFILE_RATE=1000 \
+        CPPROF_MUTEX_PROFILE_FRACTION=5 CPPROF_MEM_PROFILE_RATE=4096 \
+        "$PROGRAM" >"$tmp/prog.out" 2>"$tmp/prog.err" &
+}
+serve_on_free_port wrapper_frames "$tmp/prog.err" launch_program_zerocode \
+    answers_index
+
+# cpprof_frames NAME: the frames of NAME's samples outside pprof_internal
+# that lie in cpprof's src/*.c and are not a public cpprof_* function.
+cpprof_frames() {
+    go tool pprof -traces -lines -tagignore='pprof_internal=.' \
+        "$tmp/$1.body" 2>"$tmp/pprof.err" >"$tmp/$1.traces" ||
+        fail "pprof -traces $1: $(cat "$tmp/pprof.err")"
+    awk '{ for (i = 1; i < NF; i++)
+               if ($(i + 1) ~ /\/src\/[a-z_0-9]+\.c:[0-9]+$/ &&
+                   $i !~ /^cpprof_/) print $i, $(i + 1) }' "$tmp/$1.traces" |
+        sort | uniq -c | sort -rn
+}
+
+code=$(fetch cpu "$base/profile?seconds=4")
+[ "$code" = 200 ] || fail "/profile answered $code: $(cat "$tmp/cpu.body")"
+for name in heap allocs block mutex; do
+    code=$(fetch "$name" "$base/$name")
+    [ "$code" = 200 ] || fail "/$name answered $code: $(cat "$tmp/$name.body")"
+done
+bad=0
+for name in cpu heap allocs block mutex; do
+    frames=$(cpprof_frames "$name")
+    if [ -n "$frames" ]; then
+        echo "FAIL: $name has samples with cpprof's frames:" >&2
+        echo "$frames" | head -8 >&2
+        bad=1
+    else
+        echo "ok: $name: no cpprof frame in the program's samples"
+    fi
+done
+[ "$bad" = 0 ] || exit 1
+
+# The interposed calls still show, as the libc functions the program
+# called.
+go tool pprof -top -nodecount=500 -tagignore='pprof_internal=.' "$tmp/cpu.body" \
+    >"$tmp/cpu.top" 2>"$tmp/pprof.err" || fail "pprof -top: $(cat "$tmp/pprof.err")"
+for fn in 'pthread_mutex_(un)?lock' 'malloc' 'free'; do
+    grep -Eq "$fn( \(inline\))?\$" "$tmp/cpu.top" ||
+        fail "no $fn in the CPU profile: $(head -20 "$tmp/cpu.top")"
+done
+echo "ok: the program's time in libc's locks and allocator shows as libc's"
