@@ -5,7 +5,9 @@
 # CPU, heap, allocs, block and mutex profiles (go tool pprof -traces, the
 # pprof_internal samples left out) must hold no frame in cpprof's src/*.c
 # but the public cpprof_* functions a program calls, and the CPU profile
-# must still show the program's time in libc's locks and malloc.
+# must still show the program's time in libc's locks and malloc.  The
+# same holds for the demo (examples/jobrunner), which also labels its work
+# (cpprof_do) and so makes cpprof register its threads.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 PROGRAM=$top_builddir/test/wrapper_frames
@@ -31,24 +33,30 @@ cpprof_frames() {
         sort | uniq -c | sort -rn
 }
 
-code=$(fetch cpu "$base/profile?seconds=4")
-[ "$code" = 200 ] || fail "/profile answered $code: $(cat "$tmp/cpu.body")"
-for name in heap allocs block mutex; do
-    code=$(fetch "$name" "$base/$name")
-    [ "$code" = 200 ] || fail "/$name answered $code: $(cat "$tmp/$name.body")"
-done
-bad=0
-for name in cpu heap allocs block mutex; do
-    frames=$(cpprof_frames "$name")
-    if [ -n "$frames" ]; then
-        echo "FAIL: $name has samples with cpprof's frames:" >&2
-        echo "$frames" | head -8 >&2
-        bad=1
-    else
-        echo "ok: $name: no cpprof frame in the program's samples"
-    fi
-done
-[ "$bad" = 0 ] || exit 1
+# check_profiles WHO: fetches the five profiles from $base and fails
+# when any has cpprof's frames in the program's samples.
+check_profiles() {
+    code=$(fetch cpu "$base/profile?seconds=4")
+    [ "$code" = 200 ] || fail "/profile answered $code: $(cat "$tmp/cpu.body")"
+    for name in heap allocs block mutex; do
+        code=$(fetch "$name" "$base/$name")
+        [ "$code" = 200 ] || fail "/$name answered $code: $(cat "$tmp/$name.body")"
+    done
+    bad=0
+    for name in cpu heap allocs block mutex; do
+        frames=$(cpprof_frames "$name")
+        if [ -n "$frames" ]; then
+            echo "FAIL: $1: $name has samples with cpprof's frames:" >&2
+            echo "$frames" | head -8 >&2
+            bad=1
+        else
+            echo "ok: $1: $name: no cpprof frame in the program's samples"
+        fi
+    done
+    [ "$bad" = 0 ] || exit 1
+}
+
+check_profiles wrapper_frames
 
 # The interposed calls still show, as the libc functions the program
 # called.
@@ -59,3 +67,11 @@ for fn in 'pthread_mutex_(un)?lock' 'malloc' 'free'; do
         fail "no $fn in the CPU profile: $(head -20 "$tmp/cpu.top")"
 done
 echo "ok: the program's time in libc's locks and allocator shows as libc's"
+
+kill "$demo_pid" 2>/dev/null
+wait "$demo_pid" 2>/dev/null
+demo_pid=
+# Every allocation sampled: cpprof's own on the demo's threads too.
+CPPROF_BLOCK_PROFILE_RATE=1000 CPPROF_MUTEX_PROFILE_FRACTION=5 \
+    CPPROF_MEM_PROFILE_RATE=1 start_demo --for 60
+check_profiles jobrunner
