@@ -23,8 +23,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread bool stack_learnt TLS_IE;
@@ -66,6 +68,89 @@ collect_stack(unsigned skip, uintptr_t *pcs, size_t max, unsigned *flags,
     struct unwind_start start;
     UNWIND_START_OF_CALLER(&start);
     return unwind_from(&start, skip, pcs, max, flags, gen);
+}
+
+/* libcpprof's executable segment, [lo, hi); empty when cpprof is part of
+ * the program's own executable, or not yet found. */
+static uintptr_t own_text_lo, own_text_hi;
+static pthread_once_t own_text_once = PTHREAD_ONCE_INIT;
+
+static int find_own_text(struct dl_phdr_info *info, size_t size, void *base)
+{
+    (void)size;
+    if ((void *)info->dlpi_addr != base || !info->dlpi_name[0])
+        return 0; /* another object, or the executable */
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) &&
+            lo <= (uintptr_t)collect_drop_wrappers &&
+            (uintptr_t)collect_drop_wrappers < lo + ph->p_memsz) {
+            own_text_lo = lo;
+            own_text_hi = lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void learn_own_text(void)
+{
+    Dl_info info;
+    if (dladdr((void *)collect_drop_wrappers, &info) && info.dli_fbase)
+        dl_iterate_phdr(find_own_text, info.dli_fbase);
+}
+
+static bool is_own(uintptr_t pc)
+{
+    return pc >= own_text_lo && pc < own_text_hi;
+}
+
+/* The name of the exported function a frame in libcpprof is in, or NULL
+ * (a static helper's frame is never the run's outermost: the program
+ * calls only exported names). */
+static const char *own_function(uintptr_t pc)
+{
+    Dl_info info;
+    if (!dladdr((void *)pc, &info) || !info.dli_saddr || !info.dli_sname)
+        return NULL;
+    return info.dli_sname;
+}
+
+/* What the interposer that frame pc is in forwards to: the next
+ * definition of its name, or 0. */
+static uintptr_t forwarded_to(uintptr_t pc)
+{
+    const char *name = own_function(pc);
+    return name ? (uintptr_t)dlsym(RTLD_NEXT, name) : 0;
+}
+
+size_t collect_drop_wrappers(uintptr_t *pcs, size_t depth)
+{
+    pthread_once(&own_text_once, learn_own_text);
+    if (own_text_lo == own_text_hi)
+        return depth;
+    size_t out = 0;
+    for (size_t i = 0; i < depth;) {
+        if (!is_own(pcs[i])) {
+            pcs[out++] = pcs[i++];
+            continue;
+        }
+        size_t end = i; /* the run's outermost frame: the one called */
+        while (end + 1 < depth && is_own(pcs[end + 1]))
+            end++;
+        const char *name = own_function(pcs[end]);
+        if (name && strncmp(name, "cpprof_", 7) == 0) {
+            while (i <= end) /* the program called cpprof's API */
+                pcs[out++] = pcs[i++];
+            continue;
+        }
+        uintptr_t libc = i == 0 ? forwarded_to(pcs[end]) : 0;
+        if (libc)
+            pcs[out++] = libc;
+        i = end + 1;
+    }
+    return out;
 }
 
 void collect_spin_lock(atomic_flag *lock)

@@ -30,6 +30,18 @@
 size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
                      unsigned *flags, uint64_t *gen);
 
+/* Takes cpprof's interposers out of a stack another thread's walk took
+ * (the CPU sampler's, leaf first, depth frames): each run of frames in
+ * libcpprof's code that the program called, other than a public
+ * cpprof_* function (cpprof_do shows as Go's pprof.Do does), goes, so
+ * that the program's frame calls the libc function it called directly;
+ * a run at the leaf (the signal landed in the interposer itself) becomes
+ * that function's entry in the library the interposer forwards to.
+ * Returns the new depth.  Nothing is taken when cpprof is linked into the
+ * program itself (its code and the program's are one object).  Not
+ * signal-safe: dladdr and dlsym, from a collector thread. */
+size_t collect_drop_wrappers(uintptr_t *pcs, size_t depth);
+
 /* Placed after a call that must not become a tail call: the walk's frame
  * counts assume every interposer keeps its frame while it calls on. */
 #define COLLECT_NO_TAIL_CALL() __asm__ volatile("")

@@ -106,8 +106,10 @@
 #define _GNU_SOURCE
 #include "sampler.h"
 #include "atfork.h"
+#include "collect.h"
 #include "labelhooks.h"
 #include "labels.h"
+#include "own.h"
 #include "procfile.h"
 #include "proctasks.h"
 #include "sigbudget.h"
@@ -159,6 +161,7 @@ struct slot {
     uint64_t gen;   /* the mappings' generation the walk saw (unwind.h) */
     int64_t weight; /* expirations this sample stands for */
     const cpprof_labelset *labels; /* holds a reference */
+    bool in_collector;             /* taken inside cpprof's collector work */
     int snapshot;                  /* index into session.snapshots, or -1 */
     uintptr_t pcs[STACK_MAX_FRAMES];
 };
@@ -192,6 +195,9 @@ struct session {
     atomic_size_t head; /* next position handlers claim */
     size_t tail;        /* next position the collector reads */
     atomic_llong lost;  /* weight of dropped samples */
+    /* pprof_internal=collectors: what a sample taken while a collector
+     * works on a program's thread (own_busy) is labelled with. */
+    cpprof_labelset *collector_labels;
     /* Walks refused for want of stack (on_profiling_signal): their weight,
      * and the threads they were refused on (no_room_session). */
     atomic_llong no_room;
@@ -337,7 +343,12 @@ record_sample(struct session *s, const void *ucontext, int64_t weight,
     slot->snapshot = -1;
     if (slot->flags & STACK_NO_TABLE)
         defer_walk(s, slot, ucontext);
-    const cpprof_labelset *labels = thread_labels_if_tid(tid);
+    /* A collector's work inside an interposed call (a heap sample's
+     * walk, a wait's bookkeeping) is cpprof's CPU, not the program's. */
+    slot->in_collector = own_busy && !own_work;
+    const cpprof_labelset *labels = slot->in_collector
+                                        ? s->collector_labels
+                                        : thread_labels_if_tid(tid);
     if (labels)
         labelset_ref_signal_safe(labels);
     slot->labels = labels;
@@ -454,6 +465,9 @@ static void ring_drain(struct session *s)
             return;
         if (slot->snapshot >= 0)
             finish_walk(s, slot);
+        if (!slot->in_collector)
+            slot->depth = (unsigned)collect_drop_wrappers(slot->pcs,
+                                                          slot->depth);
         int64_t values[2] = {slot->weight, slot->weight * s->period};
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
                          slot->gen, slot->labels, values) != 0)
@@ -991,6 +1005,8 @@ static void session_free(struct session *s)
     if (!s)
         return;
     stacktab_free(s->samples);
+    if (s->collector_labels)
+        cpprof_labelset_release(s->collector_labels);
     if (s->snapshots)
         munmap(s->snapshots, SNAPSHOTS * sizeof *s->snapshots);
     free(s->ring);
@@ -1012,6 +1028,9 @@ static struct session *session_new(long hz, int signo)
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
+    const char *kv[] = {PPROF_INTERNAL_KEY, "collectors"};
+    if (cpprof_labels(&s->collector_labels, 2, kv) != 0)
+        s->collector_labels = NULL; /* such samples go unlabelled */
     s->snapshots = mmap(NULL, SNAPSHOTS * sizeof *s->snapshots,
                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                         -1, 0);

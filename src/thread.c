@@ -105,7 +105,7 @@ static void thread_exited(void *arg)
     labels_registry_unlock();
     self = NULL;
     labelset_drop(atomic_load(&e->labels));
-    free(e);
+    alloc_real_free(e);
 }
 
 static void registry_atfork_prepare(void)
@@ -148,18 +148,19 @@ static void registry_init(void)
     atfork_add(ATFORK_REGISTRY, &on_fork);
 }
 
-/* Allocates the calling thread's entry and links it in. */
+/* Allocates the calling thread's entry and links it in.  The entry is
+ * cpprof's memory, not the program's: untracked, out of its heap profile. */
 static struct thread_entry *add_self(void)
 {
     pthread_once(&init_once, registry_init);
-    struct thread_entry *e = calloc(1, sizeof *e);
+    struct thread_entry *e = alloc_real_calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->tid = gettid();
     prctl(PR_GET_NAME, e->name);
     atomic_init(&e->labels, NULL);
     if (pthread_setspecific(exit_key, e) != 0) {
-        free(e);
+        alloc_real_free(e);
         return NULL;
     }
     labels_registry_lock();

@@ -1,0 +1,54 @@
+/*
+ * wrapper_frames.c -- a program that spends its time in functions cpprof
+ * interposes, for wrapper_frames.sh: two threads take and release one
+ * mutex, allocate and free, and hand a token to each other through a
+ * condition variable, until killed.  It never calls cpprof: the library is
+ * linked and serves from CPPROF_HTTP, as in zero-code mode.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_changed = PTHREAD_COND_INITIALIZER;
+static int turn;
+static volatile unsigned long sink;
+
+__attribute__((noinline)) static void churn(int self)
+{
+    for (int i = 0; i < 64; i++) {
+        pthread_mutex_lock(&mu);
+        sink++;
+        pthread_mutex_unlock(&mu);
+        char *p = malloc(64 + (size_t)i);
+        if (p)
+            p[0] = (char)i;
+        sink += (unsigned long)p[0];
+        free(p);
+    }
+    pthread_mutex_lock(&mu);
+    while (turn != self)
+        pthread_cond_wait(&turn_changed, &mu);
+    turn = !self;
+    pthread_cond_broadcast(&turn_changed);
+    pthread_mutex_unlock(&mu);
+}
+
+static void *player(void *arg)
+{
+    int self = (int)(long)arg;
+    for (;;)
+        churn(self);
+    return NULL;
+}
+
+int main(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, player, (void *)1L) != 0)
+        return 1;
+    printf("serving\n");
+    fflush(stdout);
+    player((void *)0L);
+    return 0;
+}
