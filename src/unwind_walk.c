@@ -776,12 +776,12 @@ static enum call call_before(const struct maps_table *t, struct reader *r,
  * showed a wrong frame or a stale chain.  So a record counts as the
  * frame's own only when its return address follows a direct call of the
  * function the frame is in (a stale record follows a call of one of that
- * function's callers' other callees); the lowest such record is taken
- * (recursion leaves several, the innermost is the frame's).  When none is
- * proved (the frame was called indirectly or through a PLT), the first
- * record after such a call, or else the first that passes one step, is
- * taken as a guess.  Where a recursion through an indirect call leaves a
- * proved record above the frame's own, the walk skips frames unmarked. */
+ * function's callers' other callees).  Records after a direct call of
+ * another function are passed over; the lowest of the others is taken,
+ * and is a guess unless proved: a record after an indirect call or a PLT
+ * may be the frame's or a stale one, and a proved record above it may be
+ * a caller's own in a recursion (skipping frames).  With none of either,
+ * the first record that passes one step is a guess too. */
 static enum record find_frame_record(const struct maps_table *t,
                                      const struct code *c, struct reader *r,
                                      struct regs *regs)
@@ -789,23 +789,21 @@ static enum record find_frame_record(const struct maps_table *t,
     if (!t || !frame_needs_fp(c, regs))
         return RECORD_PROVED;
     uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
-    uintptr_t plausible = 0, passing = 0;
+    uintptr_t passing = 0;
     struct regs caller;
     for (uintptr_t a = regs->sp; a < regs->sp + RECORD_SCAN_BYTES; a += 8) {
         if (!is_frame_record(t, r, a, &caller))
             continue;
         enum call k = c ? call_before(t, r, c, at, caller.pc) : CALL_UNKNOWN;
-        if (k == CALL_OF_FRAME) {
+        if (k != CALL_NOT) {
             regs->fp = a;
-            return RECORD_PROVED;
+            return k == CALL_OF_FRAME ? RECORD_PROVED : RECORD_GUESSED;
         }
-        if (k == CALL_UNKNOWN && !plausible)
-            plausible = a;
         if (!passing)
             passing = a;
     }
-    regs->fp = plausible ? plausible : passing;
-    return regs->fp ? RECORD_GUESSED : RECORD_NONE;
+    regs->fp = passing;
+    return passing ? RECORD_GUESSED : RECORD_NONE;
 }
 
 /* Most bytes of another thread's stack copied before its walk goes on a

@@ -15,6 +15,9 @@
  * Each function records its own return address, so the chain is known
  * exactly.  Over CENSUSES censuses, each thread's stack must equal it in
  * at least 99% of cases, and every other stack must carry STACK_GUESSED.
+ * One more thread calls its last level through a pointer, so that no
+ * record can be proved that level's: its stack must be marked from there
+ * on, and the debug=1 frames show the mark there.
  */
 #define _GNU_SOURCE
 #include <alloca.h>
@@ -24,10 +27,13 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "census.h"
+#include "gotext.h"
+#include "symbolize.h"
 #include "unwind.h"
 
 #define THREADS 6
@@ -38,6 +44,7 @@
 #define CHAIN (1 + 1 + DEPTH + 1 + 1 + 1)
 
 struct blocked {
+    bool indirect; /* the last level is called through a pointer */
     int pipe[2];
     pid_t tid;
     /* ra[j]: the return address the census must show as pcs[j]; [1] is
@@ -46,7 +53,8 @@ struct blocked {
     atomic_bool ready;
 };
 
-static struct blocked threads[THREADS];
+/* THREADS whose chain is checked, then the one called indirectly. */
+static struct blocked threads[THREADS + 1];
 static volatile uintptr_t sink;
 
 #define NOINLINE __attribute__((noinline, noipa))
@@ -71,6 +79,9 @@ leaf(struct blocked *b)
     sink += (uintptr_t)got;
 }
 
+static void level(struct blocked *b, int i, int hot);
+static void (*volatile level_ptr)(struct blocked *, int, int) = level;
+
 /* Level i of DEPTH: uninitialised locals (a size per level) over what the
  * helper chain the previous level called left. */
 static NOINLINE void level(struct blocked *b, int i, int hot)
@@ -82,7 +93,9 @@ static NOINLINE void level(struct blocked *b, int i, int hot)
     int calls = (i + hot) % 3 == 0 ? 100 : (i + hot) % 3 == 1 ? 1 : 0;
     for (int k = 0; k < calls; k++)
         helper_chain(3 + (i + hot) % 7);
-    if (i + 1 < DEPTH)
+    if (i + 2 == DEPTH && b->indirect)
+        level_ptr(b, i + 1, hot);
+    else if (i + 1 < DEPTH)
         level(b, i + 1, hot);
     else
         leaf(b);
@@ -120,20 +133,49 @@ static bool is_chain(const census_thread *t, const struct blocked *b)
     return true;
 }
 
+/* Whether the indirect thread's stack is marked from the frame after the
+ * indirectly called level on, and its debug=1 frames show the mark after
+ * that level's frame. */
+static bool marked_at_indirect_call(const census_thread *t)
+{
+    if (!(t->flags & STACK_GUESSED) || STACK_GUESS_AT(t->flags) != 3)
+        return false;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return false;
+    symbolize_begin();
+    text_write_frames(f, t->pcs, t->depth, t->flags, 0);
+    symbolize_end();
+    fclose(f);
+    /* read's and leaf's frames, the one level's, then the mark */
+    const char *mark = strstr(text, "\n#\t0x0\t" STACK_GUESSED_FRAME "+");
+    int levels = 0;
+    for (const char *at = text; mark && (at = strstr(at, "\tlevel+")) &&
+                                at < mark;
+         at++)
+        levels++;
+    bool ok = mark && levels == 1 && strstr(text, "\tleaf+") < mark;
+    free(text);
+    return ok;
+}
+
 START_TEST(blocked_stacks_are_right_or_marked)
 {
-    pthread_t ids[THREADS];
-    for (int k = 0; k < THREADS; k++) {
+    pthread_t ids[THREADS + 1];
+    threads[THREADS].indirect = true;
+    for (int k = 0; k <= THREADS; k++) {
         ck_assert_int_eq(pipe(threads[k].pipe), 0);
         ck_assert_int_eq(pthread_create(&ids[k], NULL, thread_main,
                                         &threads[k]),
                          0);
     }
-    for (int k = 0; k < THREADS; k++)
+    for (int k = 0; k <= THREADS; k++)
         while (!atomic_load(&threads[k].ready))
             usleep(1000);
     usleep(50000); /* into read() */
-    int right = 0, marked = 0, wrong = 0;
+    int right = 0, marked = 0, wrong = 0, indirect_marked = 0;
     char first_wrong[256] = "";
     for (int n = 0; n < CENSUSES; n++) {
         census c;
@@ -151,9 +193,12 @@ START_TEST(blocked_stacks_are_right_or_marked)
                          t->depth, CHAIN, t->flags,
                          t->missing[0] ? ", missing: " : "", t->missing);
         }
+        const census_thread *t = find_tid(&c, threads[THREADS].tid);
+        ck_assert_msg(t, "census %d: the indirect thread missing", n);
+        indirect_marked += marked_at_indirect_call(t);
         census_release(&c);
     }
-    for (int k = 0; k < THREADS; k++) {
+    for (int k = 0; k <= THREADS; k++) {
         ck_assert_int_eq(write(threads[k].pipe[1], "x", 1), 1);
         pthread_join(ids[k], NULL);
     }
@@ -162,11 +207,16 @@ START_TEST(blocked_stacks_are_right_or_marked)
            "%d marked guessed, %d wrong and unmarked%s%s\n",
            right, all, 100.0 * right / all, marked, wrong,
            wrong ? "; first: " : "", first_wrong);
+    printf("census_blocked: the thread called through a pointer marked at "
+           "that call in %d of %d censuses\n", indirect_marked, CENSUSES);
     fflush(stdout); /* a failed check ends the process without flushing */
     ck_assert_msg(wrong == 0, "%d of %d stacks wrong and unmarked (%s)",
                   wrong, all, first_wrong);
     ck_assert_msg(right * 100 >= all * 99, "only %d of %d stacks right",
                   right, all);
+    ck_assert_msg(indirect_marked == CENSUSES,
+                  "the indirect call marked in %d of %d censuses",
+                  indirect_marked, CENSUSES);
 }
 END_TEST
 
