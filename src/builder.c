@@ -483,10 +483,19 @@ static int add_stack(builder *b, const uintptr_t *pcs, size_t depth,
                      unsigned flags, uint64_t gen)
 {
     bool truncated = flags & STACK_TRUNCATED;
+    bool guessed = flags & STACK_GUESSED;
     if (ARRAY_RESERVE(b->location_ids, b->nlocation_ids, b->caplocation_ids,
-                depth + truncated) != 0)
+                depth + truncated + guessed) != 0)
         return -ENOMEM;
-    for (size_t i = 0; i < depth; i++) {
+    for (size_t i = 0; i <= depth; i++) {
+        if (guessed && i == STACK_GUESS_AT(flags)) {
+            uint64_t id = pseudo_location_id(b, STACK_GUESSED_FRAME);
+            if (!id)
+                return -ENOMEM;
+            b->location_ids[b->nlocation_ids++] = id;
+        }
+        if (i == depth)
+            break;
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
         uint64_t id = stack_location_id(b, gen, pc);

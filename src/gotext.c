@@ -42,7 +42,11 @@ static const symbolize_result *frames_at(uint64_t gen, uintptr_t pc,
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
                        unsigned flags, uint64_t gen)
 {
-    for (size_t i = 0; i < depth; i++) {
+    for (size_t i = 0; i <= depth; i++) {
+        if ((flags & STACK_GUESSED) && i == STACK_GUESS_AT(flags))
+            fprintf(f, "#\t0x0\t%s+0x0\t:0\n", STACK_GUESSED_FRAME);
+        if (i == depth)
+            break;
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
         uintptr_t pc = exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
         char *path;

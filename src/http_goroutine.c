@@ -236,7 +236,11 @@ static void print_debug2_frames(FILE *f, const census_thread *t)
         fprintf(f, "%s\n", frame);
         return;
     }
-    for (size_t i = 0; i < t->depth; i++) {
+    for (size_t i = 0; i <= t->depth; i++) {
+        if ((t->flags & STACK_GUESSED) && i == STACK_GUESS_AT(t->flags))
+            fprintf(f, "%s(...)\n\t?:0\n", STACK_GUESSED_FRAME);
+        if (i == t->depth)
+            break;
         const symbolize_result *s = symbolize_pc(lookup_pc(t, i));
         for (size_t j = 0; j < s->nframes; j++) {
             text_put_escaped(f, s->frames[j].name, false);

@@ -33,9 +33,21 @@ enum {
     STACK_FP_FALLBACK = 4, /* a frame had no usable CFI (none for its
                               address, or a rule the unwinder does not
                               support) and was walked by frame pointer */
-    STACK_NO_TABLE = 8     /* the walk reached code mapped since the
+    STACK_NO_TABLE = 8,    /* the walk reached code mapped since the
                               unwinder's last refresh and ended there */
+    STACK_GUESSED = 16     /* a thread walked from outside: the frame
+                              record of pcs[STACK_GUESS_AT(flags) - 1] could
+                              not be proved its own, so the callers from
+                              STACK_GUESS_AT on (none when it is the depth)
+                              are a guess; shown as STACK_GUESSED_FRAME */
 };
+/* Where a STACK_GUESSED stack's guess begins, kept in the flags' bits 8-15
+ * (a depth is at most STACK_MAX_FRAMES). */
+#define STACK_GUESS_SHIFT 8
+#define STACK_GUESS_AT(flags) (((flags) >> STACK_GUESS_SHIFT) & 0xffu)
+/* The pseudo-frame every form of a stack shows between the last frame
+ * known and the guessed callers. */
+#define STACK_GUESSED_FRAME "cpprof.guessedCallers"
 
 /* Re-reads /proc/self/maps, builds unwind tables for executable mappings
  * new since the last call (reusing those already built, by device and
@@ -149,8 +161,12 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
  * the kernel, so that its stack does not change while it is read: `pc` is
  * where it will resume (pcs[0], exact like an interrupted PC) and `sp` its
  * user stack pointer, as /proc/self/task/TID/syscall gives them.  Its frame
- * pointer is not known: a frame whose CFA rule needs it ends the walk
- * unless a callee's saved copy was found on the way.  Every read goes
+ * pointer is not known: a callee's saved copy is used where its CFI says
+ * where it was saved; otherwise the first frame that needs it has its
+ * frame record searched for above its SP, and when the record found
+ * cannot be proved the frame's own (its return address follows a direct
+ * call of that frame's function) the stack is marked STACK_GUESSED there.
+ * Every read goes
  * through the fault-proof path, since the stack is not the caller's.
  * *flags as unwind_context.  The caller re-checks afterwards that the
  * thread is still blocked at the same place, or discards the walk.

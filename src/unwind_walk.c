@@ -429,9 +429,29 @@ static const struct code *code_of(const struct maps_table *t,
     return unwind_code_find(t, at);
 }
 
-static bool find_frame_record(const struct maps_table *t,
-                              const struct code *c, struct reader *r,
-                              struct regs *regs);
+/* What find_frame_record found. */
+enum record {
+    RECORD_PROVED,  /* the frame's own record, or no record needed */
+    RECORD_GUESSED, /* a record that may be stale */
+    RECORD_NONE     /* none: the walk ends */
+};
+
+static enum record find_frame_record(const struct maps_table *t,
+                                     const struct code *c, struct reader *r,
+                                     struct regs *regs);
+
+/* SIGNAL-SAFE: find_frame_record for the frame recorded as pcs[n - 1];
+ * the first frame whose record is a guess or is missing marks the stack
+ * (unwind.h, STACK_GUESSED).  False when the walk ends. */
+static bool found_frame_record(const struct maps_table *t,
+                               const struct code *c, struct reader *r,
+                               struct regs *regs, size_t n, unsigned *flags)
+{
+    enum record rec = find_frame_record(t, c, r, regs);
+    if (rec != RECORD_PROVED && !(*flags & STACK_GUESSED))
+        *flags |= STACK_GUESSED | (unsigned)n << STACK_GUESS_SHIFT;
+    return rec != RECORD_NONE;
+}
 
 /* SIGNAL-SAFE: walks from `regs` (already recorded as pcs[n - 1]),
  * appending callers up to `max`.  With no table (no refresh yet) it
@@ -453,7 +473,8 @@ static size_t walk(const struct maps_table *t, struct reader *r,
         bool by_cfi;
         if (!t && (regs.fp < r->lo || regs.fp >= r->hi))
             break;
-        if (fp_unknown && regs.fp == 0 && !find_frame_record(t, c, r, &regs))
+        if (fp_unknown && regs.fp == 0 && !found_frame_record(t, c, r, &regs,
+                                                              n, flags))
             break;
         if (!step(c, r, &regs, &by_cfi, flags) || regs.pc == 0)
             break;
@@ -613,8 +634,9 @@ size_t unwind_snapshot_walk(const struct unwind_snapshot *snap,
 
 /* ---- Another thread's stack, its frame pointer unknown ---------------- */
 
-/* How far above SP a frame's record is looked for. */
-#define RECORD_SCAN_BYTES 2048
+/* How far above SP a frame's record is looked for: a frame's locals
+ * (servers keep buffers of a few KB on the stack) lie below it. */
+#define RECORD_SCAN_BYTES 8192
 
 /* SIGNAL-SAFE: whether the frame at `regs` (in `c`) finds its CFA through
  * the frame pointer, by its CFI row or, without one, by frame pointers. */
@@ -651,29 +673,137 @@ static bool is_frame_record(const struct maps_table *t, struct reader *r,
     return step(c, r, &next, &by_cfi, &flags) && code_of(t, c, &next);
 }
 
+/* SIGNAL-SAFE: `len` bytes of code at `a` into `out`, fault-proof (the
+ * object may be unmapped meanwhile). */
+static bool read_code(struct reader *r, uintptr_t a, void *out, size_t len)
+{
+    if (!r->pid)
+        r->pid = (pid_t)syscall(SYS_getpid);
+    struct iovec local = {out, len};
+    struct iovec remote = {(void *)a, len};
+    return syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1, 0) ==
+           (ssize_t)len;
+}
+
+/* Most CFI rows between a function's entry and a PC in it. */
+#define FUNCTION_ROWS_MAX 4096
+
+/* SIGNAL-SAFE: whether `target`, a direct call's destination, is the entry
+ * of the function holding `at` (both in `c`): a row that finds the CFA by
+ * SP covers it, and no FDE ends between them (an FDE's end is a CFA_NONE
+ * row; functions are padded apart, so there is nearly always one). */
+static bool same_function(const struct code *c, uintptr_t target,
+                          uintptr_t at)
+{
+    if (!c->cfi || target < c->lo || target > at)
+        return false;
+    const struct cfi_row *from = cfi_find(c->cfi, target - c->bias);
+    const struct cfi_row *to = cfi_find(c->cfi, at - c->bias);
+    if (!from || !to || to - from > FUNCTION_ROWS_MAX ||
+        (from->rules & CFI_CFA_MASK) != CFA_SP)
+        return false;
+    for (const struct cfi_row *row = from; row <= to; row++)
+        if ((row->rules & CFI_CFA_MASK) == CFA_NONE)
+            return false;
+    return true;
+}
+
+/* What the instruction before a return address says about its callee. */
+enum call {
+    CALL_NOT,      /* no call there, or a direct call of another function */
+    CALL_UNKNOWN,  /* an indirect call, or through a PLT: any callee */
+    CALL_OF_FRAME  /* a direct call of the function holding the frame */
+};
+
+/* SIGNAL-SAFE: whether `ra` follows a call of the function holding the
+ * frame at `at` (an address in `c`). */
+static enum call call_before(const struct maps_table *t, struct reader *r,
+                             const struct code *c, uintptr_t at, uintptr_t ra)
+{
+#if defined(__x86_64__)
+    uint8_t b[8];
+    if (!read_code(r, ra - sizeof b, b, sizeof b))
+        return CALL_NOT;
+    if (b[3] == 0xe8) { /* call rel32 */
+        int32_t rel;
+        memcpy(&rel, b + 4, sizeof rel);
+        uintptr_t target = ra + (uintptr_t)(intptr_t)rel;
+        if (same_function(c, target, at))
+            return CALL_OF_FRAME;
+        const struct code *tc = unwind_code_find(t, target);
+        const struct cfi_row *row =
+            tc && tc->cfi ? cfi_find(tc->cfi, target - tc->bias) : NULL;
+        return row && (row->rules & CFI_CFA_MASK) == CFA_PLT ? CALL_UNKNOWN
+                                                             : CALL_NOT;
+    }
+    for (int k = 2; k <= 7; k++) /* call r/m64: ff /2, 2 to 7 bytes */
+        if (b[8 - k] == 0xff && ((b[9 - k] >> 3) & 7) == 2)
+            return CALL_UNKNOWN;
+    return CALL_NOT;
+#elif defined(__aarch64__)
+    uint32_t insn;
+    if (!read_code(r, ra - 4, &insn, sizeof insn))
+        return CALL_NOT;
+    if ((insn & 0xfc000000u) == 0x94000000u) { /* bl imm26 */
+        int64_t off = (int64_t)((uint64_t)(insn & 0x03ffffffu) << 38) >> 36;
+        uintptr_t target = ra - 4 + (uintptr_t)off;
+        if (same_function(c, target, at))
+            return CALL_OF_FRAME;
+        /* A veneer or PLT entry: the callee is not known from here. */
+        const struct code *tc = unwind_code_find(t, target);
+        return !tc || !tc->cfi || !cfi_find(tc->cfi, target - tc->bias)
+                   ? CALL_UNKNOWN
+                   : CALL_NOT;
+    }
+    return (insn & 0xfffffc1fu) == 0xd63f0000u ? CALL_UNKNOWN : CALL_NOT;
+#else
+    (void)t;
+    (void)r;
+    (void)c;
+    (void)at;
+    (void)ra;
+    return CALL_UNKNOWN;
+#endif
+}
+
 /* SIGNAL-SAFE: while the frame pointer of a thread walked from outside is
  * unknown (0: no frame restored it from the stack yet), a frame that needs
  * it has it found instead: x86-64 and AArch64 frame-pointer code keeps the
  * record {caller's FP, return address} the FP points at between the SP
- * and the CFA, so the first record above SP that checks out is taken, and
- * its address is the FP.  A record an earlier, deeper call left in what
- * is now this frame's locals checks out too when it still leads back to
- * live frames: the walk then shows one stale frame (seen: a clock_gettime
- * between a function and its caller), never a crash, and the frames above
- * it are right.  Returns false when none does. */
-static bool find_frame_record(const struct maps_table *t,
-                              const struct code *c, struct reader *r,
-                              struct regs *regs)
+ * and the CFA, and its address is the FP.  Records earlier, deeper calls
+ * left in what are now this frame's uninitialised locals check out too,
+ * and lead back to live frames: taking the first that passed one step
+ * showed a wrong frame or a stale chain.  So a record counts as the
+ * frame's own only when its return address follows a direct call of the
+ * function the frame is in (a stale record follows a call of one of that
+ * function's callers' other callees).  Records after a direct call of
+ * another function are passed over; the lowest of the others is taken,
+ * and is a guess unless proved: a record after an indirect call or a PLT
+ * may be the frame's or a stale one, and a proved record above it may be
+ * a caller's own in a recursion (skipping frames).  With none of either,
+ * the first record that passes one step is a guess too. */
+static enum record find_frame_record(const struct maps_table *t,
+                                     const struct code *c, struct reader *r,
+                                     struct regs *regs)
 {
     if (!t || !frame_needs_fp(c, regs))
-        return true;
+        return RECORD_PROVED;
+    uintptr_t at = regs->exact ? regs->pc : regs->pc - 1;
+    uintptr_t passing = 0;
     struct regs caller;
-    for (uintptr_t a = regs->sp; a < regs->sp + RECORD_SCAN_BYTES; a += 8)
-        if (is_frame_record(t, r, a, &caller)) {
+    for (uintptr_t a = regs->sp; a < regs->sp + RECORD_SCAN_BYTES; a += 8) {
+        if (!is_frame_record(t, r, a, &caller))
+            continue;
+        enum call k = c ? call_before(t, r, c, at, caller.pc) : CALL_UNKNOWN;
+        if (k != CALL_NOT) {
             regs->fp = a;
-            return true;
+            return k == CALL_OF_FRAME ? RECORD_PROVED : RECORD_GUESSED;
         }
-    return false;
+        if (!passing)
+            passing = a;
+    }
+    regs->fp = passing;
+    return passing ? RECORD_GUESSED : RECORD_NONE;
 }
 
 /* Most bytes of another thread's stack copied before its walk goes on a
