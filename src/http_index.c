@@ -20,6 +20,7 @@
 #include "contention.h"
 #include "heap.h"
 #include "http.h"
+#include "http_named.h"
 #include "proctasks.h"
 #include "sampler.h"
 #include "symbolize.h"
@@ -92,8 +93,22 @@ typedef struct {
 } index_entry;
 
 /* Profiles a collector may decline to take, with the reason it gives. */
+static bool of_stacks(const char *name)
+{
+    static const char *const names[] = {"profile", "goroutine", "heap",
+                                        "allocs",  "block",     "mutex",
+                                        "threadcreate"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
 static const char *why_unavailable(const char *name)
 {
+    const char *no_stacks;
+    if (of_stacks(name) && (no_stacks = http_stacks_unavailable()) != NULL)
+        return no_stacks;
     if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
         return heap_declined();
     if (strcmp(name, "profile") == 0 &&
