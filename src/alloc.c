@@ -303,3 +303,36 @@ const char *alloc_not_ours(const char **where)
     }
     return NULL;
 }
+
+/* An allocator's operator new is its own malloc, never ours; libstdc++'s
+ * calls malloc.  Told apart by whether its object defines malloc too. */
+static bool new_is_allocators(void *f)
+{
+    const void *base = object_of(f);
+    return base && defined_in(base, "malloc") != NULL;
+}
+
+const char *alloc_unseen(const char **where)
+{
+    static const struct {
+        const char *symbol, *what;
+        bool (*bypasses)(void *);
+    } apis[] = {
+        {"mallocx", "jemalloc's mallocx, rallocx, xallocx, sdallocx and "
+                    "dallocx", NULL},
+        {"tc_malloc", "tcmalloc's tc_* functions and sized delete", NULL},
+        {"mi_malloc", "mimalloc's mi_* functions", NULL},
+        {"_Znwm", "C++ operator new and delete", new_is_allocators},
+    };
+    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
+        void *f = global_definition(apis[i].symbol);
+        Dl_info info;
+        if (!f || (apis[i].bypasses && !apis[i].bypasses(f)) ||
+            !dladdr(f, &info))
+            continue;
+        *where = info.dli_fname && *info.dli_fname ? info.dli_fname
+                                                   : "the program itself";
+        return apis[i].what;
+    }
+    return NULL;
+}

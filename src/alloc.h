@@ -102,4 +102,10 @@ void alloc_real_free(void *p);
  * cpprof, with the object that defines it instead in *where, or NULL. */
 const char *alloc_not_ours(const char **where);
 
+/* The first well-known allocator API of the process that allocates
+ * without calling malloc (jemalloc's mallocx family, tcmalloc's tc_*,
+ * mimalloc's mi_*, an allocator's own operator new), as words for a
+ * reader, with the object that defines it in *where; or NULL. */
+const char *alloc_unseen(const char **where);
+
 #endif

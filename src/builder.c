@@ -163,6 +163,8 @@ struct builder {
     ValueType period_type;
     bool has_period;
     int64_t period, time_nanos, duration_nanos, default_sample_type;
+    int64_t comments[4]; /* string indexes */
+    size_t ncomments;
 
     Function *functions;
     size_t nfunctions, capfunctions;
@@ -314,6 +316,17 @@ int builder_set_default_sample_type(builder *b, const char *type)
     if (t < 0)
         return (int)t;
     b->default_sample_type = t;
+    return 0;
+}
+
+int builder_add_comment(builder *b, const char *text)
+{
+    if (b->ncomments == sizeof b->comments / sizeof b->comments[0])
+        return -ENOSPC;
+    int64_t t = string_id(b, text);
+    if (t < 0)
+        return (int)t;
+    b->comments[b->ncomments++] = t;
     return 0;
 }
 
@@ -892,6 +905,8 @@ static void fill_profile(builder *b, struct message_arrays *a, Profile *p)
     p->period_type = b->has_period ? &b->period_type : NULL;
     p->period = b->period;
     p->default_sample_type = b->default_sample_type;
+    p->n_comment = b->ncomments;
+    p->comment = b->comments;
 }
 
 /* gzip at best speed, as Go writes profiles (and the JSON form of them). */

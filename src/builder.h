@@ -43,6 +43,8 @@ int builder_set_period(builder *b, const char *type, const char *unit,
                        int64_t period);
 void builder_set_time(builder *b, int64_t time_nanos, int64_t duration_nanos);
 int builder_set_default_sample_type(builder *b, const char *type);
+/* A line of the profile's comments (what pprof -comments prints). */
+int builder_add_comment(builder *b, const char *text);
 
 /* One sample: pcs[0] is the leaf; flags STACK_* of unwind.h.  String labels
  * come from `labels` (may be NULL), numeric ones from num[0..nnum). */

@@ -57,9 +57,10 @@ static const char *cpprof_code_message(int code)
     case CPPROF_EADDRPORT:
         return "bad address: PORT must be a number from 0 to 65535";
     case CPPROF_ENOPROC:
-        return "/proc/self/task cannot be opened: /proc is not mounted where "
+        return "/proc/self cannot be read: /proc is not mounted where "
                "this process can see it (a chroot without /proc?); the "
-               "thread census and the CPU profile need it";
+               "thread census, the CPU profile and every stack's frames "
+               "need it";
     default: return NULL;
     }
 }

@@ -677,6 +677,30 @@ const char *heap_declined(void)
     return atomic_load(&declined);
 }
 
+const char *heap_unseen(void)
+{
+    static char why[512];
+    static const char *_Atomic said; /* why, once written and said */
+    static atomic_flag writing = ATOMIC_FLAG_INIT;
+    const char *where, *api;
+    if (atomic_load(&said) || heap_declined())
+        return atomic_load(&said);
+    if (!(api = alloc_unseen(&where)))
+        return NULL;
+    collect_spin_lock(&writing);
+    if (!atomic_load(&said)) {
+        snprintf(why, sizeof why,
+                 "allocations through %s (defined in %s) do not call "
+                 "malloc, so the heap profile does not see them; only "
+                 "malloc and its relatives are tracked",
+                 api, where);
+        warn_stderr("cpprof: heap profile partial: %s\n", why);
+        atomic_store(&said, why);
+    }
+    collect_spin_unlock(&writing);
+    return why;
+}
+
 /* ---- fork --------------------------------------------------------------- */
 
 /* Held across fork (atfork.h: after every mutex, under which allocation
@@ -691,8 +715,10 @@ __attribute__((constructor)) static void heap_init(void)
     cfg_freeze(CFG_HEAP_INTERPOSE);
     const char *why = why_not_tracking();
     atomic_store(&declined, why);
-    if (!why)
+    if (!why) {
         atomic_store(&tracking, true);
+        heap_unseen(); /* said at start, where a reader of stderr looks */
+    }
 #ifndef CPPROF_SANITIZER_INTERCEPTS
     /* (Not in a sanitized build, whose runtime always comes first: there
      * every program linked with libcpprof.so declines, as expected, and

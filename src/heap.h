@@ -38,6 +38,11 @@ void heap_get_stats(heap_stats *out);
  * allocations are tracked.  Known once the library is loaded. */
 const char *heap_declined(void);
 
+/* What the profile may miss although it tracks malloc: allocations through
+ * an allocator's own API that the process has (alloc_unseen), which never
+ * reach cpprof; said once on stderr.  NULL when there is none. */
+const char *heap_unseen(void);
+
 /* cpprof's own allocations (made inside own_work_enter/leave), estimated from their samples as the heap
  * profile's figures are: bytes in use now, and allocated since start. */
 void heap_internal_stats(int64_t *inuse_bytes, int64_t *alloc_bytes);

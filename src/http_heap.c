@@ -59,6 +59,9 @@ static int heap_build(builder *b, const sampleset *s, const char *dflt)
                              (value_type){"space", "bytes"}, rate);
     if (rc == 0 && dflt)
         rc = builder_set_default_sample_type(b, dflt);
+    const char *unseen = heap_unseen();
+    if (rc == 0 && unseen)
+        rc = builder_add_comment(b, unseen);
     return rc ? rc : sampleset_build(b, s, add_heap_record, &rate);
 }
 
@@ -119,6 +122,9 @@ static int heap_text(FILE *f, const sampleset *s, int debug)
                "# SkippedFrees = %lu\n",
             cfg_int(CFG_MEM_PROFILE_RATE), st.skipped_allocs,
             st.skipped_frees);
+    const char *unseen = heap_unseen();
+    if (unseen)
+        fprintf(f, "# Unseen = %s\n", unseen);
     return 0;
 }
 

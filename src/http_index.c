@@ -20,6 +20,7 @@
 #include "contention.h"
 #include "heap.h"
 #include "http.h"
+#include "http_named.h"
 #include "proctasks.h"
 #include "sampler.h"
 #include "symbolize.h"
@@ -89,11 +90,26 @@ typedef struct {
     const char *name, *desc;
     long count;      /* negative: unknown */
     const char *why; /* why the profile is not available, or NULL */
+    const char *partial; /* what the profile cannot see, or NULL */
 } index_entry;
 
 /* Profiles a collector may decline to take, with the reason it gives. */
+static bool of_stacks(const char *name)
+{
+    static const char *const names[] = {"profile", "goroutine", "heap",
+                                        "allocs",  "block",     "mutex",
+                                        "threadcreate"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
 static const char *why_unavailable(const char *name)
 {
+    const char *no_stacks;
+    if (of_stacks(name) && (no_stacks = http_stacks_unavailable()) != NULL)
+        return no_stacks;
     if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
         return heap_declined();
     if (strcmp(name, "profile") == 0 &&
@@ -123,11 +139,13 @@ static size_t list_entries(index_entry *out)
         if (routes[i].desc == NULL)
             continue;
         const char *why = why_unavailable(routes[i].name);
+        bool heap = strcmp(routes[i].name, "heap") == 0 ||
+                    strcmp(routes[i].name, "allocs") == 0;
         out[n++] = (index_entry){routes[i].name, routes[i].desc,
                                  why ? -1
                                  : routes[i].count ? routes[i].count()
                                                    : 0,
-                                 why};
+                                 why, heap && !why ? heap_unseen() : NULL};
     }
     qsort(out, n, sizeof *out, by_name);
     return n;
@@ -167,7 +185,8 @@ static void put_unsampled(FILE *f)
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
- * "path", and "unavailable" (why) for a profile that cannot be taken}],
+ * "path", "unavailable" (why) for a profile that cannot be taken, and
+ * "partial" (what it misses) for one that cannot see everything}],
  * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
  * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
  * "sampler": {"label", "cpu_seconds"}, "census": {"label", "threads",
@@ -186,6 +205,8 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
             "description", e[i].desc, "path", path);
         if (entry && e[i].why)
             json_object_set_new(entry, "unavailable", json_string(e[i].why));
+        if (entry && e[i].partial)
+            json_object_set_new(entry, "partial", json_string(e[i].partial));
         json_array_append_new(list, entry);
     }
     int64_t inuse, allocated;
@@ -272,6 +293,11 @@ static void put_descriptions(FILE *f, const index_entry *e, size_t n)
         if (e[i].why) {
             fputs("<div class=\"unavailable\">Not available: ", f);
             put_escaped(f, e[i].why);
+            fputs("</div>", f);
+        }
+        if (e[i].partial) {
+            fputs("<div class=\"unavailable\">Partial: ", f);
+            put_escaped(f, e[i].partial);
             fputs("</div>", f);
         }
         fputs("</li>\n", f);

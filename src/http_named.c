@@ -19,10 +19,13 @@
 #define _GNU_SOURCE /* open_memstream */
 #include "http_named.h"
 #include "util.h"
+#include "procmaps.h"
+#include "warn.h"
 #include "symbolize.h"
 #include "symbolize_profile.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,6 +80,18 @@ static void trim_unmapped(sampleset *s)
     symbolize_begin();
     sampleset_trim(s, mapped);
     symbolize_end();
+}
+
+const char *http_stacks_unavailable(void)
+{
+    static atomic_bool said;
+    int rc = procmaps_check();
+    if (rc == 0)
+        return NULL;
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: no profile of stacks: %s\n",
+                    cpprof_strerror(rc));
+    return cpprof_strerror(rc);
 }
 
 #define POLL_NS 100000000L
@@ -247,6 +262,11 @@ int http_serve_named(http_req *r, const named_profile *p)
     const char *format_error = http_profile_format_error(r);
     if (format_error != NULL)
         return http_error(r, 400, "%s", format_error);
+    /* Not an empty profile, nor stacks cut to one nameless frame. */
+    const char *why = http_stacks_unavailable();
+    if (why)
+        return http_error(r, 500, "Could not collect the %s profile: %s",
+                          p->name, why);
     const char *sec = http_query(r, "seconds");
     if (sec && *sec)
         return serve_delta(r, p, sec);

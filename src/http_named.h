@@ -53,6 +53,11 @@ typedef struct {
  * (http_json.c).  Sends exactly one response. */
 int http_serve_named(http_req *r, const named_profile *p);
 
+/* Why no profile of stacks can be served now (no /proc, where a daemon
+ * jailed itself: neither the walks through code loaded since nor any
+ * frame's name can be had), said once on stderr; NULL when they can. */
+const char *http_stacks_unavailable(void);
+
 /* Waits `seconds`, waking every 100 ms to see whether the request is
  * ended early (http_request_end); returns HTTP_GOING_ON when the whole
  * window ran, else what ended it. */

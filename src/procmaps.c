@@ -7,11 +7,14 @@
  */
 #define _GNU_SOURCE
 #include "procmaps.h"
+#include "cpprof.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- The parser: everything in this section is SIGNAL-SAFE ------------- */
 
@@ -108,4 +111,13 @@ int procmaps_foreach(procmaps_fn fn, void *arg)
     free(text);
     fclose(f);
     return rc;
+}
+
+int procmaps_check(void)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? CPPROF_ENOPROC : -errno;
+    close(fd);
+    return 0;
 }

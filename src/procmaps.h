@@ -47,4 +47,9 @@ typedef int (*procmaps_fn)(const procmaps_line *m, const char *text,
  * from a signal handler (stdio, malloc). */
 int procmaps_foreach(procmaps_fn fn, void *arg);
 
+/* Whether /proc/self/maps can be read: 0, CPPROF_ENOPROC when there is no
+ * /proc where the process can see it (a chroot without one), or -errno.
+ * Without it no stack can be named, nor walked through code loaded since. */
+int procmaps_check(void);
+
 #endif
