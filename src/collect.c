@@ -106,22 +106,25 @@ static bool is_own(uintptr_t pc)
     return pc >= own_text_lo && pc < own_text_hi;
 }
 
-/* The name of the exported function a frame in libcpprof is in, or NULL
- * (a static helper's frame is never the run's outermost: the program
- * calls only exported names). */
+/* The name of the exported function frame pc is in, or NULL: dladdr
+ * names the nearest exported symbol below pc, which for a static helper
+ * is some other function, so pc must lie within that symbol's size. */
 static const char *own_function(uintptr_t pc)
 {
     Dl_info info;
-    if (!dladdr((void *)pc, &info) || !info.dli_saddr || !info.dli_sname)
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1((void *)pc, &info, (void **)&sym, RTLD_DL_SYMENT) ||
+        !info.dli_saddr || !info.dli_sname || !sym ||
+        pc >= (uintptr_t)info.dli_saddr + sym->st_size)
         return NULL;
     return info.dli_sname;
 }
 
-/* What the interposer that frame pc is in forwards to: the next
- * definition of its name, or 0. */
-static uintptr_t forwarded_to(uintptr_t pc)
+/* What the interposer named `name` forwards to: the next definition of
+ * that name, or 0 when name is no interposer (nothing after cpprof
+ * defines it). */
+static uintptr_t forwarded_to(const char *name)
 {
-    const char *name = own_function(pc);
     return name ? (uintptr_t)dlsym(RTLD_NEXT, name) : 0;
 }
 
@@ -139,14 +142,16 @@ size_t collect_drop_wrappers(uintptr_t *pcs, size_t depth)
         size_t end = i; /* the run's outermost frame: the one called */
         while (end + 1 < depth && is_own(pcs[end + 1]))
             end++;
-        const char *name = own_function(pcs[end]);
-        if (name && strncmp(name, "cpprof_", 7) == 0) {
-            while (i <= end) /* the program called cpprof's API */
+        uintptr_t libc = forwarded_to(own_function(pcs[end]));
+        if (!libc) {
+            /* The program called cpprof's API (cpprof_do shows as Go's
+             * pprof.Do does), or the run is a thread of cpprof's own
+             * from its start: kept. */
+            while (i <= end)
                 pcs[out++] = pcs[i++];
             continue;
         }
-        uintptr_t libc = i == 0 ? forwarded_to(pcs[end]) : 0;
-        if (libc)
+        if (i == 0)
             pcs[out++] = libc;
         i = end + 1;
     }

@@ -32,9 +32,11 @@ size_t collect_stack(unsigned skip, uintptr_t *pcs, size_t max,
 
 /* Takes cpprof's interposers out of a stack another thread's walk took
  * (the CPU sampler's, leaf first, depth frames): each run of frames in
- * libcpprof's code that the program called, other than a public
- * cpprof_* function (cpprof_do shows as Go's pprof.Do does), goes, so
- * that the program's frame calls the libc function it called directly;
+ * libcpprof's code whose outermost frame is an interposer (an exported
+ * function that a later library also defines) goes, so that the
+ * program's frame calls the libc function it called directly; other runs
+ * stay (a public cpprof_* function, which shows as Go's pprof.Do does,
+ * and cpprof's own threads, labelled pprof_internal);
  * a run at the leaf (the signal landed in the interposer itself) becomes
  * that function's entry in the library the interposer forwards to.
  * Returns the new depth.  Nothing is taken when cpprof is linked into the

@@ -89,7 +89,11 @@ echo "CPU in profile: ${total} ms; on cpprof's threads: ${own} ms" \
         grep -vE 'pprof_internal=(sampler|http|census) ' | head -5 >&2
     fail "$unlabelled of cpprof's threads' samples carry no pprof_internal label"
 }
-[ "$misnamed" = 0 ] || fail "$misnamed pprof_internal=sampler samples not in collector_main"
+[ "$misnamed" = 0 ] || {
+    grep -E 'pprof_internal=sampler ' "$tmp/samples" | grep -v collector_main |
+        head -5 >&2
+    fail "$misnamed pprof_internal=sampler samples not in collector_main"
+}
 go tool pprof -tagignore 'pprof_internal=sampler|http|census' -traces "$tmp/cpu.body" 2>/dev/null |
     grep -qE "(collector_main|window_thread|watch_fds|crew_helper_main|MHD_|libmicrohttpd)" &&
     fail "-tagignore pprof_internal left cpprof's frames in the profile"
