@@ -44,7 +44,7 @@ void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
 {
     for (size_t i = 0; i <= depth; i++) {
         if ((flags & STACK_GUESSED) && i == STACK_GUESS_AT(flags))
-            fprintf(f, "#\t0x0\t%s+0x0\t:0\n", STACK_GUESSED_FRAME);
+            fprintf(f, "#\t0x0\t%s+0x0\t?:0\n", STACK_GUESSED_FRAME);
         if (i == depth)
             break;
         bool exact = i == 0 && (flags & STACK_LEAF_EXACT);

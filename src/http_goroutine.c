@@ -238,7 +238,7 @@ static void print_debug2_frames(FILE *f, const census_thread *t)
     }
     for (size_t i = 0; i <= t->depth; i++) {
         if ((t->flags & STACK_GUESSED) && i == STACK_GUESS_AT(t->flags))
-            fprintf(f, "%s(...)\n\t?:0\n", STACK_GUESSED_FRAME);
+            fprintf(f, "%s(...)\n\t?:0 +0x0\n", STACK_GUESSED_FRAME);
         if (i == t->depth)
             break;
         const symbolize_result *s = symbolize_pc(lookup_pc(t, i));
