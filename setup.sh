@@ -64,6 +64,47 @@ build() {
   cd "$top"
 }
 
+# build_for DIR TARGETS [CONFIGURE ARGS...]: configures (once) and builds
+# only TARGETS in DIR, with the shared library alone: libtool would compile
+# every source a second time for libcpprof.a, which only the normal build's
+# tests link (install_consumers.sh).  Go's build cache is content-addressed,
+# so gocheck, browsercheck and pprof come from the normal build's.
+build_for() {
+  local dir=$1 targets=$2
+  shift 2
+  mkdir -p "$dir"
+  (cd "$dir" && { [ -f Makefile ] || ../configure -q --disable-static "$@"; } &&
+   make -j"$(nproc)" $targets "${gocache[@]}" >/dev/null)
+}
+gocache=(GOCHECK_GOCACHE="$top/build/test/gocheck/.gocache")
+
+# check_targets DIR TESTS: the library and what TESTS need built: each test
+# that is a program, and every check program, library or Go tool whose name
+# the test's script (with test/http_lib.sh), its C source or its lines in
+# Makefile.am mention.  A name mentioned but not needed costs a compile; a
+# program needed but missed fails its test, saying so.
+check_targets() {
+  local dir=$1 t c name text names found=(libcpprof.la examples/jobrunner)
+  local all makefile
+  declare -A target=()
+  all=$(make -s -C "$dir" -f Makefile -f - print-checks <<<'print-checks: ; @echo $(check_PROGRAMS) $(check_LTLIBRARIES) $(check_SCRIPTS)')
+  for c in $all; do
+    name=$(basename "${c%.la}")
+    target[$name]="${target[$name]:-} $c"
+  done
+  names=$(IFS='|'; echo "${!target[*]}")
+  makefile=$(sed -e :a -e '/\\$/N; s/\\\n//; ta' Makefile.am)
+  for t in $2; do
+    name=$(basename "${t%.sh}")
+    text=$(cat "$t" "$t.c" test/http_lib.sh 2>/dev/null
+           grep -E "^test_${name}_" <<<"$makefile" || true)
+    for c in $name $(grep -owE "$names" <<<"$text" | sort -u); do
+      found+=(${target[$c]:-})
+    done
+  done
+  echo "${found[*]}" | tr ' ' '\n' | sort -u | tr '\n' ' '
+}
+
 # Prints every Check summary and ends with one line in Check's format that
 # counts all tests of every build run: each Check test case, and each other
 # test (a shell test, a fuzzer) as one check.  A Check program whose own
@@ -223,31 +264,60 @@ tests_but() {
   echo "${kept[*]}"
 }
 
+# The tests each sanitized build runs.
+asan_tests() { tests_but build "$normal_only"; }
+
+# build_sanitized: the ASan+UBSan, TSan and fuzzing builds, each with what
+# its tests need and nothing more.
+build_sanitized() {
+  build_for build-asan "" --enable-asan-ubsan &&
+  build_for build-asan "$(check_targets build-asan "$(asan_tests)")" &&
+  build_for build-tsan "" --enable-tsan &&
+  build_for build-tsan "$(check_targets build-tsan "$(echo $tsan_tests)")" &&
+  CC=clang CXX=clang++ build_for build-fuzz \
+    "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
+    --enable-fuzzing --enable-asan-ubsan
+}
+
+# check_sanitized DIR TESTS: make check of TESTS in DIR, told to build
+# nothing more than build_sanitized did.
+check_sanitized() {
+  check_in "$1" TESTS="$2" check_PROGRAMS= check_LTLIBRARIES= \
+    check_SCRIPTS= "${gocache[@]}"
+}
+
 run_tests() {
-  local rc=0
+  local rc=0 builds= side=() pid
+  # The sanitized builds compile while the normal build's tests run: those
+  # spend a third of their time waiting (profile windows, timeouts), and
+  # the compiler takes that CPU.
+  if [ "${SANITIZERS:-1}" != 0 ]; then
+    build_sanitized &
+    builds=$!
+  fi
   # The soak and the sampler stress for 30 s each (their own defaults are
   # 120 and 60, for a run by hand): each checks the same things every few
   # seconds.
   (export SOAK_SECONDS=${SOAK_SECONDS:-30} STRESS_SECONDS=${STRESS_SECONDS:-30}
    check_in build) || rc=$?
   # README's commands (which wait on the demo most of their minute) and the
-  # arm64 cross build and its qemu run go on beside the sanitized builds.
-  local side=()
+  # arm64 cross build and its qemu run go on beside the sanitized tests.
   run_readme_commands &
   side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
     test/cross/aarch64.sh build-aarch64 &
     side+=($!)
   fi
-  if [ "${SANITIZERS:-1}" != 0 ]; then
-    build build-asan --enable-asan-ubsan
-    check_in build-asan TESTS="$(tests_but build-asan "$normal_only")" || rc=$?
-    build build-tsan --enable-tsan
-    check_in build-tsan TESTS="$(echo $tsan_tests)" || rc=$?
-    CC=clang CXX=clang++ build build-fuzz --enable-fuzzing --enable-asan-ubsan
-    run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
+  if [ -n "$builds" ]; then
+    if wait "$builds"; then
+      check_sanitized build-asan "$(asan_tests)" || rc=$?
+      check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
+      run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
+    else
+      echo "setup: a sanitized build failed" >&2
+      rc=1
+    fi
   fi
-  local pid
   for pid in "${side[@]}"; do
     wait "$pid" || rc=$?
   done
