@@ -191,8 +191,9 @@ void http_zero_code_exec(const char *path)
     warn_write(line, len);
 }
 
-/* A wrapper that ran no program (`sh -c 'echo'`): nothing served, and
- * that is said rather than left for the user to find out. */
+/* A wrapper that ran no program (`bash -c 'echo'`): nothing served, and
+ * that is said rather than left for the user to find out.  (dash ends
+ * with _exit, which runs no destructor.) */
 __attribute__((destructor)) static void wrapper_ran_nothing(void)
 {
     if (exec_announced != NULL && getpid() == wrapper_pid &&
@@ -211,7 +212,7 @@ __attribute__((destructor)) static void wrapper_ran_nothing(void)
  * variables are removed first, while the process still has one thread, so
  * that programs it starts do not all fight for the same port, nor learn the
  * token (config_load has read it); an exec of this process gets them back
- * (execinterpose.c). */
+ * (execinterpose.c).  A wrapper keeps them and serves not. */
 __attribute__((constructor)) static void http_serve_from_load(void)
 {
     cfg_freeze(CFG_HTTP);
