@@ -14,6 +14,10 @@
  * passes; the new image loads cpprof again and serves, the old listener
  * having been closed by the exec (close-on-exec).
  *
+ * A wrapper (timeout, sh -c, setsid -f...) takes nothing and serves not:
+ * the programs it runs find the variables in the environment it passes,
+ * and its first exec says on stderr which pid serves.
+ *
  * glibc's execv, execvp and execvpe reach execve inside libc, past this
  * one, so they are interposed too; the execl family and fexecve are not.
  */
@@ -66,6 +70,7 @@ static int exec_next(void **cache, const char *name, const char *what,
         errno = ENOSYS;
         return -1;
     }
+    http_zero_code_exec(what);
     const char *vars[HTTP_ZERO_CODE_VARS];
     pid_t owner;
     size_t n = http_zero_code_env(vars, &owner), count = 0;

@@ -1,7 +1,7 @@
 /*
  * http_zerocode.h -- zero-code mode's variables (http_zerocode.c), for
  * execinterpose.c, which gives them back to an exec of the process that
- * took them.  Apart from http.h: not a handler's business.
+ * took them, and in a wrapper names the program that serves instead.  Apart from http.h: not a handler's business.
  */
 #ifndef CPPROF_HTTP_ZEROCODE_H
 #define CPPROF_HTTP_ZEROCODE_H
@@ -18,5 +18,13 @@
 enum { HTTP_ZERO_CODE_VARS = 2 };
 size_t http_zero_code_env(const char *vars[HTTP_ZERO_CODE_VARS],
                           pid_t *owner);
+
+/* Called by execinterpose.c just before an exec with the path (or, for
+ * execvp, the name) it runs.  In a wrapper, which leaves zero-code mode's
+ * variables to the program it runs rather than serve (http_zerocode.c),
+ * the first exec of it or of any of its fork children says on stderr, once,
+ * which pid and program serve.  Elsewhere it does nothing.
+ * Async-signal-safe, as exec is: it runs in fork children. */
+void http_zero_code_exec(const char *path);
 
 #endif
