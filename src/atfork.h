@@ -16,6 +16,7 @@
  * writer mutex is held while it reads the maps and builds tables, which
  * allocate: after every module that refreshes them, before the heap. */
 enum atfork_level {
+    ATFORK_TLS,           /* http_tls_fork.c: a GnuTLS reference, no lock */
     ATFORK_HTTP,          /* http.c: server_lock */
     ATFORK_CPU_PROFILE,   /* cpu_profile.c: the window lock */
     ATFORK_SAMPLER,       /* sampler.c: sampler_mu */
