@@ -12,24 +12,8 @@
 # after that: its traceback must not land in the file either.
 set -u
 . "$(dirname "$0")/http_lib.sh"
-LIB=$top_builddir/.libs/libcpprof.so
+zero_code_preload
 PROG=$top_builddir/test/daemon_stderr
-[ -f "$LIB" ] || fail "no $LIB"
-PRELOAD=$LIB
-# As in zero_code.sh: ASan's runtime must be the first library of the
-# process (the program itself is not instrumented, hence no leak check);
-# TSan's cannot start in a process already running threads it did not see
-# created (the server's, started at load), so TSan builds skip this test.
-case ${CPPROF_SANITIZER:-none} in
-asan)
-    asan_rt=$(ldd "$LIB" | awk '/libasan\.so/ { print $3 }')
-    [ -f "$asan_rt" ] || fail "the ASan build of $LIB names no libasan"
-    PRELOAD="$asan_rt $LIB"
-    ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
-    export ASAN_OPTIONS
-    ;;
-tsan) echo "SKIP: under TSan (see the comment above)" >&2; exit 77 ;;
-esac
 
 # run_daemon WANT [abort]: runs the daemon (its stderr $tmp/err) and fails
 # unless it exits with status WANT.

@@ -34,6 +34,33 @@ fail() {
     exit 1
 }
 
+# zero_code_preload: sets LIB (the built libcpprof.so) and PRELOAD, what
+# a program run in zero-code mode preloads.  ASan's runtime must be a
+# process's first library, so an ASan build preloads it ahead of the
+# instrumented libcpprof.so (the programs themselves are not instrumented:
+# only cpprof's code is checked, and their leaks are theirs, hence no leak
+# check).  TSan's runtime cannot start in a process already running
+# threads it did not see created (the server's, started at load), so a
+# TSan build skips the calling test.
+zero_code_preload() {
+    LIB=$top_builddir/.libs/libcpprof.so
+    [ -f "$LIB" ] || fail "no $LIB"
+    PRELOAD=$LIB
+    case ${CPPROF_SANITIZER:-none} in
+    asan)
+        asan_rt=$(ldd "$LIB" | awk '/libasan\.so/ { print $3 }')
+        [ -f "$asan_rt" ] || fail "the ASan build of $LIB names no libasan"
+        PRELOAD="$asan_rt $LIB"
+        ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
+        export ASAN_OPTIONS
+        ;;
+    tsan)
+        echo "SKIP: under TSan, whose runtime cannot start in a process already running threads" >&2
+        exit 77
+        ;;
+    esac
+}
+
 # start_demo ARGS...: runs the demo with --addr on a free port, waits (at
 # most 10 s) until it says it is serving, and sets $port, $base, $demo_pid.
 # The demo's stdout goes to $tmp/demo.out.  It binds $DEMO_HOST (default

@@ -12,24 +12,9 @@
 # program says that nothing served.
 set -u
 . "$(dirname "$0")/http_lib.sh"
-LIB=$top_builddir/.libs/libcpprof.so
+zero_code_preload
 PROG=$top_builddir/test/wrapped_prog
-[ -f "$LIB" ] || fail "no $LIB"
 [ -x "$PROG" ] || fail "no $PROG"
-PRELOAD=$LIB
-# As in zero_code.sh: ASan's runtime must be a process's first library, so
-# it is preloaded ahead of the instrumented libcpprof.so; TSan's cannot
-# start in a process already running threads it did not see created.
-case ${CPPROF_SANITIZER:-none} in
-asan)
-    asan_rt=$(ldd "$LIB" | awk '/libasan\.so/ { print $3 }')
-    [ -f "$asan_rt" ] || fail "the ASan build of $LIB names no libasan"
-    PRELOAD="$asan_rt $LIB"
-    ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
-    export ASAN_OPTIONS
-    ;;
-tsan) echo "SKIP: under TSan (see the comment above)" >&2; exit 77 ;;
-esac
 
 failures=
 # failed NAME WHY: records a failure and goes on with the next wrapper, so

@@ -27,29 +27,11 @@
 #     having lost its socket, stops and says so on stderr.
 set -u
 . "$(dirname "$0")/http_lib.sh"
-LIB=$top_builddir/.libs/libcpprof.so
+zero_code_preload
 PROG=$top_builddir/test/zero_code_prog
-[ -f "$LIB" ] || fail "no $LIB"
-PRELOAD=$LIB
-# Sanitizer builds: ASan's runtime must be the first library of
-# a process, so it is preloaded ahead of the instrumented libcpprof.so (the
-# programs themselves are not instrumented: only cpprof's code is checked,
-# and their own leaks are theirs, hence no leak check).  TSan's runtime
-# cannot start in a process that is already running threads it did not
-# see created, so TSan builds leave this test out.
-case ${CPPROF_SANITIZER:-none} in
-asan)
-    asan_rt=$(ldd "$LIB" | awk '/libasan\.so/ { print $3 }')
-    [ -f "$asan_rt" ] || fail "the ASan build of $LIB names no libasan"
-    PRELOAD="$asan_rt $LIB"
-    ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
-    export ASAN_OPTIONS
-    # ASan's malloc comes before cpprof's: the heap profiles are declined,
-    # and a 501 that says why is the right answer (as in scrape.sh).
-    heap_declined=1
-    ;;
-tsan) echo "SKIP: under TSan (see the comment above)" >&2; exit 77 ;;
-esac
+# ASan's malloc comes before cpprof's: the heap profiles are declined,
+# and a 501 that says why is the right answer (as in scrape.sh).
+[ "${CPPROF_SANITIZER:-none}" != asan ] || heap_declined=1
 
 # serve_preloaded CMD...: runs CMD with the library preloaded serving on a
 # free port (in the background, stdin from $PROG_IN or /dev/null, stdout to
