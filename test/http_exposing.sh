@@ -93,8 +93,10 @@ grep -q 'certificate signed by unknown authority' "$tmp/gotls.err" ||
     >"$tmp/gotls.out" 2>"$tmp/gotls.err" &&
     fail "go tool pprof now does mutual TLS: change docs/security.md's 'Exposing the endpoints'"
 # No certificate sent: the server ends the handshake, Go sees the
-# connection close.
-grep -q 'profile?seconds=2": EOF$' "$tmp/gotls.err" ||
+# connection close: as EOF, or, when Go had already gone on to send its
+# request (a loaded machine), as a write to or read from a closed socket.
+grep -Eq 'profile\?seconds=2": (EOF|write tcp .*: broken pipe|read tcp .*: connection reset by peer)$' \
+    "$tmp/gotls.err" ||
     fail "go tool pprof https+insecure: $(cat "$tmp/gotls.err")"
 stop_demo
 echo "http_exposing: ok"
