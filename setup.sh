@@ -151,8 +151,9 @@ check_in() {
 # Tests run in the normal build only: what they check is not cpprof's
 # memory or threads under a sanitizer but something a sanitizer cannot see
 # better, and each costs a sanitized build 20-60 s:
-#  - configure_deps.sh, install_consumers.sh, docs_links.sh, signal_safe.sh:
-#    the build, the installed files, the docs and the source, not a run;
+#  - configure_deps.sh, install_consumers.sh, docs_links.sh, signal_safe.sh,
+#    layering.sh: the build, the installed files, the docs and the source,
+#    not a run;
 #  - browser_index.sh, browser_framing.sh: their time is chromium's; the
 #    server code they reach is the HTTP tests', which run sanitized;
 #  - scrape.sh: promtool's and go's time, over endpoints the HTTP tests
@@ -170,7 +171,7 @@ check_in() {
 #    better, and sanitized builds turn the allocation profiler off, whose
 #    lock was the deadlock's.
 normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
-  test/signal_safe.sh test/browser_index.sh test/browser_framing.sh
+  test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh
   test/http_pprof.sh test/chains.sh test/zero_code.sh
   test/symbolize_addr2line.sh test/fork_storm test/census_blocked"
