@@ -59,7 +59,7 @@ build() {
     || autoreconf -fi >/dev/null
   mkdir -p "$dir"
   cd "$dir"
-  [ -f Makefile ] || ../configure -q "$@"
+  [ -f Makefile ] || ../configure -q -C "$@"
   make -j"$(nproc)" >/dev/null
   cd "$top"
 }
@@ -68,12 +68,17 @@ build() {
 # only TARGETS in DIR, with the shared library alone: libtool would compile
 # every source a second time for libcpprof.a, which only the normal build's
 # tests link (install_consumers.sh).  Go's build cache is content-addressed,
-# so gocheck, browsercheck and pprof come from the normal build's.
+# so gocheck, browsercheck and pprof come from the normal build's.  A build
+# with the normal build's compiler starts from its configure cache
+# (libtool's hundred probes cost 30-50 s of CPU each time): the sanitizer
+# flags are added after those probes (configure.ac), so their answers hold.
 build_for() {
   local dir=$1 targets=$2
   shift 2
   mkdir -p "$dir"
-  (cd "$dir" && { [ -f Makefile ] || ../configure -q --disable-static "$@"; } &&
+  [ -n "${CC:-}" ] || [ -f "$dir/config.cache" ] ||
+    cp build/config.cache "$dir/config.cache" 2>/dev/null || true
+  (cd "$dir" && { [ -f Makefile ] || ../configure -q -C --disable-static "$@"; } &&
    make -j"$(nproc)" $targets "${gocache[@]}" >/dev/null)
 }
 gocache=(GOCHECK_GOCACHE="$top/build/test/gocheck/.gocache")
@@ -136,6 +141,32 @@ summarize_tests() {
   local passed=$((checks - fails - errors))
   [ $passed -ge 0 ] || passed=0
   echo "$(( checks ? passed * 100 / checks : 0 ))%: Checks: $checks, Failures: $fails, Errors: $errors"
+}
+
+# phase NAME COMMAND...: runs COMMAND and says, on stderr and in
+# build/phases.txt, the wall and CPU time it took (CPU: user and system,
+# its own and its children's), so that a run shows where its time goes.
+# A phase run in the background says so from its own subshell.
+phase() {
+  local name=$1 start=$SECONDS rc=0 before
+  shift
+  cpu_so_far
+  before=$cpu
+  "$@" || rc=$?
+  cpu_so_far
+  echo "setup: time: $name: $((SECONDS - start)) s, $((cpu - before)) s of CPU" |
+    tee -a "$top/build/phases.txt" >&2
+  return $rc
+}
+
+# cpu_so_far: sets cpu to the CPU seconds this shell and the children it
+# has waited for have used.  `times` must run in this shell: in a $(...)
+# subshell it would count only that subshell.
+cpu_so_far() {
+  mkdir -p "$top/build"
+  times >"$top/build/.times"
+  cpu=$(tr ms '  ' <"$top/build/.times" |
+        awk '{ t += $1 * 60 + $2 + $3 * 60 + $4 } END { printf "%d", t }')
 }
 
 # check_in DIR [MAKE ARGS...]: make check in DIR; shows the failures' logs.
@@ -271,13 +302,19 @@ asan_tests() { tests_but build "$normal_only"; }
 # build_sanitized: the ASan+UBSan, TSan and fuzzing builds, each with what
 # its tests need and nothing more.
 build_sanitized() {
-  build_for build-asan "" --enable-asan-ubsan &&
-  build_for build-asan "$(check_targets build-asan "$(asan_tests)")" &&
-  build_for build-tsan "" --enable-tsan &&
-  build_for build-tsan "$(check_targets build-tsan "$(echo $tsan_tests)")" &&
-  CC=clang CXX=clang++ build_for build-fuzz \
+  phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
+  phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
+  CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
     "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
     --enable-fuzzing --enable-asan-ubsan
+}
+
+# build_checks DIR TESTS [CONFIGURE ARGS...]: the library in DIR, then
+# what TESTS need.
+build_checks() {
+  local dir=$1 tests=$2
+  shift 2
+  build_for "$dir" "" "$@" && build_for "$dir" "$(check_targets "$dir" "$tests")"
 }
 
 # check_sanitized DIR TESTS: make check of TESTS in DIR, told to build
@@ -289,26 +326,22 @@ check_sanitized() {
 
 run_tests() {
   local rc=0 side=() pid
-  # The soak and the sampler stress for 30 s each (their own defaults are
-  # 120 and 60, for a run by hand): each checks the same things every few
-  # seconds.
-  (export SOAK_SECONDS=${SOAK_SECONDS:-30} STRESS_SECONDS=${STRESS_SECONDS:-30}
-   check_in build) || rc=$?
+  phase "normal tests" check_normal || rc=$?
   # README's commands (which wait on the demo most of their minute) and the
   # arm64 cross build and its qemu run go on beside the sanitized builds.
   # The sanitized builds do not go on beside the normal build's tests:
   # tried, the tests took three times as long and the whole run longer.
-  run_readme_commands &
+  phase "README commands" run_readme_commands &
   side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
-    test/cross/aarch64.sh build-aarch64 &
+    phase "arm64 build and tests" test/cross/aarch64.sh build-aarch64 &
     side+=($!)
   fi
   if [ "${SANITIZERS:-1}" != 0 ]; then
     if build_sanitized; then
-      check_sanitized build-asan "$(asan_tests)" || rc=$?
-      check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
-      run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
+      phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
+      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
+      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
     else
       echo "setup: a sanitized build failed" >&2
       rc=1
@@ -318,7 +351,17 @@ run_tests() {
     wait "$pid" || rc=$?
   done
   summarize_tests
+  cpu_so_far
+  echo "setup: time: all: $SECONDS s, $cpu s of CPU" | tee -a build/phases.txt >&2
   return $rc
+}
+
+# The soak and the sampler stress for 30 s each (their own defaults are
+# 120 and 60, for a run by hand): each checks the same things every few
+# seconds.
+check_normal() {
+  (export SOAK_SECONDS=${SOAK_SECONDS:-30} STRESS_SECONDS=${STRESS_SECONDS:-30}
+   check_in build)
 }
 
 demo_pid= demo_dir=
@@ -343,6 +386,6 @@ run_demo() {
 
 case "${1:-}" in
   demo) install_missing; build build; run_demo ;;
-  test) install_missing; build build; run_tests ;;
+  test) install_missing; rm -f build/phases.txt; phase "normal build" build build; run_tests ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
