@@ -170,6 +170,29 @@ fetch() {
             >"$tmp/$name.hdr"
 }
 
+# cpprof_frames NAME: the frames of profile $tmp/NAME.body's samples
+# outside pprof_internal that lie in cpprof's src/*.c, but for a call of a
+# public cpprof_* function (the program called cpprof) and what that call
+# runs; counted, most first.  None: cpprof shows nowhere as the program.
+cpprof_frames() {
+    go tool pprof -traces -lines -tagignore='pprof_internal=.' \
+        "$tmp/$1.body" 2>"$tmp/pprof.err" >"$tmp/$1.traces" ||
+        fail "pprof -traces $1: $(cat "$tmp/pprof.err")"
+    awk 'function judge(   i, api) {
+             for (i = n; i >= 1; i--) { # root first
+                 if (fn[i] ~ /^cpprof_/) api = 1
+                 else if (file[i] ~ /\/src\/[a-z_0-9]+\.c:[0-9]+$/) {
+                     if (!api) print fn[i], file[i]
+                 } else api = 0
+             }
+             n = 0
+         }
+         /^-----/ { judge(); next }
+         { for (i = 1; i < NF; i++)
+               if ($(i + 1) ~ /:[0-9]+$/) { n++; fn[n] = $i; file[n] = $(i + 1) } }
+         END { judge() }' "$tmp/$1.traces" | sort | uniq -c | sort -rn
+}
+
 # header NAME FIELD: the value of a response header (empty when absent).
 header() {
     awk -F': ' -v f="$2" '$1 == f { print $2 }' "$tmp/$1.hdr"

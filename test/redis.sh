@@ -4,7 +4,8 @@
 # redis-benchmark run while its heap profile and a 2-second CPU profile are
 # fetched, and answers PING after; the heap profile holds redis's
 # allocations (its stacks run through zmalloc) or the heap endpoint says why
-# there is none.
+# there is none; neither profile has a frame of cpprof's in redis's samples
+# (its own are labelled pprof_internal).
 set -u
 case ${CPPROF_SANITIZER:-none} in
 asan | tsan) echo "SKIP: under $CPPROF_SANITIZER" >&2; exit 77 ;;
@@ -40,6 +41,13 @@ code=$(fetch profile "$base/profile?seconds=2")
 [ "$code" = 200 ] || fail "/profile answered $code: $(cat "$tmp/profile.body")"
 "$GOCHECK" "$tmp/profile.body" >"$tmp/profile.check" ||
     fail "google/pprof rejects redis's CPU profile"
+no_cpprof_frames() {
+    frames=$(cpprof_frames "$1")
+    [ -z "$frames" ] ||
+        fail "redis's $1 profile has cpprof's frames in its samples: $(echo "$frames" | head -8)"
+    echo "ok: $1: no cpprof frame in redis's samples"
+}
+no_cpprof_frames profile
 code=$(fetch heap "$base/heap")
 case $code in
 200)
@@ -47,7 +55,8 @@ case $code in
         fail "google/pprof rejects redis's heap profile"
     grep -q '^frame zmalloc' "$tmp/heap.check" ||
         fail "the heap profile has no allocation by redis's zmalloc: $(cat "$tmp/heap.check")"
-    echo "ok: heap profile with redis's allocations ($(grep '^samples' "$tmp/heap.check"))" ;;
+    echo "ok: heap profile with redis's allocations ($(grep '^samples' "$tmp/heap.check"))"
+    no_cpprof_frames heap ;;
 501)
     grep -q 'no heap profile: ' "$tmp/heap.body" ||
         fail "/heap 501 without a reason: $(cat "$tmp/heap.body")"

@@ -21,28 +21,6 @@ launch_program_zerocode() {
 serve_on_free_port wrapper_frames "$tmp/prog.err" launch_program_zerocode \
     answers_index
 
-# cpprof_frames NAME: the frames of NAME's samples outside pprof_internal
-# that lie in cpprof's src/*.c, but for a call of a public cpprof_*
-# function (the program called cpprof) and what that call runs.
-cpprof_frames() {
-    go tool pprof -traces -lines -tagignore='pprof_internal=.' \
-        "$tmp/$1.body" 2>"$tmp/pprof.err" >"$tmp/$1.traces" ||
-        fail "pprof -traces $1: $(cat "$tmp/pprof.err")"
-    awk 'function judge(   i, api) {
-             for (i = n; i >= 1; i--) { # root first
-                 if (fn[i] ~ /^cpprof_/) api = 1
-                 else if (file[i] ~ /\/src\/[a-z_0-9]+\.c:[0-9]+$/) {
-                     if (!api) print fn[i], file[i]
-                 } else api = 0
-             }
-             n = 0
-         }
-         /^-----/ { judge(); next }
-         { for (i = 1; i < NF; i++)
-               if ($(i + 1) ~ /:[0-9]+$/) { n++; fn[n] = $i; file[n] = $(i + 1) } }
-         END { judge() }' "$tmp/$1.traces" | sort | uniq -c | sort -rn
-}
-
 # check_profiles WHO: fetches the five profiles from $base and fails
 # when any has cpprof's frames in the program's samples.
 check_profiles() {
