@@ -195,8 +195,10 @@ int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels);
  * -ENOMEM (the thread's first use of the API could not register it). */
 int cpprof_task_enter(cpprof_task task);
 
-/* cpprof_task_leave() without the stack walk: the census shows the task
- * with no stack ("left without its stack"). */
+/* cpprof_task_leave() at its cheapest: no stack walk (the census shows
+ * the task with no stack, "left without its stack") and no clock read (its
+ * wait is timed from the first census that finds it parked, as Go times a
+ * goroutine's from the first garbage collection that does). */
 #define CPPROF_TASK_NO_STACK 1u
 
 /* The calling thread stops running `task`, which parks: it keeps the

@@ -177,12 +177,13 @@ static void store_stack(struct task *k, const uintptr_t *pcs, size_t depth,
 }
 
 /* The calling thread stops running k, whose stack is stored already:
- * the task takes the thread's labels, the thread gets back its own. */
-static void park(struct task *k, const char *reason)
+ * the task takes the thread's labels, the thread gets back its own.
+ * `at`: when (CLOCK_MONOTONIC_COARSE), or 0 for the first census that
+ * sees it parked to say (read_parked). */
+static void park(struct task *k, const char *reason, int64_t at)
 {
     atomic_store_explicit(&k->reason, reason, memory_order_relaxed);
-    atomic_store_explicit(&k->parked_at, clock_ns(CLOCK_MONOTONIC_COARSE),
-                          memory_order_relaxed);
+    atomic_store_explicit(&k->parked_at, at, memory_order_relaxed);
     const cpprof_labelset *carried = thread_exchange_labels(k->saved);
     k->saved = NULL;
     atomic_store_explicit(&k->labels, carried, memory_order_relaxed);
@@ -208,7 +209,7 @@ static void thread_ending(void)
                     (int)atomic_load(&k->runner),
                     (unsigned long long)atomic_load(&k->number));
     store_stack(k, NULL, 0, 0);
-    park(k, "thread exited");
+    park(k, "thread exited", clock_ns(CLOCK_MONOTONIC_COARSE));
 }
 
 static void tasks_init(void)
@@ -315,17 +316,20 @@ __attribute__((noinline)) int cpprof_task_leave(cpprof_task task,
     if (!k || running_id != task.id)
         return not_here(task);
     if (flags & CPPROF_TASK_NO_STACK) {
+        /* The cheapest leave: no walk, and no clock either (a third of
+         * its cost), its wait timed as Go times a goroutine's, from the
+         * first look that finds it parked. */
         store_stack(k, NULL, 0, 0);
-    } else {
-        uintptr_t pcs[STACK_MAX_FRAMES];
-        unsigned walk_flags = 0;
-        own_busy++;
-        size_t depth =
-            collect_stack(0, pcs, STACK_MAX_FRAMES, &walk_flags, NULL);
-        own_busy--;
-        store_stack(k, pcs, depth, walk_flags);
+        park(k, reason ? reason : "parked", 0);
+        return 0;
     }
-    park(k, reason ? reason : "parked");
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned walk_flags = 0;
+    own_busy++;
+    size_t depth = collect_stack(0, pcs, STACK_MAX_FRAMES, &walk_flags, NULL);
+    own_busy--;
+    store_stack(k, pcs, depth, walk_flags);
+    park(k, reason ? reason : "parked", clock_ns(CLOCK_MONOTONIC_COARSE));
     return 0;
 }
 
@@ -336,7 +340,7 @@ int cpprof_task_end(cpprof_task task)
         return CPPROF_ETASKENDED;
     if (running == k && running_id == task.id) {
         store_stack(k, NULL, 0, 0);
-        park(k, "ended");
+        park(k, "ended", 0);
     }
     uint64_t w = atomic_load_explicit(&k->word, memory_order_relaxed);
     uint64_t ended;
@@ -374,8 +378,7 @@ static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
         atomic_load_explicit(&k->labels, memory_order_relaxed);
     t->number = atomic_load_explicit(&k->number, memory_order_relaxed);
     t->reason = atomic_load_explicit(&k->reason, memory_order_relaxed);
-    t->parked_ns =
-        now - atomic_load_explicit(&k->parked_at, memory_order_relaxed);
+    int64_t at = atomic_load_explicit(&k->parked_at, memory_order_relaxed);
     t->flags = atomic_load_explicit(&k->flags, memory_order_relaxed);
     t->depth = atomic_load_explicit(&k->depth, memory_order_relaxed);
     if (t->depth > STACK_MAX_FRAMES)
@@ -385,8 +388,12 @@ static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&k->word, memory_order_relaxed) != w)
         return false;
-    if (t->parked_ns < 0)
-        t->parked_ns = 0;
+    /* Parked without a time: from now.  Were it entered and parked again
+     * since the check, the time is this look's, which is earlier than
+     * that park by the length of the look at most. */
+    if (at == 0 && atomic_compare_exchange_strong(&k->parked_at, &at, now))
+        at = now;
+    t->parked_ns = at && now > at ? now - at : 0;
     t->labels = labelset_hold(labels);
     return true;
 }

@@ -7,16 +7,17 @@
  *   task_pool --addr HOST:PORT --profile FILE
  *
  * Jobs: acme 3, globex 4, initech 5, each a task labelled tenant=NAME.  A
- * job's step burns its tenant's cost in CPU (acme 1 ms, globex 2 ms,
- * initech 5 ms) in a function of the tenant's own (work_acme, ...), then
+ * job's step burns its tenant's cost in CPU (acme 5 ms, globex 10 ms,
+ * initech 25 ms) in a function of the tenant's own (work_acme, ...), then
  * parks in await_io ("io"); the I/O thread puts it back on the ready queue
- * 2 ms later, for any of the WORKERS pool threads.  Each step measures its
+ * 2 to 4 ms later, for any of the WORKERS pool threads.  Each step measures its
  * own CPU with the thread's CPU clock, from just after enter to just
  * before leave, and adds it to its tenant's truth.
  *
  * The run: 1 s to settle, then a CPU profile (cpprof_cpu_profile_start and
- * stop, in the process, so that the truth covers exactly its window) of
- * PROFILE_S seconds, written to FILE, and one line
+ * stop, in the process) of PROFILE_S seconds, written to FILE, which the
+ * truth covers exactly: the pool is held, with no job running, while the
+ * profile starts and stops.  Then one line
  *
  *   truth acme=NS globex=NS initech=NS migrations=N
  *
@@ -44,14 +45,14 @@
 #include <unistd.h>
 
 #define WORKERS 3
-#define PROFILE_S 4
+#define PROFILE_S 8
 #define IO_NS 2000000
 #define NTENANTS 3
 
 static const char *const tenant_names[NTENANTS] = {"acme", "globex",
                                                    "initech"};
 static const int tenant_jobs[NTENANTS] = {3, 4, 5};
-static const int64_t tenant_cost_ns[NTENANTS] = {1000000, 2000000, 5000000};
+static const int64_t tenant_cost_ns[NTENANTS] = {5000000, 10000000, 25000000};
 
 struct job {
     cpprof_task task;
@@ -154,6 +155,7 @@ static void *pool_main(void *arg)
 {
     (void)arg;
     pid_t self = gettid();
+    unsigned seed = (unsigned)self;
     pthread_mutex_lock(&mu);
     for (;;) {
         while (!stopping && (hold || !ready_head))
@@ -169,7 +171,7 @@ static void *pool_main(void *arg)
         run_step(j, self);
         pthread_mutex_lock(&mu);
         running_jobs--;
-        j->due = clock_of(CLOCK_MONOTONIC) + IO_NS;
+        j->due = clock_of(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
         j->next = io_list;
         io_list = j;
         pthread_cond_broadcast(&ready_cv);
@@ -204,20 +206,37 @@ static void *io_main(void *arg)
 
 /* ---- The run ------------------------------------------------------------- */
 
+/* Holds the pool (true) until no job runs, or lets it go on (false). */
+static void hold_pool(bool on)
+{
+    pthread_mutex_lock(&mu);
+    hold = on;
+    pthread_cond_broadcast(&ready_cv);
+    while (on && running_jobs > 0) {
+        pthread_mutex_unlock(&mu);
+        usleep(1000);
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 static void profile(const char *path)
 {
+    int64_t before[NTENANTS], after[NTENANTS];
+    hold_pool(true);
     check(cpprof_cpu_profile_start(), "profile start");
-    int64_t before[NTENANTS];
     for (int t = 0; t < NTENANTS; t++)
         before[t] = atomic_load(&truth_ns[t]);
     long moved = atomic_load(&migrations);
+    hold_pool(false);
     sleep(PROFILE_S);
-    int64_t after[NTENANTS];
+    hold_pool(true);
     for (int t = 0; t < NTENANTS; t++)
         after[t] = atomic_load(&truth_ns[t]);
     unsigned char *buf = NULL;
     size_t len = 0;
     check(cpprof_cpu_profile_stop(&buf, &len), "profile stop");
+    hold_pool(false);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
         perror(path);
@@ -237,13 +256,8 @@ static void quiet(struct job *jobs, int njobs)
 {
     bool first_seen[NTENANTS] = {false};
     int parked[NTENANTS] = {0};
+    hold_pool(true);
     pthread_mutex_lock(&mu);
-    hold = true;
-    while (running_jobs > 0) {
-        pthread_mutex_unlock(&mu);
-        usleep(1000);
-        pthread_mutex_lock(&mu);
-    }
     for (int i = 0; i < njobs; i++) {
         struct job *j = &jobs[i];
         if (!first_seen[j->tenant]) {

@@ -14,7 +14,7 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 
 start_program "$top_builddir/test/task_pool" --profile "$tmp/cpu.pb.gz"
-# The run takes 5 s before its quiet moment; 60 s bounds a hang.
+# The run takes 9 s before its quiet moment; 60 s bounds a hang.
 for tick in $(seq 600); do
     grep -q '^quiet ' "$tmp/demo.out" && break
     kill -0 "$demo_pid" 2>/dev/null || fail "task_pool died: $(cat "$tmp/demo.err")"
