@@ -22,9 +22,11 @@
  * task the thread runs, and a release store parks it.
  *
  * The slot's word is generation << 32 | parks << 2 | state.  A census
- * reads a parked slot as a seqlock: the word, the fields (all atomics,
- * relaxed), the word again; any enter, park or end between changes it,
- * and the slot is skipped as not parked then.  It reads under the
+ * reads a parked slot as a seqlock: the word, the fields, the word again;
+ * any enter, park or end between changes it, and the slot is skipped as
+ * not parked then.  The fields are atomics, stored with release and
+ * loaded with acquire (plain moves on x86-64), so that a census that read
+ * a field written after an enter also reads that enter's word.  It reads under the
  * registry lock, which keeps any set it saw from being freed before it
  * takes its reference (labels.h).
  *
@@ -171,9 +173,9 @@ static void store_stack(struct task *k, const uintptr_t *pcs, size_t depth,
                         unsigned flags)
 {
     for (size_t i = 0; i < depth; i++)
-        atomic_store_explicit(&k->pcs[i], pcs[i], memory_order_relaxed);
-    atomic_store_explicit(&k->depth, (unsigned)depth, memory_order_relaxed);
-    atomic_store_explicit(&k->flags, flags, memory_order_relaxed);
+        atomic_store_explicit(&k->pcs[i], pcs[i], memory_order_release);
+    atomic_store_explicit(&k->depth, (unsigned)depth, memory_order_release);
+    atomic_store_explicit(&k->flags, flags, memory_order_release);
 }
 
 /* The calling thread stops running k, whose stack is stored already:
@@ -182,11 +184,11 @@ static void store_stack(struct task *k, const uintptr_t *pcs, size_t depth,
  * sees it parked to say (read_parked). */
 static void park(struct task *k, const char *reason, int64_t at)
 {
-    atomic_store_explicit(&k->reason, reason, memory_order_relaxed);
-    atomic_store_explicit(&k->parked_at, at, memory_order_relaxed);
+    atomic_store_explicit(&k->reason, reason, memory_order_release);
+    atomic_store_explicit(&k->parked_at, at, memory_order_release);
     const cpprof_labelset *carried = thread_exchange_labels(k->saved);
     k->saved = NULL;
-    atomic_store_explicit(&k->labels, carried, memory_order_relaxed);
+    atomic_store_explicit(&k->labels, carried, memory_order_release);
     atomic_store_explicit(&k->runner, 0, memory_order_relaxed);
     running = NULL;
     running_id = 0;
@@ -247,14 +249,14 @@ int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels)
                           labelset_hold(labels == CPPROF_BACKGROUND ? NULL
                                         : labels ? labels
                                                  : thread_current_labels()),
-                          memory_order_relaxed);
+                          memory_order_release);
     k->saved = NULL;
     atomic_store_explicit(&k->runner, 0, memory_order_relaxed);
-    atomic_store_explicit(&k->reason, "new", memory_order_relaxed);
+    atomic_store_explicit(&k->reason, "new", memory_order_release);
     atomic_store_explicit(&k->parked_at, clock_ns(CLOCK_MONOTONIC_COARSE),
-                          memory_order_relaxed);
+                          memory_order_release);
     atomic_store_explicit(&k->number, atomic_fetch_add(&numbers, 1) + 1,
-                          memory_order_relaxed);
+                          memory_order_release);
     uint64_t w = atomic_load_explicit(&k->word, memory_order_relaxed);
     atomic_store_explicit(&k->word, next_word(w, PARKED),
                           memory_order_release);
@@ -296,7 +298,7 @@ int cpprof_task_enter(cpprof_task task)
         memory_order_acquire, memory_order_relaxed));
     const cpprof_labelset *own =
         atomic_load_explicit(&k->labels, memory_order_relaxed);
-    atomic_store_explicit(&k->labels, NULL, memory_order_relaxed);
+    atomic_store_explicit(&k->labels, NULL, memory_order_release);
     k->saved = thread_exchange_labels(own);
     atomic_store_explicit(&k->runner, tid, memory_order_relaxed);
     running = k;
@@ -355,7 +357,7 @@ int cpprof_task_end(cpprof_task task)
     } while (!atomic_compare_exchange_weak_explicit(
         &k->word, &w, ended, memory_order_acquire, memory_order_relaxed));
     labelset_drop(atomic_exchange_explicit(&k->labels, NULL,
-                                           memory_order_relaxed));
+                                           memory_order_acq_rel));
     push_free(index_of(task.id));
     atomic_fetch_sub(&live, 1);
     return 0;
@@ -368,25 +370,27 @@ cpprof_task cpprof_task_current(void)
 
 /* ---- Readers ------------------------------------------------------------ */
 
-/* Reads slot k into *t when it is parked and stays so while read. */
+/* Reads slot k into *t when it is parked and stays so while read: the
+ * fields read with acquire, so that the word's second read cannot come
+ * before them (a seqlock's read without a fence, which ThreadSanitizer
+ * does not model). */
 static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
 {
     uint64_t w = atomic_load_explicit(&k->word, memory_order_acquire);
     if (state_of(w) != PARKED)
         return false;
     const cpprof_labelset *labels =
-        atomic_load_explicit(&k->labels, memory_order_relaxed);
-    t->number = atomic_load_explicit(&k->number, memory_order_relaxed);
-    t->reason = atomic_load_explicit(&k->reason, memory_order_relaxed);
-    int64_t at = atomic_load_explicit(&k->parked_at, memory_order_relaxed);
-    t->flags = atomic_load_explicit(&k->flags, memory_order_relaxed);
-    t->depth = atomic_load_explicit(&k->depth, memory_order_relaxed);
+        atomic_load_explicit(&k->labels, memory_order_acquire);
+    t->number = atomic_load_explicit(&k->number, memory_order_acquire);
+    t->reason = atomic_load_explicit(&k->reason, memory_order_acquire);
+    int64_t at = atomic_load_explicit(&k->parked_at, memory_order_acquire);
+    t->flags = atomic_load_explicit(&k->flags, memory_order_acquire);
+    t->depth = atomic_load_explicit(&k->depth, memory_order_acquire);
     if (t->depth > STACK_MAX_FRAMES)
         t->depth = STACK_MAX_FRAMES; /* torn: checked below */
     for (unsigned i = 0; i < t->depth; i++)
-        t->pcs[i] = atomic_load_explicit(&k->pcs[i], memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&k->word, memory_order_relaxed) != w)
+        t->pcs[i] = atomic_load_explicit(&k->pcs[i], memory_order_acquire);
+    if (atomic_load_explicit(&k->word, memory_order_acquire) != w)
         return false;
     /* Parked without a time: from now.  Were it entered and parked again
      * since the check, the time is this look's, which is earlier than
