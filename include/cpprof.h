@@ -55,8 +55,13 @@ enum cpprof_error {
     CPPROF_EADDRHOST = -10018, /* its HOST is not an IPv4 address, [IPv6],
                                   localhost or empty */
     CPPROF_EADDRPORT = -10019, /* its PORT is not a number in 0..65535 */
-    CPPROF_ENOPROC = -10020    /* /proc/self/task cannot be opened (no /proc
+    CPPROF_ENOPROC = -10020,   /* /proc/self/task cannot be opened (no /proc
                                   in a chroot, or not mounted) */
+    CPPROF_ETASKLIMIT = -10021,  /* as many tasks live as "tasks_max" */
+    CPPROF_ETASKENDED = -10022,  /* not a live task: ended, or never made */
+    CPPROF_ETASKRUNNING = -10023,/* the task runs on another thread */
+    CPPROF_ETASKNOTHERE = -10024,/* the calling thread does not run it */
+    CPPROF_ETASKBUSY = -10025    /* the calling thread runs a task already */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -148,6 +153,72 @@ int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
 /* Number of label sets folded into the overflow set by the cardinality cap
  * (setting "label_cap"). */
 unsigned long cpprof_labelsets_folded(void);
+
+/* ---- Tasks: labels that follow the work (Go: the goroutine) ------------
+ *
+ * A task is a unit of work that moves between threads: a job taken from a
+ * queue, a connection's callbacks on an event loop, a coroutine resumed by
+ * whichever pool thread is free.  Like a goroutine it carries a label set
+ * of its own.  The thread that runs it holds the task's labels (CPU
+ * samples, accounting and the OpenTelemetry context see them); when it
+ * leaves, the thread gets back the labels it had before, and the task
+ * takes along any label the work applied meanwhile (cpprof_do,
+ * cpprof_set_thread_labels) to the next thread that enters it.  While it
+ * is parked, the goroutine profile lists it with its labels, the reason
+ * it parked, how long ago, and the stack where it did.  A thread that
+ * runs no task is what it always was.  A thread that exits while it
+ * runs a task leaves it, with the reason "thread exited" (stderr says so,
+ * once): the task keeps its labels, to be entered elsewhere or ended.
+ * docs/tasks.md.
+ *
+ * A task is a handle, a value: a handle whose task has ended stays
+ * recognisably stale (CPPROF_ETASKENDED), however often its record is
+ * reused.  Enter and leave take no lock, allocate nothing and make no
+ * system call (but a thread's first use of the label API registers it,
+ * and leave's stack walk reads the thread's stack bounds once). */
+typedef struct cpprof_task {
+    uint64_t id; /* 0: no task */
+} cpprof_task;
+
+/* Makes a task, parked, carrying `labels` (NULL: the calling thread's
+ * current set, as a goroutine inherits its creator's; CPPROF_BACKGROUND:
+ * none), with the creating call's stack and the reason "new" until it is
+ * first entered.  Takes its own reference.  At most the setting
+ * "tasks_max" tasks are live at once.  Errors: CPPROF_ETASKLIMIT, -EINVAL,
+ * -ENOMEM. */
+int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels);
+
+/* The calling thread runs `task` from now: the task's labels become the
+ * thread's, the thread's own kept for cpprof_task_leave.  Errors (nothing
+ * changed): CPPROF_ETASKENDED, CPPROF_ETASKRUNNING (another thread runs
+ * it), CPPROF_ETASKBUSY (this thread runs a task: tasks do not nest),
+ * -ENOMEM (the thread's first use of the API could not register it). */
+int cpprof_task_enter(cpprof_task task);
+
+/* cpprof_task_leave() at its cheapest: no stack walk (the census shows
+ * the task with no stack, "left without its stack") and no clock read (its
+ * wait is timed from the first census that finds it parked, as Go times a
+ * goroutine's from the first garbage collection that does). */
+#define CPPROF_TASK_NO_STACK 1u
+
+/* The calling thread stops running `task`, which parks: it keeps the
+ * thread's current labels, the thread gets back those it had at enter.
+ * `reason` says what it waits for ("io", "queue", "timer"; NULL:
+ * "parked"), as Go's goroutine dump does ("chan receive"): a string that
+ * lives as long as the task (a literal), kept by address.  The stack of
+ * this call is recorded, unless `flags` has CPPROF_TASK_NO_STACK.
+ * Errors (nothing changed): CPPROF_ETASKENDED, CPPROF_ETASKNOTHERE (parked,
+ * or run by another thread), -EINVAL (unknown flags). */
+int cpprof_task_leave(cpprof_task task, const char *reason, unsigned flags);
+
+/* Ends a parked task, or the one the calling thread runs (which leaves it
+ * first); its handle is stale from then on.  Errors (nothing changed):
+ * CPPROF_ETASKENDED (ended twice), CPPROF_ETASKRUNNING (another thread
+ * runs it). */
+int cpprof_task_end(cpprof_task task);
+
+/* The task the calling thread runs, or {0}. */
+cpprof_task cpprof_task_current(void);
 
 /* ---- Fleet profilers (OpenTelemetry thread and process context) -------- */
 

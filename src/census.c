@@ -125,6 +125,7 @@
 #include "procfile.h"
 #include "proctasks.h"
 #include "sigowner.h"
+#include "task.h"
 #include "thread.h"
 #include "unwind.h"
 #include "util.h"
@@ -586,6 +587,107 @@ static int attach_labels(census *c)
     for (size_t i = 0; i < ix.n; i++)
         labelset_drop(ix.v[i].labels);
     free(ix.v);
+    return rc;
+}
+
+/* ---- Tasks: parked ones listed, running ones marked ---------------------- */
+
+/* The census being extended, and its room. */
+struct growing {
+    census *c;
+    size_t cap;
+};
+
+/* Runs under the registry lock (task_foreach_parked): memory only. */
+static int add_parked(const struct task_parked *p, void *arg)
+{
+    struct growing *g = arg;
+    census *c = g->c;
+    /* The entries are large: grown by a quarter, not doubled. */
+    if (c->n == g->cap) {
+        size_t cap = g->cap + g->cap / 4 + 64;
+        census_thread *v = realloc(c->threads, cap * sizeof *v);
+        if (!v) {
+            labelset_drop(p->labels);
+            return -ENOMEM;
+        }
+        c->threads = v;
+        g->cap = cap;
+    }
+    census_thread *t = &c->threads[c->n++];
+    memset(t, 0, offsetof(census_thread, pcs));
+    t->task = p->number;
+    t->labels = p->labels;
+    t->task_reason = p->reason;
+    t->parked_ns = p->parked_ns;
+    t->depth = p->depth;
+    t->flags = p->flags;
+    memcpy(t->pcs, p->pcs, p->depth * sizeof *p->pcs);
+    if (!p->depth)
+        snprintf(t->missing, sizeof t->missing, "left without its stack");
+    return 0;
+}
+
+/* `set` plus CENSUS_TASK_KEY=`kind` (and CENSUS_WAIT_KEY=`reason` when
+ * not NULL), replacing *set's reference with the merged set's. */
+static int mark_task(const cpprof_labelset **set, const char *kind,
+                     const char *reason)
+{
+    const char *kv[] = {CENSUS_TASK_KEY, kind, CENSUS_WAIT_KEY, reason};
+    cpprof_labelset *marker, *merged;
+    int rc = cpprof_labels(&marker, reason ? 4 : 2, kv);
+    if (rc)
+        return rc;
+    rc = labelset_merge(&merged, *set, marker);
+    cpprof_labelset_release(marker);
+    if (rc)
+        return rc;
+    labelset_drop(*set);
+    *set = merged;
+    return 0;
+}
+
+struct runners {
+    pid_t *tids;
+    size_t n, cap;
+    bool failed;
+};
+
+static void add_runner(pid_t tid, void *arg)
+{
+    struct runners *r = arg;
+    if (ARRAY_RESERVE(r->tids, r->n, r->cap, 1) != 0)
+        r->failed = true;
+    else
+        r->tids[r->n++] = tid;
+}
+
+/* Marks the threads (sorted by tid) that run a task now. */
+static int mark_runners(census *c)
+{
+    struct runners r = {0};
+    task_foreach_runner(add_runner, &r);
+    int rc = r.failed ? -ENOMEM : 0;
+    if (r.n > 0)
+        qsort(r.tids, r.n, sizeof *r.tids, by_tid);
+    for (size_t i = 0; rc == 0 && r.n > 0 && i < c->n; i++)
+        if (bsearch(&c->threads[i].tid, r.tids, r.n, sizeof *r.tids, by_tid))
+            rc = mark_task(&c->threads[i].labels, "running", NULL);
+    free(r.tids);
+    return rc;
+}
+
+/* Appends the parked tasks to the census's threads, marking them. */
+static int add_tasks(census *c)
+{
+    int rc = mark_runners(c);
+    size_t threads = c->n;
+    struct growing g = {c, c->n};
+    if (rc == 0)
+        rc = task_foreach_parked(add_parked, &g);
+    for (size_t i = threads; rc == 0 && i < c->n; i++)
+        rc = mark_task(&c->threads[i].labels, "parked",
+                       c->threads[i].task_reason);
     return rc;
 }
 
@@ -1449,10 +1551,12 @@ static int take_locked(census *out, bool details)
                      .deadline = clock_mono_ns() + timeout_ms * 1000000};
     rc = collect_stacks(&p, timeout_ms);
     close(td.fd);
+    if (rc == 0) {
+        keep_still(out, renames);
+        rc = add_tasks(out);
+    }
     if (rc)
         census_release(out);
-    else
-        keep_still(out, renames);
     return rc;
 }
 

@@ -49,15 +49,28 @@ typedef struct {
     /* name, state and wchan were read (census_take; census_take_stacks
      * reads them only for a thread it signals, wchan never). */
     bool details;
+    /* A parked task (task.h) rather than a thread (tid 0): its number,
+     * the program's reason string and how long it has been parked.  Its
+     * labels carry CENSUS_TASK_KEY=parked and CENSUS_WAIT_KEY=reason; a
+     * thread running a task, CENSUS_TASK_KEY=running. */
+    uint64_t task;
+    const char *task_reason;
+    int64_t parked_ns;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
+
+/* The labels that tell tasks from threads in every form of the census,
+ * for `go tool pprof -tags`, `-tagfocus pprof_task=parked`. */
+#define CENSUS_TASK_KEY "pprof_task"
+#define CENSUS_WAIT_KEY "pprof_wait"
 
 typedef struct {
     size_t n;
     census_thread *threads; /* sorted by tid */
 } census;
 
-/* Takes a census of every thread now in /proc/self/task, waiting at most
+/* Takes a census of every thread now in /proc/self/task, and of every
+ * parked task (after the threads, which are sorted by tid), waiting at most
  * the "census_timeout_ms" setting for their stacks; a thread that exits
  * meanwhile is left out.  One census runs at a time; a second caller waits
  * for the first.  Errors: CPPROF_ESIGTAKEN (the "census_signal" has a

@@ -120,6 +120,9 @@ static struct setting settings[CFG__COUNT] = {
     INT(CFG_SYMBOLIZE_IDLE_SECONDS, "symbolize_idle_seconds",
         "seconds without symbolization before the symbolizer lets go of "
         "the objects' debug information", 1, 86400, 60),
+    /* Bounds a task table that grows on demand (task.c): a program that
+     * leaks tasks is refused more, not given the machine's memory. */
+    INT(CFG_TASKS_MAX, "tasks_max", "tasks live at once", 1, 4194304, 100000),
     INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
         "nanoseconds blocked per block sample", 0, 1L << 40, 0),
     INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",

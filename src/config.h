@@ -51,6 +51,7 @@ typedef enum {
     CFG_INHERIT_LABELS,       /* 0: pthread_create passes no labels */
     CFG_SYMBOLIZE_MAX_KB,     /* symbolizer's tables and cache kept, KiB */
     CFG_SYMBOLIZE_IDLE_SECONDS, /* idle time before libdw's state goes */
+    CFG_TASKS_MAX,            /* live tasks (cpprof_task_create) at once */
     CFG__COUNT
 } cfg_id;
 

@@ -56,6 +56,17 @@ static const char *cpprof_code_message(int code)
                "in brackets, localhost or empty (names are not looked up)";
     case CPPROF_EADDRPORT:
         return "bad address: PORT must be a number from 0 to 65535";
+    case CPPROF_ETASKLIMIT:
+        return "as many tasks are live as the tasks_max setting allows";
+    case CPPROF_ETASKENDED:
+        return "not a live task: it was ended already, or never created";
+    case CPPROF_ETASKRUNNING:
+        return "the task is running on another thread";
+    case CPPROF_ETASKNOTHERE:
+        return "the calling thread is not running that task";
+    case CPPROF_ETASKBUSY:
+        return "the calling thread is running a task already (tasks do not "
+               "nest: leave it first)";
     case CPPROF_ENOPROC:
         return "/proc/self cannot be read: /proc is not mounted where "
                "this process can see it (a chroot without /proc?); the "

@@ -9,7 +9,13 @@
  *                      first, with a "# labels:" line per labelled group.
  *   debug=2            one block per thread, as Go's full goroutine dump:
  *                      thread TID "NAME" [STATE, WCHAN, labels:{...}]:
- *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame.
+ *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame;
+ *                      then one per parked task (task.h):
+ *                      task N [REASON, 3 seconds, labels:{...}]:
+ *
+ * Parked tasks count in every form as goroutines do, told from threads by
+ * their labels pprof_task=parked and pprof_wait=REASON (census.h); a
+ * thread running a task carries pprof_task=running.
  *
  * Anything else in `debug` is a 400.  A thread whose stack is missing has
  * one pseudo-frame instead, CENSUS_NO_STACK plus the reason, in every form:
@@ -207,6 +213,17 @@ static bool print_header_label(const char *key, const char *value, void *arg)
     return true;
 }
 
+/* ", labels:{"k": "v", ...}" when the set has any. */
+static void print_header_labels(FILE *f, const cpprof_labelset *labels)
+{
+    if (!cpprof_labelset_size(labels))
+        return;
+    struct header_labels h = {f, true};
+    fputs(", labels:{", f);
+    cpprof_labels_foreach(labels, print_header_label, &h);
+    fputc('}', f);
+}
+
 /* thread TID "NAME" [STATE, WCHAN, labels:{"k": "v", ...}]: -- the labels
  * inside the bracket, after the state, in Go 1.27's traceback form
  * (GODEBUG tracebacklabels=1, the default for go 1.27 modules;
@@ -218,12 +235,7 @@ static void print_thread_header(FILE *f, const census_thread *t)
     fprintf(f, " [%s%s", t->state_name[0] ? t->state_name : "unknown",
             t->wchan[0] ? ", " : "");
     text_put_escaped(f, t->wchan, false);
-    if (cpprof_labelset_size(t->labels)) {
-        struct header_labels h = {f, true};
-        fputs(", labels:{", f);
-        cpprof_labels_foreach(t->labels, print_header_label, &h);
-        fputc('}', f);
-    }
+    print_header_labels(f, t->labels);
     fputs("]:\n", f);
 }
 
@@ -252,13 +264,38 @@ static void print_debug2_frames(FILE *f, const census_thread *t)
     }
 }
 
+/* How long a task has been parked, as Go prints a goroutine's wait
+ * (", 5 minutes", from one minute on), and in seconds before that. */
+static void print_parked_for(FILE *f, int64_t ns)
+{
+    int64_t s = ns / 1000000000;
+    if (s >= 60)
+        fprintf(f, ", %" PRId64 " minutes", s / 60);
+    else
+        fprintf(f, ", %" PRId64 " seconds", s);
+}
+
+/* task N [REASON, D, labels:{...}]: -- a parked task as Go's goroutine
+ * header: its reason in place of Go's wait reason ("chan receive"). */
+static void print_task_header(FILE *f, const census_thread *t)
+{
+    fprintf(f, "task %" PRIu64 " [", t->task);
+    text_put_escaped(f, t->task_reason, false);
+    print_parked_for(f, t->parked_ns);
+    print_header_labels(f, t->labels);
+    fputs("]:\n", f);
+}
+
 static void print_debug2(FILE *f, const census *c)
 {
     symbolize_begin();
     for (size_t i = 0; i < c->n; i++) {
         if (i)
             fputc('\n', f);
-        print_thread_header(f, &c->threads[i]);
+        if (c->threads[i].task)
+            print_task_header(f, &c->threads[i]);
+        else
+            print_thread_header(f, &c->threads[i]);
         print_debug2_frames(f, &c->threads[i]);
     }
     symbolize_end();

@@ -99,6 +99,9 @@ struct label_hooks {
     /* sampler.c: a thread created through the label core starts, before
      * its start function. */
     void (*_Atomic thread_started)(void);
+    /* task.c: the calling thread exits; called first, while the thread
+     * still holds its current set (the task's, when it runs one). */
+    void (*_Atomic thread_ending)(void);
     /* accounting.c: the calling thread exits holding `set`. */
     label_set_hook *_Atomic thread_exiting;
     /* accounting.c and otel.c: a set is being reclaimed, under the intern

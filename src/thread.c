@@ -96,6 +96,9 @@ static inline void account(const cpprof_labelset *leaving)
 static void thread_exited(void *arg)
 {
     struct thread_entry *e = arg;
+    void (*ending)(void) = atomic_load(&label_hooks.thread_ending);
+    if (ending)
+        ending(); /* a task it runs leaves, its labels with it */
     label_set_hook *exiting = atomic_load(&label_hooks.thread_exiting);
     if (exiting)
         exiting(atomic_load(&e->labels));
@@ -199,6 +202,23 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
     publish(set);
     labelset_drop(old);
+}
+
+pid_t thread_self_tid(void)
+{
+    struct thread_entry *e = self_entry();
+    return e ? e->tid : 0;
+}
+
+const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set)
+{
+    struct thread_entry *e = self;
+    const cpprof_labelset *old =
+        atomic_load_explicit(&e->labels, memory_order_relaxed);
+    account(old);
+    atomic_store_explicit(&e->labels, set, memory_order_release);
+    publish(set);
+    return old;
 }
 
 /* SIGNAL-SAFE */

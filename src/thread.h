@@ -29,6 +29,19 @@ const cpprof_labelset *thread_current_labels(void);
  * creator's TLS, and must not carry the creator's labels. */
 const cpprof_labelset *thread_labels_if_tid(pid_t tid);
 
+/* The calling thread's tid, from its registry entry, which this makes
+ * on the thread's first use of the label API (allocating it); 0 when
+ * that fails (out of memory). */
+pid_t thread_self_tid(void);
+
+/* Makes `set` the calling thread's current set, the caller's reference to
+ * it going to the thread, and returns the set it replaces with the
+ * thread's reference, now the caller's: a task's labels moving onto the
+ * thread that runs it and back (task.c).  Accounting and the
+ * OpenTelemetry context see the switch as any other.  No allocation, lock
+ * or system call; the thread must be registered (thread_self_tid). */
+const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set);
+
 /* The current set of thread `tid`, with a reference of cpprof's own
  * (labelset_drop), or NULL when the thread
  * has none or never used the API.  Takes the registry lock. */

@@ -1,0 +1,37 @@
+/*
+ * task.h -- tasks (task.c): units of work that carry their own label set
+ * from thread to thread (cpprof_task_*, cpprof.h), and what the census
+ * reads of them: the parked ones, and which threads run one.
+ */
+#ifndef CPPROF_TASK_H
+#define CPPROF_TASK_H
+
+#include "cpprof.h"
+#include "unwind.h" /* STACK_MAX_FRAMES */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A parked task as a census sees it. */
+struct task_parked {
+    uint64_t number;               /* 1, 2, ... in order of creation */
+    const cpprof_labelset *labels; /* with a reference for the reader */
+    const char *reason;            /* the program's string, by address */
+    int64_t parked_ns;             /* how long it has been parked */
+    unsigned depth, flags;         /* depth 0: left without its stack */
+    uintptr_t pcs[STACK_MAX_FRAMES];
+};
+
+/* Calls fn(t, arg) for every task parked now, under the registry lock
+ * (labels.h): fn must not call into the registry; it owns t->labels's
+ * reference.  A task entered meanwhile is left out: it is running then,
+ * and shows as its thread.  fn returning non-zero stops the walk with
+ * that value; else 0. */
+typedef int (*task_parked_fn)(const struct task_parked *t, void *arg);
+int task_foreach_parked(task_parked_fn fn, void *arg);
+
+/* Calls fn(tid, arg) for every thread running a task now. */
+typedef void (*task_runner_fn)(pid_t tid, void *arg);
+void task_foreach_runner(task_runner_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,439 @@
+/*
+ * check_tasks.c -- tasks (cpprof_task_*): labels that follow the work from
+ * thread to thread, and bad use refused with a clear error that loses
+ * nothing.
+ *
+ *   - entering gives the thread the task's labels, leaving gives it back
+ *     its own; labels applied while the task runs (cpprof_do,
+ *     cpprof_set_thread_labels) go with the task to the next thread; a
+ *     task made with NULL takes its creator's labels;
+ *   - ending twice, entering a task another thread runs, leaving a task the
+ *     thread does not run, entering while running another, a thread
+ *     exiting while it runs a task, the "tasks_max" limit: each refused
+ *     (or, for the exit, reported) with the task, its labels and the
+ *     threads' labels as they were;
+ *   - the census lists parked tasks with their labels, the marks
+ *     pprof_task=parked and pprof_wait=REASON, and the stack where they
+ *     parked; a thread running a task carries pprof_task=running.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "census.h"
+#include "cpprof.h"
+#include "symbolize.h"
+
+static cpprof_labelset *make(const char *k, const char *v)
+{
+    cpprof_labelset *s;
+    const char *kv[] = {k, v};
+    ck_assert_int_eq(cpprof_labels(&s, 2, kv), 0);
+    return s;
+}
+
+/* The value of `key` in `set`, or NULL. */
+static const char *value_of(const cpprof_labelset *set, const char *key)
+{
+    const char *v;
+    bool found;
+    ck_assert_int_eq(cpprof_label(set, key, &v, &found), 0);
+    return found ? v : NULL;
+}
+
+/* The calling thread's value of `key`, copied ("" when absent). */
+static const char *thread_value(const char *key)
+{
+    static __thread char buf[64];
+    cpprof_labelset *now = cpprof_thread_labels();
+    const char *v = now ? value_of(now, key) : NULL;
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    cpprof_labelset_release(now);
+    return buf;
+}
+
+/* ---- A second thread that runs what it is told --------------------------- */
+
+enum { IDLE, ENTER, LEAVE, EXIT };
+
+struct worker {
+    pthread_t thread;
+    cpprof_task task;
+    atomic_int order, done;
+    int rc;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    cpprof_labelset *own = make("thread", "worker");
+    ck_assert_int_eq(cpprof_set_thread_labels(own), 0);
+    cpprof_labelset_release(own);
+    for (;;) {
+        int order;
+        while ((order = atomic_load(&w->order)) == IDLE)
+            usleep(100);
+        if (order == EXIT)
+            return NULL; /* with whatever task it runs */
+        w->rc = order == ENTER ? cpprof_task_enter(w->task)
+                               : cpprof_task_leave(w->task, "io", 0);
+        atomic_store(&w->order, IDLE);
+        atomic_fetch_add(&w->done, 1);
+    }
+}
+
+static void worker_start(struct worker *w)
+{
+    memset(w, 0, sizeof *w);
+    ck_assert_int_eq(pthread_create(&w->thread, NULL, worker_main, w), 0);
+}
+
+/* Has the worker do `order` and returns its result. */
+static int worker_do(struct worker *w, cpprof_task task, int order)
+{
+    int before = atomic_load(&w->done);
+    w->task = task;
+    atomic_store(&w->order, order);
+    while (atomic_load(&w->done) == before)
+        usleep(100);
+    return w->rc;
+}
+
+static void worker_exit(struct worker *w)
+{
+    atomic_store(&w->order, EXIT);
+    ck_assert_int_eq(pthread_join(w->thread, NULL), 0);
+}
+
+/* ---- Labels follow the task ---------------------------------------------- */
+
+/* Runs inside a task, in a cpprof_do scope: the scope's labels on top of
+ * the task's. */
+static void in_scope(void *arg, const cpprof_labelset *labels)
+{
+    (void)labels;
+    *(bool *)arg = strcmp(thread_value("tenant"), "acme") == 0 &&
+                   strcmp(thread_value("step"), "inside") == 0;
+}
+
+START_TEST(labels_move_with_the_task)
+{
+    cpprof_labelset *mine = make("thread", "main");
+    ck_assert_int_eq(cpprof_set_thread_labels(mine), 0);
+    cpprof_labelset *acme = make("tenant", "acme");
+    cpprof_task t;
+    ck_assert_int_eq(cpprof_task_create(&t, acme), 0);
+    ck_assert_uint_ne(t.id, 0);
+    ck_assert_str_eq(thread_value("thread"), "main"); /* creating: no change */
+
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_uint_eq(cpprof_task_current().id, t.id);
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+    ck_assert_str_eq(thread_value("thread"), ""); /* the task's, not mine */
+    /* Applied while it runs: the task's from now on. */
+    cpprof_labelset *with_job;
+    cpprof_labelset *now = cpprof_thread_labels();
+    ck_assert_int_eq(cpprof_labels_with(&with_job, now, 2,
+                                        (const char *[]){"job", "42"}),
+                     0);
+    cpprof_labelset_release(now);
+    ck_assert_int_eq(cpprof_set_thread_labels(with_job), 0);
+    cpprof_labelset_release(with_job);
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), 0);
+    ck_assert_uint_eq(cpprof_task_current().id, 0);
+    ck_assert_str_eq(thread_value("thread"), "main");
+    ck_assert_str_eq(thread_value("job"), "");
+
+    /* Another thread enters it: tenant and job go there; back, its own. */
+    struct worker w;
+    worker_start(&w);
+    ck_assert_int_eq(worker_do(&w, t, ENTER), 0);
+    cpprof_labelset *seen = NULL;
+    census c;
+    ck_assert_int_eq(census_take_labels(&c), 0);
+    for (size_t i = 0; i < c.n; i++)
+        if (c.threads[i].labels &&
+            value_of(c.threads[i].labels, "job") != NULL)
+            seen = cpprof_labelset_ref(c.threads[i].labels);
+    census_release(&c);
+    ck_assert_ptr_nonnull(seen);
+    ck_assert_str_eq(value_of(seen, "tenant"), "acme");
+    ck_assert_ptr_null(value_of(seen, "thread"));
+    cpprof_labelset_release(seen);
+    ck_assert_int_eq(worker_do(&w, t, LEAVE), 0);
+    worker_exit(&w);
+
+    /* A cpprof_do scope inside a task: its labels while it lasts. */
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("job"), "42");
+    cpprof_labelset *step = make("step", "inside");
+    bool inside = false;
+    ck_assert_int_eq(cpprof_do(NULL, step, in_scope, &inside), 0);
+    ck_assert(inside);
+    cpprof_labelset_release(step);
+    ck_assert_str_eq(thread_value("step"), "");
+    ck_assert_int_eq(cpprof_task_end(t), 0); /* ends the one it runs */
+    ck_assert_str_eq(thread_value("thread"), "main");
+    ck_assert_uint_eq(cpprof_task_current().id, 0);
+
+    /* NULL: the creator's labels, as a goroutine's. */
+    ck_assert_int_eq(cpprof_task_create(&t, NULL), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(acme), 0);
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("thread"), "main");
+    ck_assert_int_eq(cpprof_task_leave(t, NULL, CPPROF_TASK_NO_STACK), 0);
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+    ck_assert_int_eq(cpprof_task_end(t), 0);
+    cpprof_labelset_release(acme);
+    cpprof_labelset_release(mine);
+}
+END_TEST
+
+/* ---- Bad use ------------------------------------------------------------- */
+
+START_TEST(ending_twice_is_refused)
+{
+    cpprof_labelset *a = make("tenant", "a"), *b = make("tenant", "b");
+    cpprof_task first, second;
+    ck_assert_int_eq(cpprof_task_create(&first, a), 0);
+    ck_assert_int_eq(cpprof_task_end(first), 0);
+    /* The record is reused by the next task: the stale handle must not
+     * reach it. */
+    ck_assert_int_eq(cpprof_task_create(&second, b), 0);
+    ck_assert_uint_eq((uint32_t)second.id, (uint32_t)first.id);
+    ck_assert_int_eq(cpprof_task_end(first), CPPROF_ETASKENDED);
+    ck_assert_int_eq(cpprof_task_enter(first), CPPROF_ETASKENDED);
+    ck_assert_int_eq(cpprof_task_leave(first, "io", 0), CPPROF_ETASKENDED);
+    ck_assert_str_eq(cpprof_strerror(CPPROF_ETASKENDED),
+                     "not a live task: it was ended already, or never "
+                     "created");
+    /* Nothing lost: the second task is whole. */
+    ck_assert_int_eq(cpprof_task_enter(second), 0);
+    ck_assert_str_eq(thread_value("tenant"), "b");
+    ck_assert_int_eq(cpprof_task_leave(second, "io", 0), 0);
+    ck_assert_int_eq(cpprof_task_end(second), 0);
+    ck_assert_int_eq(cpprof_task_end(second), CPPROF_ETASKENDED);
+    ck_assert_int_eq(cpprof_task_end((cpprof_task){0}), CPPROF_ETASKENDED);
+    cpprof_labelset_release(a);
+    cpprof_labelset_release(b);
+}
+END_TEST
+
+START_TEST(entering_a_task_run_elsewhere_is_refused)
+{
+    cpprof_labelset *a = make("tenant", "a"), *mine = make("thread", "main");
+    ck_assert_int_eq(cpprof_set_thread_labels(mine), 0);
+    cpprof_task t;
+    ck_assert_int_eq(cpprof_task_create(&t, a), 0);
+    struct worker w;
+    worker_start(&w);
+    ck_assert_int_eq(worker_do(&w, t, ENTER), 0);
+    ck_assert_int_eq(cpprof_task_enter(t), CPPROF_ETASKRUNNING);
+    ck_assert_str_eq(thread_value("thread"), "main"); /* mine, unchanged */
+    ck_assert_uint_eq(cpprof_task_current().id, 0);
+    /* Neither can this thread leave or end it. */
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), CPPROF_ETASKNOTHERE);
+    ck_assert_int_eq(cpprof_task_end(t), CPPROF_ETASKRUNNING);
+    /* The worker still runs it, with its labels, and can leave it. */
+    ck_assert_int_eq(worker_do(&w, t, LEAVE), 0);
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("tenant"), "a");
+    ck_assert_int_eq(cpprof_task_end(t), 0);
+    worker_exit(&w);
+    cpprof_labelset_release(a);
+    cpprof_labelset_release(mine);
+}
+END_TEST
+
+START_TEST(leaving_a_task_not_run_here_is_refused)
+{
+    cpprof_labelset *a = make("tenant", "a"), *b = make("tenant", "b");
+    cpprof_task t, u;
+    ck_assert_int_eq(cpprof_task_create(&t, a), 0);
+    ck_assert_int_eq(cpprof_task_create(&u, b), 0);
+    /* Parked: not run by anyone. */
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), CPPROF_ETASKNOTHERE);
+    /* Running another: that one stays, with its labels. */
+    ck_assert_int_eq(cpprof_task_enter(u), 0);
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), CPPROF_ETASKNOTHERE);
+    ck_assert_uint_eq(cpprof_task_current().id, u.id);
+    ck_assert_str_eq(thread_value("tenant"), "b");
+    /* Tasks do not nest. */
+    ck_assert_int_eq(cpprof_task_enter(t), CPPROF_ETASKBUSY);
+    ck_assert_int_eq(cpprof_task_enter(u), CPPROF_ETASKBUSY);
+    ck_assert_str_eq(thread_value("tenant"), "b");
+    ck_assert_int_eq(cpprof_task_leave(u, "io", 0), 0);
+    ck_assert_int_eq(cpprof_task_leave(u, "io", 0), CPPROF_ETASKNOTHERE);
+    ck_assert_int_eq(cpprof_task_leave(u, "io", 2), -EINVAL);
+    /* Both whole. */
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("tenant"), "a");
+    ck_assert_int_eq(cpprof_task_end(t), 0);
+    ck_assert_int_eq(cpprof_task_end(u), 0);
+    cpprof_labelset_release(a);
+    cpprof_labelset_release(b);
+}
+END_TEST
+
+/* The census's parked task numbered like no other with `tenant`, or NULL. */
+static const census_thread *parked_with(const census *c, const char *tenant)
+{
+    const census_thread *found = NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        const census_thread *t = &c->threads[i];
+        const char *v = t->labels ? value_of(t->labels, "tenant") : NULL;
+        if (t->task && v && strcmp(v, tenant) == 0) {
+            ck_assert_ptr_null(found);
+            found = t;
+        }
+    }
+    return found;
+}
+
+START_TEST(a_thread_exiting_in_a_task_loses_nothing)
+{
+    cpprof_labelset *a = make("tenant", "exiting");
+    cpprof_task t;
+    ck_assert_int_eq(cpprof_task_create(&t, a), 0);
+    struct worker w;
+    worker_start(&w);
+    ck_assert_int_eq(worker_do(&w, t, ENTER), 0);
+    worker_exit(&w); /* still inside the task */
+    census c;
+    ck_assert_int_eq(census_take_stacks(&c), 0);
+    const census_thread *p = parked_with(&c, "exiting");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->task_reason, "thread exited");
+    ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "thread exited");
+    census_release(&c);
+    /* Enterable elsewhere, its labels whole. */
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("tenant"), "exiting");
+    ck_assert_int_eq(cpprof_task_end(t), 0);
+    cpprof_labelset_release(a);
+}
+END_TEST
+
+START_TEST(the_limit_is_refused_clearly)
+{
+    ck_assert_int_eq(cpprof_set("tasks_max", "3"), 0);
+    cpprof_task t[4];
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(cpprof_task_create(&t[i], NULL), 0);
+    ck_assert_int_eq(cpprof_task_create(&t[3], NULL), CPPROF_ETASKLIMIT);
+    ck_assert_uint_eq(t[3].id, 0);
+    ck_assert_str_eq(cpprof_strerror(CPPROF_ETASKLIMIT),
+                     "as many tasks are live as the tasks_max setting "
+                     "allows");
+    ck_assert_int_eq(cpprof_task_end(t[1]), 0);
+    ck_assert_int_eq(cpprof_task_create(&t[3], NULL), 0);
+    for (int i = 0; i < 4; i++)
+        if (i != 1)
+            ck_assert_int_eq(cpprof_task_end(t[i]), 0);
+}
+END_TEST
+
+/* ---- The census ---------------------------------------------------------- */
+
+/* Where the tasks park: the census must show this function. */
+static __attribute__((noinline)) void wait_for_disk(cpprof_task t)
+{
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), 0);
+    __asm__ volatile(""); /* not a tail call */
+}
+
+/* Whether one of the stack's frames is in `function`. */
+static bool stack_has(const census_thread *t, const char *function)
+{
+    symbolize_begin();
+    bool found = false;
+    for (unsigned i = 0; i < t->depth && !found; i++) {
+        const symbolize_result *s = symbolize_pc(t->pcs[i] - (i > 0));
+        for (size_t j = 0; j < s->nframes; j++)
+            if (strcmp(s->frames[j].name, function) == 0)
+                found = true;
+    }
+    symbolize_end();
+    return found;
+}
+
+START_TEST(the_census_lists_parked_tasks)
+{
+    cpprof_labelset *a = make("tenant", "census-a"),
+                    *b = make("tenant", "census-b");
+    cpprof_task parked, runs;
+    ck_assert_int_eq(cpprof_task_create(&parked, a), 0);
+    ck_assert_int_eq(cpprof_task_create(&runs, b), 0);
+    ck_assert_int_eq(cpprof_task_enter(parked), 0);
+    wait_for_disk(parked);
+    ck_assert_int_eq(cpprof_task_enter(runs), 0);
+    census c;
+    ck_assert_int_eq(census_take_stacks(&c), 0);
+    const census_thread *p = parked_with(&c, "census-a");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->task_reason, "io");
+    ck_assert_str_eq(value_of(p->labels, "pprof_task"), "parked");
+    ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "io");
+    ck_assert_int_eq(p->missing[0], 0);
+    ck_assert(stack_has(p, "wait_for_disk"));
+    ck_assert(stack_has(p, "cpprof_task_leave"));
+    ck_assert_int_ge(p->parked_ns, 0);
+    /* The running one is this thread, marked, with the task's labels. */
+    ck_assert_ptr_null(parked_with(&c, "census-b"));
+    pid_t me = gettid();
+    bool seen = false;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.threads[i].tid == me) {
+            seen = true;
+            ck_assert_str_eq(value_of(c.threads[i].labels, "tenant"),
+                             "census-b");
+            ck_assert_str_eq(value_of(c.threads[i].labels, "pprof_task"),
+                             "running");
+        }
+    ck_assert(seen);
+    census_release(&c);
+    ck_assert_int_eq(cpprof_task_end(runs), 0);
+    /* Without its stack: the reason says so. */
+    ck_assert_int_eq(cpprof_task_enter(parked), 0);
+    ck_assert_int_eq(cpprof_task_leave(parked, "timer", CPPROF_TASK_NO_STACK),
+                     0);
+    ck_assert_int_eq(census_take_stacks(&c), 0);
+    p = parked_with(&c, "census-a");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->missing, "left without its stack");
+    ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "timer");
+    census_release(&c);
+    ck_assert_int_eq(cpprof_task_end(parked), 0);
+    ck_assert_int_eq(census_take_stacks(&c), 0);
+    ck_assert_ptr_null(parked_with(&c, "census-a"));
+    census_release(&c);
+    cpprof_labelset_release(a);
+    cpprof_labelset_release(b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tasks");
+    TCase *tc = tcase_create("tasks");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, labels_move_with_the_task);
+    tcase_add_test(tc, ending_twice_is_refused);
+    tcase_add_test(tc, entering_a_task_run_elsewhere_is_refused);
+    tcase_add_test(tc, leaving_a_task_not_run_here_is_refused);
+    tcase_add_test(tc, a_thread_exiting_in_a_task_loses_nothing);
+    tcase_add_test(tc, the_limit_is_refused_clearly);
+    tcase_add_test(tc, the_census_lists_parked_tasks);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,130 @@
+#!/bin/sh
+# task_pool.sh -- tasks on a thread pool (test/task_pool.c): three
+# tenants' jobs park on simulated I/O and resume on whichever pool thread
+# is free, each measuring its own CPU with the thread CPU clock.
+#   - the CPU profile (google/pprof's parser, gocheck; go tool pprof -tags)
+#     gives each tenant its true share of CPU within 2 points, and no
+#     sample in one tenant's work function carries another tenant's labels
+#     or none;
+#   - the census taken while the jobs are parked lists exactly the parked
+#     tasks the program counts per tenant, marked pprof_task=parked and
+#     pprof_wait=io, each with await_io in its stack: the proto
+#     (gocheck, go tool pprof -tags and -tagfocus), debug=1 and debug=2.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+
+start_program "$top_builddir/test/task_pool" --profile "$tmp/cpu.pb.gz"
+# The run takes 9 s before its quiet moment; 60 s bounds a hang.
+for tick in $(seq 600); do
+    grep -q '^quiet ' "$tmp/demo.out" && break
+    kill -0 "$demo_pid" 2>/dev/null || fail "task_pool died: $(cat "$tmp/demo.err")"
+    sleep 0.1
+done
+grep -q '^quiet ' "$tmp/demo.out" || fail "task_pool never got quiet: $(cat "$tmp/demo.out" "$tmp/demo.err")"
+tenants="acme globex initech"
+# value KEY LINE-PREFIX: KEY=VALUE's VALUE on the program's line.
+value() {
+    sed -n "s/^$2 .*\\b$1=\\([0-9]*\\).*/\\1/p" "$tmp/demo.out"
+}
+
+# --- The CPU profile --------------------------------------------------------
+"$GOCHECK" -frames "$tmp/cpu.pb.gz" >"$tmp/cpu.check" ||
+    fail "pprof's parser rejects the CPU profile"
+moved=$(value migrations truth)
+[ "${moved:-0}" -gt 0 ] || fail "no job moved between threads: $(cat "$tmp/demo.out")"
+true_total=0 seen_total=0
+for t in $tenants; do
+    true_total=$((true_total + $(value $t truth)))
+    seen=$(awk -v t=$t '$1 == "tag" && $2 == "tenant" && $3 == t && $4 == 1 { print $5 }' "$tmp/cpu.check")
+    seen_total=$((seen_total + ${seen:-0}))
+done
+[ "$seen_total" -gt 0 ] || fail "no tenant-labelled CPU: $(cat "$tmp/cpu.check")"
+for t in $tenants; do
+    truth=$(value $t truth)
+    seen=$(awk -v t=$t '$1 == "tag" && $2 == "tenant" && $3 == t && $4 == 1 { print $5 }' "$tmp/cpu.check")
+    awk -v t=$t -v a="${seen:-0}" -v b="$truth" -v sa=$seen_total -v sb=$true_total '
+        BEGIN { p = 100 * a / sa; q = 100 * b / sb
+                printf "%s: profile %.1f%%, truth %.1f%%\n", t, p, q
+                exit !(p - q <= 2 && q - p <= 2) }' ||
+        fail "$t's CPU share is off by more than 2 points"
+done
+# Work functions against labels: a sample in work_T carries tenant=T only.
+for t in $tenants; do
+    for other in $tenants '!tenant'; do
+        [ "$other" = $t ] && continue
+        case $other in '!tenant') where='!tenant' ;; *) where=tenant=$other ;; esac
+        "$GOCHECK" -chain "work_$t" -where "$where" "$tmp/cpu.pb.gz" >"$tmp/cross.check" ||
+            fail "gocheck -chain work_$t -where $where"
+        awk '$1 == "chain" && $2 == "judged" { exit !($5 == 0) }' "$tmp/cross.check" ||
+            fail "samples in work_$t with $where: $(cat "$tmp/cross.check")"
+    done
+    "$GOCHECK" -chain "work_$t" -where tenant=$t "$tmp/cpu.pb.gz" >"$tmp/own.check" ||
+        fail "gocheck -chain work_$t"
+    awk '$1 == "chain" && $2 == "judged" { exit !($5 > 0) }' "$tmp/own.check" ||
+        fail "no sample of work_$t with tenant=$t: $(cat "$tmp/own.check")"
+done
+echo "ok: no sample in a tenant's work carries another tenant's labels, or none"
+go tool pprof -tags "$tmp/cpu.pb.gz" >"$tmp/cpu.tags" 2>"$tmp/cpu.tags.err" ||
+    fail "go tool pprof -tags: $(cat "$tmp/cpu.tags.err")"
+for t in $tenants; do
+    grep -q ": $t\$" "$tmp/cpu.tags" || fail "go tool pprof -tags shows no $t: $(cat "$tmp/cpu.tags")"
+done
+
+# --- The census at the quiet moment -----------------------------------------
+total_parked=0
+for t in $tenants; do
+    total_parked=$((total_parked + $(value $t quiet)))
+done
+code=$(fetch g0 "$base/goroutine")
+[ "$code" = 200 ] || fail "goroutine: status $code: $(cat "$tmp/g0.body")"
+"$GOCHECK" "$tmp/g0.body" >"$tmp/g0.check" || fail "pprof's parser rejects the goroutine profile"
+for want in valid "tag pprof_task parked 0 $total_parked" "tag pprof_wait io 0 $total_parked"; do
+    grep -qx "$want" "$tmp/g0.check" || fail "goroutine: no '$want' in: $(cat "$tmp/g0.check")"
+done
+for t in $tenants; do
+    want=$(value $t quiet)
+    "$GOCHECK" -chain 'await_io' -where tenant=$t "$tmp/g0.body" >"$tmp/g0.chain" ||
+        fail "gocheck -chain await_io -where tenant=$t"
+    awk -v n=$want '$1 == "chain" && $2 == "judged" { exit !($3 == n && $5 == n) }' "$tmp/g0.chain" ||
+        fail "goroutine: $want parked $t tasks in await_io wanted: $(cat "$tmp/g0.chain")"
+done
+echo "ok: the goroutine profile lists the parked tasks per tenant, in await_io"
+go tool pprof -tags "$tmp/g0.body" >"$tmp/g0.tags" 2>"$tmp/g0.tags.err" ||
+    fail "go tool pprof -tags: $(cat "$tmp/g0.tags.err")"
+grep -q "^ *$total_parked\.0 ( *100%): parked\$" "$tmp/g0.tags" ||
+    fail "go tool pprof -tags shows no $total_parked parked: $(cat "$tmp/g0.tags")"
+go tool pprof -tagfocus=pprof_task=parked -top "$tmp/g0.body" >"$tmp/g0.top" 2>"$tmp/g0.top.err" ||
+    fail "go tool pprof -tagfocus: $(cat "$tmp/g0.top.err")"
+grep -q "^Showing nodes accounting for $total_parked, " "$tmp/g0.top" ||
+    fail "go tool pprof -tagfocus=pprof_task=parked: $(cat "$tmp/g0.top")"
+
+code=$(fetch g1 "$base/goroutine?debug=1")
+[ "$code" = 200 ] || fail "debug=1: status $code"
+for t in $tenants; do
+    want=$(value $t quiet)
+    got=$(awk -v t="\"tenant\":\"$t\"" '
+        /^[0-9]+ @/ { n = $1; next }
+        /^# labels: / && index($0, "\"pprof_task\":\"parked\"") && index($0, t) { sum += n }
+        END { print sum + 0 }' "$tmp/g1.body")
+    [ "$got" = "$want" ] || fail "debug=1: $got parked $t tasks, the program counts $want: $(cat "$tmp/g1.body")"
+done
+grep -q "$(printf '^#\t0x[0-9a-f]*\tawait_io+0x')" "$tmp/g1.body" ||
+    fail "debug=1: no await_io frame"
+
+code=$(fetch g2 "$base/goroutine?debug=2")
+[ "$code" = 200 ] || fail "debug=2: status $code"
+for t in $tenants; do
+    want=$(value $t quiet)
+    got=$(grep -c "^task [0-9]* \[io, [0-9]* seconds, labels:{\"pprof_task\": \"parked\", \"pprof_wait\": \"io\", \"tenant\": \"$t\"}\]:\$" "$tmp/g2.body")
+    [ "$got" = "$want" ] || fail "debug=2: $got parked $t tasks, want $want: $(grep '^task' "$tmp/g2.body")"
+done
+# Each task's block names where it parked.
+awk '/^task / { if (inblock && !found) bad++; inblock = 1; found = 0; next }
+     /^thread / { if (inblock && !found) bad++; inblock = 0; next }
+     /^await_io\(/ { found = 1 }
+     END { if (inblock && !found) bad++; exit bad > 0 }' "$tmp/g2.body" ||
+    fail "debug=2: a parked task without await_io: $(cat "$tmp/g2.body")"
+echo "ok: debug=1 and debug=2 list the parked tasks per tenant, in await_io"
+
+stop_demo
+echo "PASS: task_pool.sh"
