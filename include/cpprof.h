@@ -55,8 +55,11 @@ enum cpprof_error {
     CPPROF_EADDRHOST = -10018, /* its HOST is not an IPv4 address, [IPv6],
                                   localhost or empty */
     CPPROF_EADDRPORT = -10019, /* its PORT is not a number in 0..65535 */
-    CPPROF_ENOPROC = -10020    /* /proc/self/task cannot be opened (no /proc
+    CPPROF_ENOPROC = -10020,   /* /proc/self/task cannot be opened (no /proc
                                   in a chroot, or not mounted) */
+    CPPROF_EUPPER = -10021     /* libcpprof-upper.so (the HTTP server, the
+                                  CPU profile's encoder, the symbolizer)
+                                  cannot be loaded; stderr says why */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
