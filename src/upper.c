@@ -35,8 +35,10 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char library_dir[PATH_MAX];
 
 /* At load, while the working directory is still the one a relative
- * LD_PRELOAD path (the loader keeps it as given) was relative to. */
-__attribute__((constructor)) static void find_library_dir(void)
+ * LD_PRELOAD path (the loader keeps it as given) was relative to; before
+ * the constructors without a priority, zero-code mode's among them, which
+ * loads the upper object at once. */
+__attribute__((constructor(102))) static void find_library_dir(void)
 {
     Dl_info info;
     if (!dladdr((void *)find_library_dir, &info) || info.dli_fname == NULL)
