@@ -223,11 +223,12 @@ configure_cross() {
     { cat "$out/configure.log" >&2; die "configure failed (see $out/config.log)"; }
 }
 
-# build_cross: the library, the demo, the unit tests, the plugins
+# build_cross: the library and its upper layers' object (which the
+# demo's server loads), the demo, the unit tests, the plugins
 # check_unwind loads, and gocheck (a host program: go builds for the
 # machine it runs on).
 build_cross() {
-  local targets=(libcpprof.la examples/jobrunner test/gocheck/gocheck
+  local targets=(libcpprof.la libcpprof-upper.la examples/jobrunner test/gocheck/gocheck
     test/reuse_plugin_a.la test/reuse_plugin_b.la) t
   for t in "${unit_tests[@]}"; do targets+=("test/$t"); done
   make -C "$out" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
