@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "http_server.h"
+#include "interpose.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,7 +65,7 @@ static void *window_thread(void *arg)
     pthread_mutex_lock(&window_lock);
     for (;;) {
         while (window_queue == NULL && !windows_closing)
-            pthread_cond_wait(&window_ready, &window_lock);
+            own_cond_wait(&window_ready, &window_lock);
         if (window_queue == NULL)
             break;
         http_req *r = window_queue;

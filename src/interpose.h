@@ -30,6 +30,43 @@ static inline void *interpose_next(void **cache, const char *name)
     return f;
 }
 
+/* own_cond_wait: pthread_cond_wait for cpprof's own waits, glibc's
+ * current version found with dlvsym on first use.  cpprof defines
+ * pthread_cond_wait itself (the block profiler), unversioned; a call to
+ * that name from cpprof's code that reaches glibc instead (cpprof
+ * dlopened, not preloaded or linked: its definition is then outside the
+ * global scope, searched first) binds to glibc's oldest version, a
+ * compatibility wrapper that waits on a condition variable of its own, so
+ * the pthread_cond_broadcast cpprof calls (bound to the current version)
+ * never wakes it (a sanitizer's interceptor of it binds the same way).  By version,
+ * the lookup finds the sanitizer's interceptor first when there is one,
+ * else glibc's.  (A .symver reference does not survive the upper object's
+ * version script.) */
+#if defined(__x86_64__)
+#define GLIBC_COND_VERSION "GLIBC_2.3.2"
+#elif defined(__aarch64__)
+#define GLIBC_COND_VERSION "GLIBC_2.17"
+#else
+#error "interpose.h: glibc's condition-variable version for this architecture"
+#endif
+
+#include <pthread.h>
+
+static inline int own_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    typedef int cond_wait_fn(pthread_cond_t *, pthread_mutex_t *);
+    static void *cache;
+    cond_wait_fn *f = (cond_wait_fn *)__atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (cond_wait_fn *)dlvsym(RTLD_DEFAULT, "pthread_cond_wait",
+                                   GLIBC_COND_VERSION);
+        if (!f)
+            return pthread_cond_wait(c, m);
+        __atomic_store_n(&cache, (void *)f, __ATOMIC_RELEASE);
+    }
+    return f(c, m);
+}
+
 /* glibc's own sigaction, under the alias it exports beside the name
  * siginterpose.c takes over: for cpprof's calls, which need none of the
  * interposer's work (they set actions for cpprof's signals) and some of

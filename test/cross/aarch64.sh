@@ -120,6 +120,8 @@ left_out=(
   "wrappers.sh: not wired (preloads the library into timeout, sh, setsid and the other wrappers, which are host programs)"
   "jemalloc_mallocx.sh: not wired (needs the target's libjemalloc, not in the sysroot)"
   "http_exit_profile.sh: not wired (starts test/http_exit_profile)"
+  "fork_cheap.sh: not wired (preloads the library into test/fork_faults and counts page faults, which are qemu's there, not an arm64 kernel's)"
+  "dlopen_server: not yet tried under qemu (dlopens the library by its build path)"
 )
 
 die() {
