@@ -127,11 +127,12 @@ int http_own_cpu(double *seconds, size_t *threads)
  * accounting.) */
 int http_as_internal(int (*start)(void *), void *arg)
 {
-    int busy = own_busy_exchange(1);
+    int busy = own_busy;
+    own_busy = 1;
     const struct own_role *role = thread_own_role(&server_role);
     int rc = start(arg);
     thread_own_role(role);
-    own_busy_exchange(busy);
+    own_busy = busy;
     return rc;
 }
 

@@ -6,8 +6,7 @@
 # no go, curl, jq, chromium, cmake, meson, ninja or C++ compiler.  It must
 # succeed and its notice name each test-only package; `make check` there
 # must stop before building anything, naming them.  And the list is not too long either:
-# libcpprof-upper.so (the upper layers, src/upper.h) needs each of those
-# libraries and no other; libcpprof.so needs none of them.
+# libcpprof.so needs each of those libraries and no other.
 set -u
 : "${top_builddir:=.}" "${srcdir:=.}"
 srcdir=$(cd "$srcdir" && pwd)
@@ -67,19 +66,17 @@ grep -q '^  CC' "$tmp/build/check.out" &&
     fail "make check compiled something before stopping"
 echo "make check there: $(grep 'make check needs' "$tmp/build/check.out")"
 
-# Every required library (each .pc file's own Libs) is one
-# libcpprof-upper.so needs, and nothing else is but libcpprof.so.
-needs() {
-    [ -f "$1" ] || fail "no $1"
-    readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(lib[^.]*\)\.so.*/\1/p' |
-        sort | tr '\n' ' '
-}
-needed=$(needs "$top_builddir/.libs/libcpprof-upper.so")
+# Every required library (each .pc file's own Libs) is one libcpprof.so
+# needs, and nothing else is.
+so=$top_builddir/.libs/libcpprof.so
+[ -f "$so" ] || fail "no $so"
+needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(lib[^.]*\)\.so.*/\1/p' |
+    sort | tr '\n' ' ')
 expected=$(for m in $library_deps; do
     sed -n 's/^Libs:.*-l\([^ ]*\).*/lib\1/p' "$tmp/pc/$m.pc"
 done | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
 for lib in $expected; do
-    echo " $needed" | grep -q " $lib " || fail "configure requires $lib, libcpprof-upper.so does not need it"
+    echo " $needed" | grep -q " $lib " || fail "configure requires $lib, libcpprof.so does not need it"
 done
 # What a required library's own pkg-config --libs adds (libdw's libelf),
 # which a link without --as-needed keeps.
@@ -92,15 +89,9 @@ tsan) sanitizer_runtimes="libtsan" ;;
 *) sanitizer_runtimes= ;;
 esac
 for lib in $needed; do
-    case " $expected $pulled libcpprof libc libm libgcc_s $sanitizer_runtimes " in
+    case " $expected $pulled libc libm libgcc_s $sanitizer_runtimes " in
     *" $lib "*) ;;
-    *) fail "libcpprof-upper.so needs $lib, which configure does not check for" ;;
+    *) fail "libcpprof.so needs $lib, which configure does not check for" ;;
     esac
 done
-echo "libcpprof-upper.so needs: $needed"
-for lib in $(needs "$top_builddir/.libs/libcpprof.so"); do
-    case " libc libm libgcc_s $sanitizer_runtimes " in
-    *" $lib "*) ;;
-    *) fail "libcpprof.so needs $lib: every fork of a program that loads it pays for it" ;;
-    esac
-done
+echo "libcpprof.so needs: $needed"
