@@ -53,6 +53,11 @@ static inline void *interpose_next(void **cache, const char *name)
 
 static inline int own_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
+#if defined(__SANITIZE_THREAD__)
+    /* TSan must see the wait release the mutex, and its interceptor has
+     * no version for dlvsym to find: it is the plain name. */
+    return pthread_cond_wait(c, m);
+#else
     typedef int cond_wait_fn(pthread_cond_t *, pthread_mutex_t *);
     static void *cache;
     cond_wait_fn *f = (cond_wait_fn *)__atomic_load_n(&cache, __ATOMIC_ACQUIRE);
@@ -64,6 +69,7 @@ static inline int own_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
         __atomic_store_n(&cache, (void *)f, __ATOMIC_RELEASE);
     }
     return f(c, m);
+#endif
 }
 
 /* glibc's own sigaction, under the alias it exports beside the name
