@@ -1,6 +1,6 @@
 /*
  * bench.h -- what the label benchmarks (labels, otel, accounting) share:
- * the clock they time with, the empty job of a scoped apply, the error
+ * the clock they time with, a median, the empty job of a scoped apply, the error
  * check, the timed loop of scoped applies, and the off/on comparison of a
  * feature that cannot be switched off again once on.
  *
@@ -21,6 +21,19 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static inline int bench_compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorting v). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, bench_compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /* The calling thread's CPU time, ns. */
 static inline double bench_now_ns(void)

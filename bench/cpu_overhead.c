@@ -35,6 +35,7 @@
  *   and its encoding after stop stay out of the count.
  */
 #define _GNU_SOURCE
+#include "bench.h"
 #include <cpprof.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -135,18 +136,6 @@ static struct rate measure_profiled(double seconds)
         exit(1);
     free(buf);
     return rate;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void start_workers(pthread_t *t, int threads)
@@ -251,8 +240,8 @@ int main(int argc, char **argv)
                r + 1, a.wall, a.cpu, b.wall, b.cpu);
     }
     stop_workers(t, threads);
-    double m_off = median(off, rounds), m_on = median(on, rounds);
-    double c_off = median(cpu_off, rounds), c_on = median(cpu_on, rounds);
+    double m_off = bench_median(off, rounds), m_on = bench_median(on, rounds);
+    double c_off = bench_median(cpu_off, rounds), c_on = bench_median(cpu_on, rounds);
     printf("jobs_per_second_off %.1f\n", m_off);
     printf("jobs_per_second_on %.1f\n", m_on);
     printf("overhead_percent %.2f\n", 100 * (m_off - m_on) / m_off);

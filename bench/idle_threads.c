@@ -22,6 +22,7 @@
  * Goal: the two costs within the noise the rounds show.
  */
 #define _GNU_SOURCE
+#include "bench.h"
 #include <cpprof.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -151,18 +152,6 @@ static double profile_cost(double seconds, double *stop_ms)
     return 100 * (off - on) / off;
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int idle = argc > 1 ? atoi(argv[1]) : 1000;
@@ -191,9 +180,9 @@ int main(int argc, char **argv)
     }
     atomic_store(&stopping, true);
     pthread_join(w, NULL);
-    printf("cost_percent_idle_0 %.2f\n", median(none, rounds));
-    printf("cost_percent_idle_%d %.2f\n", idle, median(many, rounds));
-    printf("stop_ms_idle_0 %.1f\n", median(stop_none, rounds));
-    printf("stop_ms_idle_%d %.1f\n", idle, median(stop_many, rounds));
+    printf("cost_percent_idle_0 %.2f\n", bench_median(none, rounds));
+    printf("cost_percent_idle_%d %.2f\n", idle, bench_median(many, rounds));
+    printf("stop_ms_idle_0 %.1f\n", bench_median(stop_none, rounds));
+    printf("stop_ms_idle_%d %.1f\n", idle, bench_median(stop_many, rounds));
     return 0;
 }
