@@ -83,13 +83,15 @@ build_for() {
 }
 gocache=(GOCHECK_GOCACHE="$top/build/test/gocheck/.gocache")
 
-# check_targets DIR TESTS: the library and what TESTS need built: each test
+# check_targets DIR TESTS: the library (with its upper layers' object,
+# which serving, CPU profiles and symbolizing load) and what TESTS need
+# built: each test
 # that is a program, and every check program, library or Go tool whose name
 # the test's script (with test/http_lib.sh), its C source or its lines in
 # Makefile.am mention.  A name mentioned but not needed costs a compile; a
 # program needed but missed fails its test, saying so.
 check_targets() {
-  local dir=$1 t c name text names found=(libcpprof.la examples/jobrunner)
+  local dir=$1 t c name text names found=(libcpprof.la libcpprof-upper.la examples/jobrunner)
   local all makefile
   declare -A target=()
   all=$(make -s -C "$dir" -f Makefile -f - print-checks <<<'print-checks: ; @echo $(check_PROGRAMS) $(check_LTLIBRARIES) $(check_SCRIPTS)')

@@ -61,7 +61,10 @@ enum cpprof_error {
     CPPROF_ETASKENDED = -10022,  /* not a live task: ended, or never made */
     CPPROF_ETASKRUNNING = -10023,/* the task runs on another thread */
     CPPROF_ETASKNOTHERE = -10024,/* the calling thread does not run it */
-    CPPROF_ETASKBUSY = -10025    /* the calling thread runs a task already */
+    CPPROF_ETASKBUSY = -10025,   /* the calling thread runs a task already */
+    CPPROF_EUPPER = -10026       /* libcpprof-upper.so (the HTTP server, the
+                                    CPU profile's encoder, the symbolizer)
+                                    cannot be loaded; stderr says why */
 };
 
 /* A message for any code returned by cpprof (never NULL). */

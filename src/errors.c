@@ -72,6 +72,10 @@ static const char *cpprof_code_message(int code)
                "this process can see it (a chroot without /proc?); the "
                "thread census, the CPU profile and every stack's frames "
                "need it";
+    case CPPROF_EUPPER:
+        return "cpprof's upper part (libcpprof-upper.so: the HTTP server, "
+               "the CPU profile, symbolization) cannot be loaded (stderr "
+               "said why)";
     default: return NULL;
     }
 }

@@ -127,12 +127,11 @@ int http_own_cpu(double *seconds, size_t *threads)
  * accounting.) */
 int http_as_internal(int (*start)(void *), void *arg)
 {
-    int busy = own_busy;
-    own_busy = 1;
+    int busy = own_busy_exchange(1);
     const struct own_role *role = thread_own_role(&server_role);
     int rc = start(arg);
     thread_own_role(role);
-    own_busy = busy;
+    own_busy_exchange(busy);
     return rc;
 }
 

@@ -40,7 +40,8 @@ static inline void *interpose_next(void **cache, const char *name)
  * the pthread_cond_broadcast cpprof calls (bound to the current version)
  * never wakes it (a sanitizer's interceptor of it binds the same way).  By version,
  * the lookup finds the sanitizer's interceptor first when there is one,
- * else glibc's. */
+ * else glibc's.  (A .symver reference does not survive the upper object's
+ * version script.) */
 #if defined(__x86_64__)
 #define GLIBC_COND_VERSION "GLIBC_2.3.2"
 #elif defined(__aarch64__)

@@ -17,3 +17,10 @@ void own_work_leave(void)
 {
     own_work--;
 }
+
+int own_busy_exchange(int busy)
+{
+    int was = own_busy;
+    own_busy = busy;
+    return was;
+}

@@ -19,6 +19,10 @@
  * interrupts such code.  Every collector lock is held only with it set, so
  * a thread can never wait for a collector lock it already holds. */
 extern __thread int own_busy __attribute__((tls_model("initial-exec")));
+/* Sets this thread's own_busy to busy and returns what it was: for the
+ * upper layers, which in libcpprof-upper.so reach the lower layers only
+ * through functions (upper.h). */
+int own_busy_exchange(int busy);
 
 /* Depth of cpprof's own work on this thread (symbolizing, building a
  * profile, serving HTTP), from own_work_enter to _leave (they nest): what

@@ -6,7 +6,8 @@
 # no go, curl, jq, chromium, cmake, meson, ninja or C++ compiler.  It must
 # succeed and its notice name each test-only package; `make check` there
 # must stop before building anything, naming them.  And the list is not too long either:
-# libcpprof.so needs each of those libraries and no other.
+# libcpprof-upper.so (the upper layers, src/upper.h) needs each of those
+# libraries and no other; libcpprof.so needs none of them.
 set -u
 : "${top_builddir:=.}" "${srcdir:=.}"
 srcdir=$(cd "$srcdir" && pwd)
@@ -66,17 +67,19 @@ grep -q '^  CC' "$tmp/build/check.out" &&
     fail "make check compiled something before stopping"
 echo "make check there: $(grep 'make check needs' "$tmp/build/check.out")"
 
-# Every required library (each .pc file's own Libs) is one libcpprof.so
-# needs, and nothing else is.
-so=$top_builddir/.libs/libcpprof.so
-[ -f "$so" ] || fail "no $so"
-needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(lib[^.]*\)\.so.*/\1/p' |
-    sort | tr '\n' ' ')
+# Every required library (each .pc file's own Libs) is one
+# libcpprof-upper.so needs, and nothing else is but libcpprof.so.
+needs() {
+    [ -f "$1" ] || fail "no $1"
+    readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(lib[^.]*\)\.so.*/\1/p' |
+        sort | tr '\n' ' '
+}
+needed=$(needs "$top_builddir/.libs/libcpprof-upper.so")
 expected=$(for m in $library_deps; do
     sed -n 's/^Libs:.*-l\([^ ]*\).*/lib\1/p' "$tmp/pc/$m.pc"
 done | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
 for lib in $expected; do
-    echo " $needed" | grep -q " $lib " || fail "configure requires $lib, libcpprof.so does not need it"
+    echo " $needed" | grep -q " $lib " || fail "configure requires $lib, libcpprof-upper.so does not need it"
 done
 # What a required library's own pkg-config --libs adds (libdw's libelf),
 # which a link without --as-needed keeps.
@@ -89,9 +92,15 @@ tsan) sanitizer_runtimes="libtsan" ;;
 *) sanitizer_runtimes= ;;
 esac
 for lib in $needed; do
-    case " $expected $pulled libc libm libgcc_s $sanitizer_runtimes " in
+    case " $expected $pulled libcpprof libc libm libgcc_s $sanitizer_runtimes " in
     *" $lib "*) ;;
-    *) fail "libcpprof.so needs $lib, which configure does not check for" ;;
+    *) fail "libcpprof-upper.so needs $lib, which configure does not check for" ;;
     esac
 done
-echo "libcpprof.so needs: $needed"
+echo "libcpprof-upper.so needs: $needed"
+for lib in $(needs "$top_builddir/.libs/libcpprof.so"); do
+    case " libc libm libgcc_s $sanitizer_runtimes " in
+    *" $lib "*) ;;
+    *) fail "libcpprof.so needs $lib: every fork of a program that loads it pays for it" ;;
+    esac
+done

@@ -13,11 +13,12 @@
  * atexit handler, which runs before the libraries' destructors, marked
  * the process as exiting.
  *
- * A process P (the parent role, with cpprof loaded as if preloaded: it
- * calls none of its functions; exec'd, so that it is no forked child
- * itself) forks a child C that uses GnuTLS (a certificate object made and
- * freed: GnuTLS works in a child) and exits; then P exits.  C's exit must
- * make no such call, P's must make some: the reference is the child's
+ * A process P (the parent role, exec'd, so that it is no forked child
+ * itself) that has served once (a server started and stopped: cpprof's
+ * upper part, which holds the reference, is loaded only when first needed,
+ * src/upper.h) forks a child C that uses GnuTLS (a certificate object made
+ * and freed: GnuTLS works in a child) and exits; then P exits.  C's exit
+ * must make no such call, P's must make some: the reference is the child's
  * only.
  */
 #define _GNU_SOURCE
@@ -29,6 +30,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "cpprof.h"
 
 static int exiting;
 static int report_fd = -1;
@@ -61,6 +64,8 @@ static void parent_role(int fd)
 {
     report_fd = fd;
     who = 'p';
+    if (cpprof_http_start("127.0.0.1:0") != 0 || cpprof_http_stop() != 0)
+        _exit(6);
     pid_t c = fork();
     if (c == 0) {
         who = 'c';

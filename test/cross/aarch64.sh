@@ -120,6 +120,7 @@ left_out=(
   "wrappers.sh: not wired (preloads the library into timeout, sh, setsid and the other wrappers, which are host programs)"
   "jemalloc_mallocx.sh: not wired (needs the target's libjemalloc, not in the sysroot)"
   "http_exit_profile.sh: not wired (starts test/http_exit_profile)"
+  "fork_cheap.sh: not wired (preloads the library into test/fork_faults and counts page faults, which are qemu's there, not an arm64 kernel's)"
   "dlopen_server: not yet tried under qemu (dlopens the library by its build path)"
 )
 
@@ -224,11 +225,12 @@ configure_cross() {
     { cat "$out/configure.log" >&2; die "configure failed (see $out/config.log)"; }
 }
 
-# build_cross: the library, the demo, the unit tests, the plugins
+# build_cross: the library and its upper layers' object (which the
+# demo's server loads), the demo, the unit tests, the plugins
 # check_unwind loads, and gocheck (a host program: go builds for the
 # machine it runs on).
 build_cross() {
-  local targets=(libcpprof.la examples/jobrunner test/gocheck/gocheck
+  local targets=(libcpprof.la libcpprof-upper.la examples/jobrunner test/gocheck/gocheck
     test/reuse_plugin_a.la test/reuse_plugin_b.la) t
   for t in "${unit_tests[@]}"; do targets+=("test/$t"); done
   make -C "$out" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||

@@ -1,0 +1,46 @@
+/*
+ * http_upper.c -- the upper layers' entry points in libcpprof.so, which
+ * holds only the lower layers: each loads libcpprof-upper.so (upper.h) and
+ * calls its own.  When it cannot be loaded (stderr said why):
+ * CPPROF_EUPPER.  Not in the tests' library nor in libcpprof.a, which hold
+ * the entry points themselves.
+ */
+#include "upper.h"
+
+#include "cpprof.h"
+#include "http_server.h"
+
+int cpprof_cpu_profile_start(void)
+{
+    const struct upper_entry *u = upper_load();
+    return u ? u->cpu_profile_start() : CPPROF_EUPPER;
+}
+
+int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
+{
+    const struct upper_entry *u = upper_load();
+    return u ? u->cpu_profile_stop(buf, len) : CPPROF_EUPPER;
+}
+
+int cpprof_http_start(const char *addr)
+{
+    return http_start(addr, false);
+}
+
+int http_start(const char *addr, bool one_thread)
+{
+    const struct upper_entry *u = upper_load();
+    return u ? u->http_start(addr, one_thread) : CPPROF_EUPPER;
+}
+
+int cpprof_http_stop(void)
+{
+    const struct upper_entry *u = upper_load();
+    return u ? u->http_stop() : CPPROF_EUPPER;
+}
+
+int http_refused_setting(void)
+{
+    const struct upper_entry *u = upper_load();
+    return u ? u->http_refused_setting() : -1;
+}

@@ -1,0 +1,114 @@
+/*
+ * upper.c -- loads libcpprof-upper.so, the upper layers with their
+ * libraries, on first need (upper.h says why and where it is looked for).
+ * In libcpprof.so only.
+ *
+ * RTLD_NOW, so that an object that cannot be bound is refused here, with
+ * the loader's reason, not at a later call; RTLD_LOCAL, so that the
+ * libraries it brings do not join the program's symbol lookup (a program
+ * that defines a function of the same name as one of theirs keeps its
+ * own); RTLD_NODELETE, because the fork handlers it registers (atfork.h)
+ * point into it.  Loaded as cpprof's own work: what its libraries'
+ * constructors allocate is not the program's (own.h).
+ */
+#define _GNU_SOURCE
+#include "upper.h"
+#include "own.h"
+#include "warn.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Where the object may be, relative to libcpprof.so's directory: installed
+ * ($(pkglibdir), the package's directory under $(libdir)), then in the
+ * build tree (beside it, in .libs). */
+static const char *const places[] = {"cpprof/libcpprof-upper.so",
+                                     "libcpprof-upper.so"};
+
+static const struct upper_entry *entry;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+/* libcpprof.so's directory, absolute; empty if it could not be told. */
+static char library_dir[PATH_MAX];
+
+/* At load, while the working directory is still the one a relative
+ * LD_PRELOAD path (the loader keeps it as given) was relative to; before
+ * the constructors without a priority, zero-code mode's among them, which
+ * loads the upper object at once. */
+__attribute__((constructor(102))) static void find_library_dir(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)find_library_dir, &info) || info.dli_fname == NULL)
+        return;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir_len = slash ? (int)(slash - info.dli_fname) : 0;
+    char cwd[PATH_MAX];
+    const char *prefix = "";
+    if (info.dli_fname[0] != '/') {
+        if (getcwd(cwd, sizeof cwd) == NULL)
+            return;
+        prefix = cwd;
+    }
+    int n = snprintf(library_dir, sizeof library_dir, "%s%s%.*s", prefix,
+                     prefix[0] && dir_len ? "/" : "", dir_len, info.dli_fname);
+    if (n < 0 || (size_t)n >= sizeof library_dir)
+        library_dir[0] = '\0';
+}
+
+/* dir/name, with dir libcpprof.so's directory; false if it does not fit. */
+static bool beside_library(const char *name, char *out, size_t size)
+{
+    if (library_dir[0] == '\0')
+        return false;
+    int n = snprintf(out, size, "%s/%s", library_dir, name);
+    return n > 0 && (size_t)n < size;
+}
+
+static void *open_first(char *path, size_t size)
+{
+    for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
+        if (!beside_library(places[i], path, size) || access(path, F_OK) != 0)
+            continue;
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h == NULL)
+            warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
+                        "profile or symbolization in this process\n",
+                        path, dlerror());
+        return h;
+    }
+    if (beside_library(places[0], path, size))
+        warn_stderr("cpprof: %s is missing (cpprof is not installed whole); "
+                    "no HTTP server, CPU profile or symbolization in this "
+                    "process\n", path);
+    else
+        warn_stderr("cpprof: libcpprof.so's directory, where "
+                    "libcpprof-upper.so is looked for, is unknown; no HTTP "
+                    "server, CPU profile or symbolization in this process\n");
+    return NULL;
+}
+
+static void load(void)
+{
+    char path[PATH_MAX];
+    own_work_enter();
+    void *h = open_first(path, sizeof path);
+    own_work_leave();
+    if (h == NULL)
+        return;
+    const struct upper_entry *e = dlsym(h, "cpprof_upper_entry");
+    if (e == NULL || strcmp(e->version, UPPER_VERSION) != 0)
+        warn_stderr("cpprof: %s is not of this cpprof (%s): not used; no "
+                    "HTTP server, CPU profile or symbolization in this "
+                    "process\n", path, UPPER_VERSION);
+    else
+        entry = e;
+}
+
+const struct upper_entry *upper_load(void)
+{
+    pthread_once(&load_once, load);
+    return entry;
+}

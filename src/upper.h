@@ -1,0 +1,58 @@
+/*
+ * upper.h -- the upper layers (profile data, symbolizer, entry points and
+ * HTTP) as a separate object, libcpprof-upper.so, loaded on first need
+ * (upper.c; both only in libcpprof.so).
+ *
+ * Only the upper layers use libmicrohttpd, GnuTLS, jansson, libdw,
+ * protobuf-c and zlib.  Linked into libcpprof.so, those 17 libraries were
+ * mapped into every program that loaded cpprof, and each fork paid for
+ * them: their mappings copied, their destructors run at the child's exit,
+ * about 100 page faults per fork+exit against 25 without cpprof
+ * (bench/fork).  So libcpprof.so holds the lower layers, linked only to
+ * the C library, and the upper layers' entry points there are forwarders
+ * (http_upper.c): the first call dlopens libcpprof-upper.so, which is linked
+ * against those libraries and against libcpprof.so (for the lower layers'
+ * functions, exported under the prefix cpprof__: Makefile.am, upper_uses),
+ * and exports one symbol, the table below.  A program that never serves,
+ * encodes or symbolizes never maps any of them; a forked child of one that
+ * does inherits them, as before.  Zero-code mode (CPPROF_HTTP set) loads
+ * them at load, where the server starts.
+ *
+ * The object is looked for next to libcpprof.so, as the install puts it
+ * ($(pkglibdir), cpprof/ under the library's directory), then in the same
+ * directory (the build tree's .libs): found from where libcpprof.so is,
+ * it follows a moved prefix and `make install DESTDIR=`.
+ *
+ * The tests and libcpprof.a link every module directly: there is no
+ * libcpprof.so for the upper object to call down into, and no loading.
+ */
+#ifndef CPPROF_UPPER_H
+#define CPPROF_UPPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* What libcpprof-upper.so gives libcpprof.so (http_upper_entry.c), under
+ * the symbol cpprof_upper_entry.  version is the package's: an upper
+ * object of another version is refused, not called. */
+#define UPPER_STRING(x) #x
+#define UPPER_VERSION_OF(v) UPPER_STRING(v)
+/* The package's version (Makefile.am passes CPPROF_VERSION), as a string. */
+#define UPPER_VERSION UPPER_VERSION_OF(CPPROF_VERSION)
+
+struct upper_entry {
+    const char *version;
+    int (*cpu_profile_start)(void);
+    int (*cpu_profile_stop)(unsigned char **buf, size_t *len);
+    int (*http_start)(const char *addr, bool one_thread);
+    int (*http_stop)(void);
+    int (*http_refused_setting)(void);
+};
+
+/* The upper object's entry points, loaded by the first call (which may
+ * take a while: the dynamic loader maps and relocates 18 objects); NULL,
+ * said on stderr once, when it cannot be loaded.  Thread-safe; never from
+ * a signal handler or a fork child's handlers. */
+const struct upper_entry *upper_load(void);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * upper_uses.h -- the lower layers' functions the upper layers call, each
+ * under the name libcpprof.so exports it by: cpprof__NAME.
+ *
+ * libcpprof-upper.so (upper.h) calls down into libcpprof.so.  Under their
+ * own names these functions would be looked up in the program's symbol
+ * scope first, where any function of the program's of the same name (a
+ * program linked with --export-dynamic, such as PostgreSQL or nginx,
+ * exports all of its) would take the call.  So libcpprof.so exports each
+ * under an alias with cpprof's prefix (Makefile.am turns this list into a
+ * linker script, src/upper_uses.ld: its own calls stay direct), and the
+ * upper objects are compiled with this file included first, calling the
+ * aliases.  A new call from the upper layers down fails
+ * libcpprof-upper.so's link (an undefined reference) until it is added
+ * here.  The tests' library and libcpprof.a do not use it.
+ */
+#ifndef CPPROF_UPPER_USES_H
+#define CPPROF_UPPER_USES_H
+
+#define accounting_enabled cpprof__accounting_enabled
+#define accounting_rows cpprof__accounting_rows
+#define accounting_rows_free cpprof__accounting_rows_free
+#define accounting_tick_yielded cpprof__accounting_tick_yielded
+#define accounting_user_names cpprof__accounting_user_names
+#define addr_parse cpprof__addr_parse
+#define atfork_add cpprof__atfork_add
+#define block_snapshot cpprof__block_snapshot
+#define census_crew_cpu_ns cpprof__census_crew_cpu_ns
+#define census_release cpprof__census_release
+#define census_signal_is_programs cpprof__census_signal_is_programs
+#define census_take cpprof__census_take
+#define census_take_labels cpprof__census_take_labels
+#define census_take_stacks cpprof__census_take_stacks
+#define cfg_env_name cpprof__cfg_env_name
+#define cfg_int cpprof__cfg_int
+#define cfg_refused cpprof__cfg_refused
+#define cfg_str cpprof__cfg_str
+#define heap_declined cpprof__heap_declined
+#define heap_get_stats cpprof__heap_get_stats
+#define heap_internal_stats cpprof__heap_internal_stats
+#define heap_scale cpprof__heap_scale
+#define heap_snapshot cpprof__heap_snapshot
+#define heap_unseen cpprof__heap_unseen
+#define labelset_drop cpprof__labelset_drop
+#define labelset_hold cpprof__labelset_hold
+#define labelset_key cpprof__labelset_key
+#define labelset_value cpprof__labelset_value
+#define loader_counts_now cpprof__loader_counts_now
+#define mutex_snapshot cpprof__mutex_snapshot
+#define own_busy_exchange cpprof__own_busy_exchange
+#define own_work_enter cpprof__own_work_enter
+#define own_work_leave cpprof__own_work_leave
+#define procmaps_check cpprof__procmaps_check
+#define procmaps_foreach cpprof__procmaps_foreach
+#define procmaps_path_is cpprof__procmaps_path_is
+#define proctasks_next cpprof__proctasks_next
+#define proctasks_open cpprof__proctasks_open
+#define sampler_collector_cpu_ns cpprof__sampler_collector_cpu_ns
+#define sampler_period_ns cpprof__sampler_period_ns
+#define sampler_reason_frame cpprof__sampler_reason_frame
+#define sampler_reason_text cpprof__sampler_reason_text
+#define sampler_signal_is_programs cpprof__sampler_signal_is_programs
+#define sampler_start cpprof__sampler_start
+#define sampler_stop cpprof__sampler_stop
+#define sampleset_add cpprof__sampleset_add
+#define sampleset_free cpprof__sampleset_free
+#define sampleset_new cpprof__sampleset_new
+#define sampleset_sorted cpprof__sampleset_sorted
+#define sampleset_subtract cpprof__sampleset_subtract
+#define sampleset_trim cpprof__sampleset_trim
+#define stacktab_foreach cpprof__stacktab_foreach
+#define stacktab_free cpprof__stacktab_free
+#define text_put_escaped cpprof__text_put_escaped
+#define thread_own_role cpprof__thread_own_role
+#define threadcreate_snapshot cpprof__threadcreate_snapshot
+#define unwind_gone_at cpprof__unwind_gone_at
+#define unwind_pin_generation cpprof__unwind_pin_generation
+#define unwind_unpin_generation cpprof__unwind_unpin_generation
+#define warn_stderr cpprof__warn_stderr
+
+#endif

@@ -1,0 +1,70 @@
+#!/bin/sh
+# fork_cheap.sh -- a program that loads cpprof but does not serve, encode
+# or symbolize forks about as cheaply as without it: libcpprof.so maps
+# none of the upper layers' libraries (libmicrohttpd, GnuTLS, libdw,
+# protobuf-c, jansson, zlib) until they are needed (src/upper.h).
+#   - test/fork_faults (built without cpprof) with libcpprof.so preloaded:
+#     none of them mapped, and its children's page faults per fork within
+#     30 of the same program's without cpprof (they were 73 above it, the
+#     libraries' exit-time work; bench/fork has the whole picture), the
+#     count judged in the normal build only;
+#   - with CPPROF_HTTP set the server starts at load: they are mapped and
+#     the index answers;
+#   - a libcpprof.so whose upper object is missing: stderr says so, once,
+#     and the program runs on, unharmed.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+zero_code_preload
+PROG=$top_builddir/test/fork_faults
+ROUNDS=200
+
+# Under ASan its runtime, preloaded first, is part of both runs.
+base_preload=
+[ "${CPPROF_SANITIZER:-none}" != asan ] || base_preload=${PRELOAD% *}
+
+LD_PRELOAD=$base_preload "$PROG" $ROUNDS >"$tmp/none.out" ||
+    fail "fork_faults without cpprof failed"
+LD_PRELOAD=$PRELOAD "$PROG" $ROUNDS >"$tmp/pre.out" 2>"$tmp/pre.err" ||
+    fail "fork_faults with cpprof preloaded failed: $(cat "$tmp/pre.err")"
+faults() { sed -n 's/^child_faults_per_fork: //p' "$1"; }
+none=$(faults "$tmp/none.out")
+pre=$(faults "$tmp/pre.out")
+echo "child page faults per fork+exit: $none without cpprof, $pre preloaded"
+echo "preloaded, $(grep '^mapped:' "$tmp/pre.out")"
+grep -q '^mapped: none$' "$tmp/pre.out" ||
+    fail "cpprof preloaded, not serving, maps its upper layers' libraries"
+# An ASan build's libcpprof.so writes shadow memory at the child's exit:
+# the count says nothing of the libraries, and only the normal build's is
+# judged.
+[ "${CPPROF_SANITIZER:-none}" != none ] || [ "$pre" -le $((none + 30)) ] ||
+    fail "a fork with cpprof preloaded costs $pre faults, $none without"
+
+# Serving from load: the upper layers are loaded, and serve.
+launch() {
+    CPPROF_HTTP=127.0.0.1:$port LD_PRELOAD=$PRELOAD \
+        "$top_builddir/test/zero_code_prog" 30 >/dev/null 2>"$tmp/serve.err" &
+    demo_pid=$!
+}
+ready() { curl -sf -o /dev/null "$base/"; }
+serve_on_free_port fork_cheap "$tmp/serve.err" launch ready
+grep -q 'libmicrohttpd' "/proc/$demo_pid/maps" ||
+    fail "serving, but libmicrohttpd is not mapped"
+grep -q 'libcpprof-upper\.so' "/proc/$demo_pid/maps" ||
+    fail "serving, but libcpprof-upper.so is not mapped"
+echo "serving from CPPROF_HTTP: the upper object and its libraries loaded"
+kill "$demo_pid"; wait "$demo_pid" 2>/dev/null; demo_pid=
+
+# Without its upper object: said on stderr, the program unharmed.
+mkdir "$tmp/lib"
+cp "$LIB" "$tmp/lib/libcpprof.so"
+CPPROF_HTTP=127.0.0.1:0 LD_PRELOAD=${PRELOAD%"$LIB"}$tmp/lib/libcpprof.so \
+    "$PROG" 20 >"$tmp/alone.out" 2>"$tmp/alone.err" ||
+    fail "fork_faults failed with cpprof's upper object missing: $(cat "$tmp/alone.err")"
+cat "$tmp/alone.err"
+grep -q 'libcpprof-upper\.so is missing' "$tmp/alone.err" ||
+    fail "no line on stderr says the upper object is missing"
+[ "$(grep -c 'is missing' "$tmp/alone.err")" -eq 1 ] ||
+    fail "the missing upper object was reported more than once"
+grep -q '^mapped: none$' "$tmp/alone.out" ||
+    fail "upper libraries mapped without the upper object"
+echo "PASS"
