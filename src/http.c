@@ -282,6 +282,7 @@ static int start_locked(const char *addr, bool one_thread)
         http_tls_free(&http_srv.tls);
         return rc;
     }
+    http_forks_serving(addr);
     static bool drain_registered; /* under server_lock */
     if (!drain_registered)
         drain_registered = atexit(http_drain_at_exit) == 0;
@@ -305,7 +306,8 @@ static void http_atfork_parent(void) { pthread_mutex_unlock(&server_lock); }
  * there. */
 static void http_forget_after_fork(void)
 {
-    if (server != NULL) {
+    bool was_serving = server != NULL;
+    if (was_serving) {
         if (!http_watch_lost()) /* else the number may be the host's */
             close_listener();
         server = NULL;
@@ -319,6 +321,7 @@ static void http_forget_after_fork(void)
     http_requests_forget_after_fork();
     http_conns_forget_after_fork();
     pthread_mutex_unlock(&server_lock);
+    http_forks_after_fork(was_serving);
 }
 
 int http_start(const char *addr, bool one_thread)

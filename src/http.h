@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct http_req http_req;
 
@@ -85,6 +86,12 @@ http_end http_request_end(http_req *r);
 /* The port the running server listens on (useful after binding port 0), or
  * CPPROF_ENOTRUNNING. */
 int http_port(void);
+
+/* The family's forked processes that serve (http_forks.c), for the
+ * index: its HTML section (nothing when there are none), and a JSON array
+ * of {"pid", "parent", "name", "url"}. */
+void http_forks_put_html(FILE *f);
+struct json_t *http_forks_json(void);
 
 typedef int (*http_handler)(http_req *r);
 

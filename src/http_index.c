@@ -228,6 +228,7 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
         sampler_collector_cpu_ns() / 1e9, "census", "label",
         "pprof_internal=census", "threads", (json_int_t)helpers,
         "cpu_seconds", census_cpu);
+    json_object_set_new(root, "forked_processes", http_forks_json());
     return http_reply_json(r, root, JSON_INDENT(2));
 }
 
@@ -340,7 +341,8 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
     static const char rows[] = "<!--rows-->",
                       descriptions[] = "<!--descriptions-->",
                       unsampled[] = "<!--unsampled-->",
-                      profiler[] = "<!--profiler-->";
+                      profiler[] = "<!--profiler-->",
+                      workers[] = "<!--workers-->";
     const char *p = (const char *)page->data, *end = p + page->len;
     while (p < end) {
         const char *mark = memchr(p, '<', (size_t)(end - p));
@@ -358,6 +360,10 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
                    !memcmp(p, profiler, sizeof profiler - 1)) {
             put_profiler(f);
             p += sizeof profiler - 1;
+        } else if (left >= sizeof workers - 1 &&
+                   !memcmp(p, workers, sizeof workers - 1)) {
+            http_forks_put_html(f);
+            p += sizeof workers - 1;
         } else if (left >= sizeof descriptions - 1 &&
                    !memcmp(p, descriptions, sizeof descriptions - 1)) {
             put_descriptions(f, e, n);

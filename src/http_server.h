@@ -19,6 +19,7 @@
  *   http_tls.c       HTTPS: certificate files, their renewal, client
  *                    certificates
  *   http_zerocode.c  zero-code mode's start from the environment
+ *   http_forks.c     forked children that live on serve too, listed
  */
 #ifndef CPPROF_HTTP_SERVER_H
 #define CPPROF_HTTP_SERVER_H
@@ -164,6 +165,13 @@ void http_watch_forget_after_fork(void);
  * or -1. */
 int http_start(const char *addr, bool one_thread);
 int http_refused_setting(void);
+
+/* Pre-fork servers (http_forks.c): http_forks_serving when a server
+ * started on `addr` (under the lifecycle's lock, before any fork that
+ * inherits it); http_forks_after_fork in a child, after the server's own
+ * fork handling, with whether the parent served. */
+void http_forks_serving(const char *addr);
+void http_forks_after_fork(bool was_serving);
 
 /* Connections (http_conns.c): accepted by the server itself, at the
  * descriptor limit without spinning, and each given http_header_timeout

@@ -1,0 +1,316 @@
+/*
+ * http_forks.c -- pre-fork servers: a forked child that lives on serves
+ * too, and every index of its family lists it.
+ *
+ * nginx, PostgreSQL, Apache's prefork and php-fpm do their work in forked
+ * children.  Served from the process that was started alone, a 5 s CPU
+ * profile of PostgreSQL's postmaster under load held 0 samples, and nginx
+ * with `daemon on` served nothing at all (the started process exits).
+ *
+ * A child that execs or exits soon must cost no more than the fork (a
+ * backend of `pgbench -C` lives a few ms; a shell's child execs at once),
+ * so a child does not serve at once: a thread of cpprof's own, created as
+ * fork returns in the child, waits http_fork_delay_ms and then starts the
+ * server.  An exec or an exit before then ends that thread with the
+ * process, having done nothing.  Only children of a process that serves,
+ * or whose own such thread is waiting to: forks of a program that does
+ * not serve (a test framework's, a shell's) start nothing, nor do they
+ * with http_forks=0.
+ *
+ * Where it serves: its parent still serves its address, so the child
+ * takes a port the kernel picks, on the same host, and writes it in a
+ * table that every process forked below the first server shares (one
+ * MAP_SHARED page, made when that server starts, so before its forks);
+ * each process's index lists the table's live entries, so `go tool pprof`
+ * reaches any worker from the address the user knows.  A child whose
+ * parent has exited meanwhile (a daemon's fork: nginx's `daemon on`,
+ * `setsid -f`) takes the parent's address instead, since nobody serves it
+ * any longer: the daemon serves where the user looks.  Both are said on
+ * stderr, the workers once per family.
+ */
+#define _GNU_SOURCE /* program_invocation_short_name */
+#include "http_server.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "cpprof.h"
+#include "warn.h"
+
+#define WORKERS_MAX 100
+#define HOST_TEXT_MAX 64
+
+/* A forked process serving.  `pid` is claimed (0 to -1) before the other
+ * fields are written and set last, so a reader that sees a pid sees them. */
+typedef struct {
+    _Atomic pid_t pid; /* 0: free; -1: being written */
+    pid_t parent;
+    int port;
+    bool tls;
+    char host[HOST_TEXT_MAX]; /* as in the address served, for a URL */
+    char name[16];            /* the process's name (comm) */
+} worker_slot;
+
+typedef struct {
+    atomic_bool workers_said; /* the family's first worker said where */
+    worker_slot slot[WORKERS_MAX];
+} worker_table;
+
+static worker_table *table;    /* shared by the family, or NULL */
+static char served_addr[HOST_TEXT_MAX + 8]; /* this process's address */
+static bool will_serve;        /* its thread waits to serve (a child) */
+static pid_t forked_from;      /* the parent at the fork, in a child */
+static int my_slot = -1;       /* this process's entry, once it serves */
+
+/* The host part of "HOST:PORT" ("[::1]" with its brackets; "" for
+ * ":PORT"). */
+static void host_of(const char *addr, char *host, size_t size)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon != NULL ? (size_t)(colon - addr) : strlen(addr);
+    snprintf(host, size, "%.*s", (int)n, addr);
+}
+
+void http_forks_serving(const char *addr)
+{
+    snprintf(served_addr, sizeof served_addr, "%s", addr);
+    if (table != NULL)
+        return;
+    void *page = mmap(NULL, sizeof *table, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED)
+        table = page;
+}
+
+/* Writes this process into the family's table (a stale entry with its pid,
+ * of a process that exited without saying, is dropped first). */
+static void list_self(int port)
+{
+    if (table == NULL)
+        return;
+    pid_t self = getpid(), free_pid = 0;
+    for (int i = 0; i < WORKERS_MAX; i++) {
+        pid_t mine = self;
+        atomic_compare_exchange_strong(&table->slot[i].pid, &mine, 0);
+    }
+    for (int i = 0; i < WORKERS_MAX; i++) {
+        worker_slot *w = &table->slot[i];
+        free_pid = 0;
+        if (!atomic_compare_exchange_strong(&w->pid, &free_pid, -1))
+            continue;
+        w->parent = forked_from;
+        w->port = port;
+        w->tls = http_srv.tls.cert != NULL;
+        host_of(served_addr, w->host, sizeof w->host);
+        if (w->host[0] == '\0')
+            snprintf(w->host, sizeof w->host, "127.0.0.1");
+        if (prctl(PR_GET_NAME, w->name) != 0)
+            w->name[0] = '\0';
+        atomic_store(&w->pid, self);
+        my_slot = i;
+        return;
+    }
+}
+
+/* An exiting worker leaves the table (one killed is dropped by readers). */
+__attribute__((destructor)) static void unlist_at_exit(void)
+{
+    if (table != NULL && my_slot >= 0) {
+        pid_t self = getpid();
+        atomic_compare_exchange_strong(&table->slot[my_slot].pid, &self, 0);
+    }
+}
+
+static void say_daemon(const char *addr)
+{
+    warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which has "
+            "exited, so it serves %s in its place\n", (int)getpid(),
+            program_invocation_short_name, (int)forked_from, addr);
+}
+
+static void say_workers(int port)
+{
+    if (table != NULL && atomic_exchange(&table->workers_said, true))
+        return;
+    char host[HOST_TEXT_MAX];
+    host_of(served_addr, host, sizeof host);
+    warn_stderr("cpprof: forked processes that live on serve too, each on "
+            "a port of its own (the first: pid %d (%s), %s:%d); every "
+            "index of the family lists them, under \"Forked processes\" "
+            "(CPPROF_HTTP_FORKS=0: they do not serve)\n", (int)getpid(),
+            program_invocation_short_name, host[0] ? host : "127.0.0.1",
+            port);
+}
+
+/* After the delay: the parent's address if the parent has gone (a
+ * daemon), else a port of its own on the same host. */
+static void serve_as_fork(void)
+{
+    char inherited[sizeof served_addr], own[sizeof served_addr];
+    snprintf(inherited, sizeof inherited, "%s", served_addr);
+    int rc = CPPROF_ENOTRUNNING;
+    if (getppid() != forked_from) {
+        rc = http_start(inherited, false);
+        if (rc == 0) {
+            say_daemon(inherited);
+            return;
+        }
+    }
+    host_of(inherited, own, sizeof own);
+    strcat(own, ":0");
+    rc = http_start(own, false);
+    int port = rc == 0 ? http_port() : rc;
+    if (port > 0) {
+        list_self(port);
+        say_workers(port);
+    } else {
+        warn_stderr("cpprof: pid %d (%s), forked by pid %d, cannot serve "
+                "%s: %s\n", (int)getpid(), program_invocation_short_name,
+                (int)forked_from, own, cpprof_strerror(port));
+    }
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
+        ;
+}
+
+static void *wait_then_serve(void *unused)
+{
+    (void)unused;
+    sleep_ms((long)cfg_int(CFG_HTTP_FORK_DELAY_MS));
+    serve_as_fork();
+    return NULL;
+}
+
+static int create_waiter(void *unused)
+{
+    (void)unused;
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, wait_then_serve, NULL);
+    if (rc == 0)
+        pthread_detach(t);
+    return -rc;
+}
+
+void http_forks_after_fork(bool was_serving)
+{
+    bool wanted = was_serving || will_serve;
+    will_serve = false;
+    my_slot = -1; /* the parent's entry, not this process's */
+    if (!wanted || !cfg_int(CFG_HTTP_FORKS))
+        return;
+    forked_from = getppid();
+    will_serve = http_as_internal(create_waiter, NULL) == 0;
+}
+
+/* ---- The index's list ------------------------------------------------- */
+
+/* Calls fn for each live entry but this process's, dropping those of
+ * processes that have exited. */
+static void each_worker(void (*fn)(const worker_slot *, void *), void *arg)
+{
+    if (table == NULL)
+        return;
+    pid_t self = getpid();
+    for (int i = 0; i < WORKERS_MAX; i++) {
+        worker_slot *w = &table->slot[i];
+        pid_t pid = atomic_load(&w->pid);
+        if (pid <= 0 || pid == self)
+            continue;
+        if (kill(pid, 0) < 0 && errno == ESRCH) {
+            atomic_compare_exchange_strong(&w->pid, &pid, 0);
+            continue;
+        }
+        fn(w, arg);
+    }
+}
+
+static void url_of(const worker_slot *w, char *url, size_t size)
+{
+    snprintf(url, size, "%s://%s:%d/debug/pprof/", w->tls ? "https" : "http",
+             w->host, w->port);
+}
+
+static void append_json(const worker_slot *w, void *list)
+{
+    char url[HOST_TEXT_MAX + 48];
+    url_of(w, url, sizeof url);
+    json_array_append_new(list, json_pack("{s:i, s:i, s:s, s:s}", "pid",
+                                          (int)w->pid, "parent",
+                                          (int)w->parent, "name", w->name,
+                                          "url", url));
+}
+
+json_t *http_forks_json(void)
+{
+    json_t *list = json_array();
+    each_worker(append_json, list);
+    return list;
+}
+
+/* A process's name is the program's to choose (prctl, argv[0]): only
+ * letters, digits and a few signs are written as they are. */
+static void put_name(FILE *f, const char *name)
+{
+    for (; *name; name++)
+        if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789-_.:/ ", *name) != NULL)
+            fputc(*name, f);
+        else
+            fprintf(f, "&#%d;", (unsigned char)*name);
+}
+
+/* The host in a URL is the family's own setting (an address addr.c
+ * parsed: digits, dots, colons, brackets, "localhost"). */
+static void put_row(const worker_slot *w, void *f)
+{
+    char url[HOST_TEXT_MAX + 48];
+    url_of(w, url, sizeof url);
+    fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td><td>",
+            (int)w->pid, (int)w->parent);
+    put_name(f, w->name);
+    fprintf(f, "</td><td><a href=\"%s\">%s</a></td></tr>\n", url, url);
+}
+
+static void count_one(const worker_slot *w, void *n)
+{
+    (void)w;
+    ++*(int *)n;
+}
+
+void http_forks_put_html(FILE *f)
+{
+    int n = 0;
+    each_worker(count_one, &n);
+    if (n == 0 && !will_serve)
+        return;
+    fputs("<section id=\"workers\">\n<h2>Forked processes</h2>\n", f);
+    if (will_serve && forked_from > 0)
+        fprintf(f, "<p class=\"note\">This process (pid %d) was forked by "
+                   "pid %d.</p>\n", (int)getpid(), (int)forked_from);
+    fprintf(f, "<p class=\"note\">%d other process%s of this family serve%s "
+               "%s own profiles (forked children that live on, as a "
+               "pre-forking server's workers; CPPROF_HTTP_FORKS=0 keeps "
+               "them from serving):</p>\n", n, n == 1 ? "" : "es",
+            n == 1 ? "s" : "", n == 1 ? "its" : "their");
+    if (n > 0) {
+        fputs("<table class=\"workers\"><thead><tr><th class=\"num\">pid"
+              "</th><th class=\"num\">parent</th><th>name</th><th>profiles"
+              "</th></tr></thead>\n<tbody>\n", f);
+        each_worker(put_row, f);
+        fputs("</tbody></table>\n", f);
+    }
+    fputs("</section>\n", f);
+}

@@ -1,0 +1,100 @@
+/*
+ * prefork.c -- a pre-forking server's shape, for test/prefork.sh: the
+ * process started serves nothing of the work; forked children do it.
+ *
+ *   prefork workers SECONDS PIDFILE: forks two workers that spend SECONDS
+ *     in prefork_request_path (the work a profile must find), each
+ *     writing "worker PID" to PIDFILE once fork has returned in it, a
+ *     child that execs `sleep SECONDS` at once and one that exits at
+ *     once ("exec PID", "exit PID"), and waits for them all.
+ *   prefork daemon SECONDS PIDFILE: forks and exits at once (a daemon's
+ *     start); the daemon writes "daemon PID", forks one worker as above
+ *     ("worker PID") and waits for it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* What a worker does for a request: CPU, in a frame of its own. */
+__attribute__((noinline)) static unsigned long prefork_request_path(double until)
+{
+    volatile unsigned long x = 0;
+    while (now() < until)
+        for (int i = 0; i < 100000; i++)
+            x += (unsigned long)i * 2654435761u;
+    return x;
+}
+
+static void note(const char *pidfile, const char *what, pid_t pid)
+{
+    FILE *f = fopen(pidfile, "a");
+    if (f == NULL) {
+        perror(pidfile);
+        exit(2);
+    }
+    fprintf(f, "%s %d\n", what, (int)pid);
+    fclose(f);
+}
+
+static pid_t fork_worker(double seconds, const char *pidfile)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        note(pidfile, "worker", getpid()); /* fork has returned here */
+        prefork_request_path(now() + seconds);
+        _exit(0);
+    }
+    return pid;
+}
+
+static void wait_all(void)
+{
+    while (wait(NULL) > 0)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: prefork workers|daemon SECONDS PIDFILE\n");
+        return 2;
+    }
+    double seconds = atof(argv[2]);
+    const char *pidfile = argv[3];
+    if (strcmp(argv[1], "workers") == 0) {
+        fork_worker(seconds, pidfile);
+        fork_worker(seconds, pidfile);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("sleep", "sleep", argv[2], (char *)NULL);
+            _exit(127);
+        }
+        note(pidfile, "exec", pid);
+        if ((pid = fork()) == 0)
+            _exit(0);
+        note(pidfile, "exit", pid);
+        wait_all();
+        return 0;
+    }
+    if (strcmp(argv[1], "daemon") == 0) {
+        if (fork() != 0)
+            return 0;
+        setsid();
+        note(pidfile, "daemon", getpid());
+        fork_worker(seconds, pidfile);
+        wait_all();
+        return 0;
+    }
+    fprintf(stderr, "prefork: unknown mode %s\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,116 @@
+#!/bin/sh
+# prefork.sh -- a pre-forking program in zero-code mode (test/prefork):
+# the forked children that live on serve, and the started process's index
+# lists them; a child that execs or exits at once starts nothing.
+#   workers: the index's forked_processes are exactly the two workers, a
+#     CPU profile fetched from each one's listed URL has samples in
+#     prefork_request_path, the exec'd child (sleep) runs one thread and
+#     listens nowhere, and stderr says once where the workers serve;
+#   daemon: the started process exits at once; its fork serves the
+#     address asked for, says so, and lists its own worker;
+#   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's.
+set -u
+. "$(dirname "$0")/http_lib.sh"
+zero_code_preload
+PROG=$top_builddir/test/prefork
+[ -x "$PROG" ] || fail "no $PROG"
+pidfile=$tmp/pids
+all_pids() { awk '{ print $2 }' "$pidfile" 2>/dev/null; }
+end_family() {
+    for p in $(all_pids) $demo_pid; do kill "$p" 2>/dev/null; done
+    demo_pid=
+}
+trap 'end_family; cleanup' EXIT
+
+# launch MODE [VAR=VALUE...]: runs prefork MODE for 60 s (a bound: the
+# test ends it) serving a free port, forks serving after 200 ms.
+launch() {
+    mode=$1
+    shift
+    : >"$pidfile"
+    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+    base=http://127.0.0.1:$port/debug/pprof
+    env "$@" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
+        CPPROF_HTTP_FORK_DELAY_MS=200 "$PROG" "$mode" 60 "$pidfile" \
+        </dev/null >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
+    demo_pid=$!
+}
+
+# workers_listed N: waits up to 30 s until the index at $base lists N
+# forked processes; their "pid url" lines in $tmp/listed.
+workers_listed() {
+    for tick in $(seq 300); do
+        curl -s --max-time 2 "$base/?format=json" >"$tmp/index.json" &&
+            jq -r '.forked_processes[] | "\(.pid) \(.url)"' \
+                "$tmp/index.json" >"$tmp/listed" 2>/dev/null &&
+            [ "$(wc -l <"$tmp/listed")" -eq "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# profile_has URL NAME: a 2 s CPU profile from URL has samples in NAME.
+profile_has() {
+    curl -s --max-time 30 -o "$tmp/w.pb.gz" "${1}profile?seconds=2" ||
+        fail "no CPU profile from $1"
+    go tool pprof -top -focus="^$2\$" "$tmp/w.pb.gz" >"$tmp/w.top" \
+        2>"$tmp/w.err" || fail "pprof on $1's profile: $(cat "$tmp/w.err")"
+    grep -q " $2\$" "$tmp/w.top"
+}
+
+# -- workers --
+launch workers
+workers_listed 2 || fail "the index never listed the 2 workers: $(cat "$tmp/index.json" "$tmp/workers.err")"
+want=$(awk '$1 == "worker" { print $2 }' "$pidfile" | sort | tr '\n' ' ')
+got=$(awk '{ print $1 }' "$tmp/listed" | sort | tr '\n' ' ')
+[ "$want" = "$got" ] || fail "listed pids '$got', the workers are '$want'"
+while read -r pid url; do
+    profile_has "$url" prefork_request_path ||
+        fail "worker $pid's profile ($url) has no prefork_request_path: $(cat "$tmp/w.top")"
+done <"$tmp/listed"
+echo "ok: both workers listed, each profile in prefork_request_path"
+exec_pid=$(awk '$1 == "exec" { print $2 }' "$pidfile")
+[ "$(cat "/proc/$exec_pid/comm" 2>/dev/null)" = sleep ] ||
+    fail "the exec'd child $exec_pid is not running sleep"
+threads=$(ls "/proc/$exec_pid/task" | wc -l)
+[ "$threads" -eq 1 ] || fail "the exec'd child runs $threads threads"
+if ss -ltnp 2>/dev/null | grep -q "pid=$exec_pid,"; then
+    fail "the exec'd child listens: $(ss -ltnp | grep "pid=$exec_pid,")"
+fi
+echo "ok: the exec'd child runs 1 thread and listens nowhere"
+said=$(grep -c "forked processes that live on serve too" "$tmp/workers.err")
+[ "$said" -eq 1 ] || fail "stderr said where workers serve $said times: $(cat "$tmp/workers.err")"
+end_family
+
+# -- daemon --
+launch daemon
+wait "$demo_pid" || fail "prefork daemon's first process exited with $?"
+demo_pid=
+workers_listed 1 || fail "the daemon's index never listed its worker: $(cat "$tmp/index.json" "$tmp/daemon.err")"
+daemon_pid=$(awk '$1 == "daemon" { print $2 }' "$pidfile")
+grep -q "pid $daemon_pid (prefork) was forked by pid [0-9]*, which has exited, so it serves 127.0.0.1:$port in its place" "$tmp/daemon.err" ||
+    fail "the daemon did not say it serves in its parent's place: $(cat "$tmp/daemon.err")"
+read -r pid url <"$tmp/listed"
+[ "$pid" = "$(awk '$1 == "worker" { print $2 }' "$pidfile")" ] ||
+    fail "the daemon lists $pid, not its worker"
+profile_has "$url" prefork_request_path ||
+    fail "the daemon's worker's profile has no prefork_request_path"
+echo "ok: the daemon serves its parent's address and lists its worker"
+end_family
+
+# -- CPPROF_HTTP_FORKS=0 --
+# A worker that will serve has cpprof's waiting thread as soon as fork
+# returns in it (the first part saw them serve); with
+# CPPROF_HTTP_FORKS=0 it has none, so its one thread is all it will run.
+launch workers CPPROF_HTTP_FORKS=0
+for tick in $(seq 300); do
+    [ "$(grep -c '^worker' "$pidfile")" -eq 2 ] && break
+    sleep 0.1
+done
+for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
+    threads=$(ls "/proc/$pid/task" | wc -l)
+    [ "$threads" -eq 1 ] ||
+        fail "with CPPROF_HTTP_FORKS=0 worker $pid runs $threads threads"
+done
+echo "ok: with CPPROF_HTTP_FORKS=0 each worker runs its one thread"
+echo PASS
