@@ -43,10 +43,24 @@ serve_preloaded() {
         answers_index
 }
 launch_preloaded() {
+    [ -z "${FEED:-}" ] || start_feeder
     # shellcheck disable=SC2086 # the command is words, as given
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port $preloaded \
         <"${PROG_IN:-/dev/null}" >"${PROG_OUT:-$tmp/prog.out}" \
         2>"$tmp/prog.err" &
+}
+
+# start_feeder: with FEED set, each launch reads a fifo of its own that a
+# loop writes $tmp/chunk into until $tmp/stop exists: a program that a
+# retry on another port killed took part of the last one's stream, and
+# the output would not start with the input.
+start_feeder() {
+    feeds=$((${feeds:-0} + 1))
+    PROG_IN=$tmp/stream.$feeds
+    mkfifo "$PROG_IN"
+    (while [ ! -e "$tmp/stop" ]; do cat "$tmp/chunk" || break; done) \
+        >"$PROG_IN" &
+    feeder=$!
 }
 
 # check_profile NAME [GOCHECK ARGS]: fetches NAME (a path with its query)
@@ -96,10 +110,7 @@ demo_pid=
 # gzip reads a stream we end when the profile is in, so it is busy for the
 # whole window however fast the machine.
 head -c 8388608 /dev/urandom >"$tmp/chunk"
-mkfifo "$tmp/stream"
-(while [ ! -e "$tmp/stop" ]; do cat "$tmp/chunk" || break; done) >"$tmp/stream" &
-feeder=$!
-PROG_IN=$tmp/stream PROG_OUT=$tmp/out.gz serve_preloaded gzip -6
+FEED=1 PROG_OUT=$tmp/out.gz serve_preloaded gzip -6
 check_profile 'profile?seconds=2' -mappings
 grep -q '^mapping /usr/bin/gzip ' "$tmp/profile_seconds_2.check" ||
     fail "gzip: no gzip mapping: $(cat "$tmp/profile_seconds_2.check")"
@@ -118,9 +129,7 @@ gunzip -c "$tmp/out.gz" | head -c 8388608 | cmp -s - "$tmp/chunk" ||
 # The same endless stream, in 4 MiB blocks so that both workers have one.
 if command -v xz >/dev/null; then
     rm -f "$tmp/stop"
-    (while [ ! -e "$tmp/stop" ]; do cat "$tmp/chunk" || break; done) >"$tmp/stream" &
-    feeder=$!
-    PROG_IN=$tmp/stream serve_preloaded xz -T2 -9 --block-size=4MiB -c
+    FEED=1 serve_preloaded xz -T2 -9 --block-size=4MiB -c
     # xz's CPU time in clock ticks (utime + stime), around the profile.
     cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$demo_pid/stat"; }
     before=$(cpu_ticks) start=$(date +%s.%N)
