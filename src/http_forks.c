@@ -32,6 +32,7 @@
 #include "http_server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +45,7 @@
 
 #include "config.h"
 #include "cpprof.h"
+#include "procfile.h"
 #include "warn.h"
 
 #define WORKERS_MAX 100
@@ -217,8 +219,25 @@ void http_forks_after_fork(bool was_serving)
 
 /* ---- The index's list ------------------------------------------------- */
 
+/* Whether the entry's process still runs the image that wrote it: alive,
+ * and (where /proc says) still of the name it had, since an exec, which
+ * ends the server without a word, renames a process as a rule. */
+static bool still_serving(const worker_slot *w, pid_t pid)
+{
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return false;
+    char path[32], name[sizeof w->name + 2];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    ssize_t n = procfile_read(AT_FDCWD, path, name, sizeof name);
+    if (n <= 0)
+        return true;
+    if (name[n - 1] == '\n')
+        name[n - 1] = '\0';
+    return strcmp(name, w->name) == 0;
+}
+
 /* Calls fn for each live entry but this process's, dropping those of
- * processes that have exited. */
+ * processes that have exited or exec'd. */
 static void each_worker(void (*fn)(const worker_slot *, void *), void *arg)
 {
     if (table == NULL)
@@ -229,7 +248,7 @@ static void each_worker(void (*fn)(const worker_slot *, void *), void *arg)
         pid_t pid = atomic_load(&w->pid);
         if (pid <= 0 || pid == self)
             continue;
-        if (kill(pid, 0) < 0 && errno == ESRCH) {
+        if (!still_serving(w, pid)) {
             atomic_compare_exchange_strong(&w->pid, &pid, 0);
             continue;
         }

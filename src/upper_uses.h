@@ -50,6 +50,7 @@
 #define own_busy_exchange cpprof__own_busy_exchange
 #define own_work_enter cpprof__own_work_enter
 #define own_work_leave cpprof__own_work_leave
+#define procfile_read cpprof__procfile_read
 #define procmaps_check cpprof__procmaps_check
 #define procmaps_foreach cpprof__procmaps_foreach
 #define procmaps_path_is cpprof__procmaps_path_is

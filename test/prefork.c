@@ -6,7 +6,8 @@
  *     in prefork_request_path (the work a profile must find), each
  *     writing "worker PID" to PIDFILE once fork has returned in it, a
  *     child that execs `sleep SECONDS` at once and one that exits at
- *     once ("exec PID", "exit PID"), and waits for them all.
+ *     once ("exec PID", "exit PID"), one that execs `sleep SECONDS` once
+ *     the file PIDFILE.go exists ("late PID"), and waits for them all.
  *   prefork daemon SECONDS PIDFILE: forks and exits at once (a daemon's
  *     start); the daemon writes "daemon PID", forks one worker as above
  *     ("worker PID") and waits for it.
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
 
 static double now(void)
 {
@@ -57,6 +59,18 @@ static pid_t fork_worker(double seconds, const char *pidfile)
     return pid;
 }
 
+/* A worker that serves for a while and then execs: it waits for the
+ * file PIDFILE.go (made by the test once the index lists it). */
+static void exec_when_told(const char *seconds, const char *pidfile)
+{
+    char go[4096];
+    snprintf(go, sizeof go, "%s.go", pidfile);
+    while (access(go, F_OK) != 0)
+        usleep(20000);
+    execlp("sleep", "sleep", seconds, (char *)NULL);
+    _exit(127);
+}
+
 static void wait_all(void)
 {
     while (wait(NULL) > 0)
@@ -83,6 +97,9 @@ int main(int argc, char **argv)
         if ((pid = fork()) == 0)
             _exit(0);
         note(pidfile, "exit", pid);
+        if ((pid = fork()) == 0)
+            exec_when_told(argv[2], pidfile);
+        note(pidfile, "late", pid);
         wait_all();
         return 0;
     }

@@ -5,7 +5,8 @@
 #   workers: the index's forked_processes are exactly the two workers, a
 #     CPU profile fetched from each one's listed URL has samples in
 #     prefork_request_path, the exec'd child (sleep) runs one thread and
-#     listens nowhere, and stderr says once where the workers serve;
+#     listens nowhere, one that execs after serving is listed no more,
+#     and stderr says once where the workers serve;
 #   daemon: the started process exits at once; its fork serves the
 #     address asked for, says so, and lists its own worker;
 #   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's.
@@ -17,8 +18,10 @@ PROG=$top_builddir/test/prefork
 pidfile=$tmp/pids
 all_pids() { awk '{ print $2 }' "$pidfile" 2>/dev/null; }
 end_family() {
+    touch "$pidfile.go"
     for p in $(all_pids) $demo_pid; do kill "$p" 2>/dev/null; done
     demo_pid=
+    rm -f "$pidfile.go"
 }
 trap 'end_family; cleanup' EXIT
 
@@ -60,7 +63,16 @@ profile_has() {
 
 # -- workers --
 launch workers
-workers_listed 2 || fail "the index never listed the 2 workers: $(cat "$tmp/index.json" "$tmp/workers.err")"
+workers_listed 3 || fail "the index never listed the 2 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
+want=$(awk '$1 == "worker" || $1 == "late" { print $2 }' "$pidfile" | sort | tr '\n' ' ')
+got=$(awk '{ print $1 }' "$tmp/listed" | sort | tr '\n' ' ')
+[ "$want" = "$got" ] || fail "listed pids '$got', the workers are '$want'"
+# The late one execs: its entry goes, though its pid lives on.
+late=$(awk '$1 == "late" { print $2 }' "$pidfile")
+touch "$pidfile.go"
+workers_listed 2 || fail "the index still lists the worker that exec'd ($late): $(cat "$tmp/index.json")"
+[ "$(cat "/proc/$late/comm")" = sleep ] || fail "the late worker $late did not exec sleep"
+echo "ok: a worker that execs is no longer listed"
 want=$(awk '$1 == "worker" { print $2 }' "$pidfile" | sort | tr '\n' ' ')
 got=$(awk '{ print $1 }' "$tmp/listed" | sort | tr '\n' ' ')
 [ "$want" = "$got" ] || fail "listed pids '$got', the workers are '$want'"
