@@ -151,27 +151,33 @@ summarize_tests() {
 # phase NAME COMMAND...: runs COMMAND and says, on stderr and in
 # build/phases.txt, the wall and CPU time it took (CPU: user and system,
 # its own and its children's), so that a run shows where its time goes.
-# A phase run in the background says so from its own subshell.
+# COMMAND runs in a subshell that measures itself: the main shell's own
+# count would take in, too, the background phases that ended meanwhile.
 phase() {
-  local name=$1 start=$SECONDS rc=0 before
+  local name=$1 start=$SECONDS rc=0
   shift
-  cpu_so_far
-  before=$cpu
-  "$@" || rc=$?
-  cpu_so_far
-  echo "setup: time: $name: $((SECONDS - start)) s, $((cpu - before)) s of CPU" |
-    tee -a "$top/build/phases.txt" >&2
+  (
+    rc=0
+    "$@" || rc=$?
+    cpu_so_far
+    echo "setup: time: $name: $((SECONDS - start)) s, $cpu s of CPU" |
+      tee -a "$top/build/phases.txt" >&2
+    exit $rc
+  ) || rc=$?
   return $rc
 }
 
 # cpu_so_far: sets cpu to the CPU seconds this shell and the children it
 # has waited for have used.  `times` must run in this shell: in a $(...)
-# subshell it would count only that subshell.
+# subshell it would count only that subshell.  Its file is this shell's
+# own (phases run at once).
 cpu_so_far() {
+  local f="$top/build/.times.$BASHPID"
   mkdir -p "$top/build"
-  times >"$top/build/.times"
-  cpu=$(tr ms '  ' <"$top/build/.times" |
+  times >"$f"
+  cpu=$(tr ms '  ' <"$f" |
         awk '{ t += $1 * 60 + $2 + $3 * 60 + $4 } END { printf "%d", t }')
+  rm -f "$f"
 }
 
 # check_in DIR [MAKE ARGS...]: make check in DIR; shows the failures' logs.
