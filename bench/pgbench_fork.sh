@@ -9,13 +9,18 @@
 # (utime+stime of /proc/PID/stat) and its backends' (cutime+cstime: the
 # children it reaped), in ms; then the medians.
 #
+# With SERVE=PORT the postmaster also serves (CPPROF_HTTP=127.0.0.1:PORT),
+# so that each backend is a fork of a serving process: it starts the
+# waiting thread of a pre-fork server's worker (http_forks.c), and exits
+# before it would serve.
+#
 # Usage: bench/pgbench_fork.sh [LIBRARY...]
 #   (default: the build's .libs/libcpprof.so; give an older build's
 #   libcpprof.so too to compare).  Needs PostgreSQL's initdb, pg_ctl and
 #   postgres (PG_BIN, default /usr/lib/postgresql/15/bin) and pgbench.
 #   Run as root it runs PostgreSQL as the user postgres.
 set -u
-: "${top_builddir:=.}" "${ROUNDS:=5}" "${TX:=150}"
+: "${top_builddir:=.}" "${ROUNDS:=5}" "${TX:=150}" "${SERVE:=}"
 : "${PG_BIN:=/usr/lib/postgresql/15/bin}"
 [ $# -gt 0 ] || set -- "$top_builddir/.libs/libcpprof.so"
 for t in initdb pg_ctl postgres pgbench; do
@@ -43,7 +48,9 @@ chmod -R a+rX "$dir"
 as_pg "$PG_BIN/initdb -D $dir/data -A trust" >/dev/null || exit 1
 opts="-k $dir/sock -p 5432 -c listen_addresses="
 start() {
-    as_pg "LD_PRELOAD=$1 $PG_BIN/pg_ctl -D $dir/data -o '$opts' -l $dir/data/log -w start" >/dev/null
+    serve=
+    [ -z "$1" ] || [ -z "$SERVE" ] || serve="CPPROF_HTTP=127.0.0.1:$SERVE"
+    as_pg "LD_PRELOAD=$1 $serve $PG_BIN/pg_ctl -D $dir/data -o '$opts' -l $dir/data/log -w start" >/dev/null
 }
 stop() { as_pg "$PG_BIN/pg_ctl -D $dir/data -m fast -w stop" >/dev/null; }
 bench="$PG_BIN/pgbench -h $dir/sock -p 5432"

@@ -69,13 +69,14 @@ static void take_from_environ(const char *name)
 
 /* Executables that run the program the user means rather than being it:
  * they fork it and wait (timeout, a shell running `a; b`), fork it and
- * exit (setsid -f), or exec it in place (env, nice, chrt, taskset, ionice,
+ * exit (setsid -f, PostgreSQL's pg_ctl start), or exec it in place (env,
+ * nice, chrt, taskset, ionice,
  * stdbuf, nohup, a shell's last command).  Served from, they showed
  * themselves, or nothing once they exited, while the program, whose
  * environment had lost CPPROF_HTTP, never served. */
 static const char *const wrapper_names[] = {
     "timeout", "setsid", "env", "nice", "chrt", "taskset", "ionice",
-    "stdbuf", "nohup", "sh", "dash", "bash", "zsh", "ksh", "mksh",
+    "stdbuf", "nohup", "sh", "dash", "bash", "zsh", "ksh", "mksh", "pg_ctl",
 };
 
 /* In a wrapper: its pid, the start of the line its first exec completes,
