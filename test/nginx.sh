@@ -6,9 +6,6 @@
 # and under a keep-alive request load a 2 s CPU profile fetched from a
 # listed worker has samples in nginx's request path (ngx_http_*).
 set -u
-case ${CPPROF_SANITIZER:-none} in
-tsan) echo "SKIP: under TSan, whose runtime cannot start in a process already running threads" >&2; exit 77 ;;
-esac
 . "$(dirname "$0")/http_lib.sh"
 zero_code_preload
 NGINX=${NGINX:-/usr/sbin/nginx}

@@ -6,9 +6,6 @@
 # path of a backend (Debian's postgres keeps only its exported symbols:
 # exec_simple_query, static, is an address).  Run as root, PostgreSQL runs as postgres.
 set -u
-case ${CPPROF_SANITIZER:-none} in
-tsan) echo "SKIP: under TSan, whose runtime cannot start in a process already running threads" >&2; exit 77 ;;
-esac
 . "$(dirname "$0")/http_lib.sh"
 zero_code_preload
 : "${PG_BIN:=/usr/lib/postgresql/15/bin}"
