@@ -121,6 +121,10 @@ static void list_self(int port)
         my_slot = i;
         return;
     }
+    warn_stderr("cpprof: pid %d (%s) serves on port %d, but the family's "
+            "%d forked processes that serve fill its list, so no index "
+            "lists it\n", (int)self, program_invocation_short_name, port,
+            WORKERS_MAX);
 }
 
 /* An exiting worker leaves the table (one killed is dropped by readers). */
