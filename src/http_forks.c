@@ -25,7 +25,9 @@
  * reaches any worker from the address the user knows.  A child whose
  * parent has exited meanwhile (a daemon's fork: nginx's `daemon on`,
  * `setsid -f`) takes the parent's address instead, since nobody serves it
- * any longer: the daemon serves where the user looks.  Both are said on
+ * any longer: the daemon serves where the user looks.  A child serving a
+ * port of its own watches a while for its parent to exit, since a
+ * daemon's first process may outlive the delay.  Both are said on
  * stderr, the workers once per family.
  */
 #define _GNU_SOURCE /* program_invocation_short_name */
@@ -127,14 +129,17 @@ static void list_self(int port)
             WORKERS_MAX);
 }
 
-/* An exiting worker leaves the table (one killed is dropped by readers). */
-__attribute__((destructor)) static void unlist_at_exit(void)
+static void unlist_self(void)
 {
     if (table != NULL && my_slot >= 0) {
         pid_t self = getpid();
         atomic_compare_exchange_strong(&table->slot[my_slot].pid, &self, 0);
+        my_slot = -1;
     }
 }
+
+/* An exiting worker leaves the table (one killed is dropped by readers). */
+__attribute__((destructor)) static void unlist_at_exit(void) { unlist_self(); }
 
 static void say_daemon(const char *addr)
 {
@@ -157,23 +162,25 @@ static void say_workers(int port)
             port);
 }
 
-/* After the delay: the parent's address if the parent has gone (a
- * daemon), else a port of its own on the same host. */
-static void serve_as_fork(void)
+/* The address of the parent, which this process inherited, and the one
+ * it derives: the same host, a port the kernel picks. */
+static char parent_addr[sizeof served_addr];
+
+/* Serves the parent's address in the parent's place, if it is free. */
+static bool serve_in_parents_place(void)
 {
-    char inherited[sizeof served_addr], own[sizeof served_addr];
-    snprintf(inherited, sizeof inherited, "%s", served_addr);
-    int rc = CPPROF_ENOTRUNNING;
-    if (getppid() != forked_from) {
-        rc = http_start(inherited, false);
-        if (rc == 0) {
-            say_daemon(inherited);
-            return;
-        }
-    }
-    host_of(inherited, own, sizeof own);
+    if (http_start(parent_addr, false) != 0)
+        return false;
+    say_daemon(parent_addr);
+    return true;
+}
+
+static void serve_on_own_port(void)
+{
+    char own[sizeof served_addr];
+    host_of(parent_addr, own, sizeof own);
     strcat(own, ":0");
-    rc = http_start(own, false);
+    int rc = http_start(own, false);
     int port = rc == 0 ? http_port() : rc;
     if (port > 0) {
         list_self(port);
@@ -192,11 +199,40 @@ static void sleep_ms(long ms)
         ;
 }
 
+/* How long a worker watches for its parent's exit, and how often: a
+ * daemon's first process exits soon after its fork, but not always
+ * before the delay (under a sanitizer, 2 s later). */
+#define ADOPT_WATCH_MS 10000
+#define ADOPT_POLL_MS 100
+
+/* Moves from the own port to the parent's address once the parent has
+ * exited, within the watch. */
+static void adopt_if_orphaned(void)
+{
+    for (int waited = 0; waited < ADOPT_WATCH_MS; waited += ADOPT_POLL_MS) {
+        if (getppid() != forked_from) {
+            cpprof_http_stop();
+            unlist_self();
+            if (!serve_in_parents_place())
+                serve_on_own_port();
+            return;
+        }
+        sleep_ms(ADOPT_POLL_MS);
+    }
+}
+
+/* After the delay: the parent's address if the parent has gone (a
+ * daemon), else a port of its own on the same host, watching a while
+ * for the parent to go. */
 static void *wait_then_serve(void *unused)
 {
     (void)unused;
+    snprintf(parent_addr, sizeof parent_addr, "%s", served_addr);
     sleep_ms((long)cfg_int(CFG_HTTP_FORK_DELAY_MS));
-    serve_as_fork();
+    if (getppid() != forked_from && serve_in_parents_place())
+        return NULL;
+    serve_on_own_port();
+    adopt_if_orphaned();
     return NULL;
 }
 

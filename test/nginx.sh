@@ -12,6 +12,7 @@ NGINX=${NGINX:-/usr/sbin/nginx}
 [ -x "$NGINX" ] || fail "no $NGINX: install nginx-light"
 master=
 end_nginx() {
+    [ -n "$master" ] || master=$(cat "$tmp/ngx/nginx.pid" 2>/dev/null)
     [ -n "$master" ] && kill -QUIT "$master" 2>/dev/null
     for tick in $(seq 100); do
         [ -n "$master" ] && kill -0 "$master" 2>/dev/null || break

@@ -16,9 +16,10 @@ as_pg() {
     if [ "$(id -u)" = 0 ]; then su postgres -c "$1"; else sh -c "$1"; fi
 }
 pg=$tmp/pg
+# stop_pg: ends every postmaster of this test's data directory (one a
+# retried launch left, which su did not take with it, too).
 stop_pg() {
-    [ -f "$pg/data/postmaster.pid" ] &&
-        as_pg "$PG_BIN/pg_ctl -D $pg/data -m immediate -w stop" >/dev/null 2>&1
+    for p in $(pgrep -f -- "-D $pg/data "); do kill -QUIT "$p" 2>/dev/null; done
 }
 trap 'stop_pg; cleanup' EXIT
 
@@ -35,6 +36,7 @@ as_pg "$PG_BIN/initdb -D $pg/data -A trust" >"$tmp/initdb.log" 2>&1 ||
     fail "initdb: $(cat "$tmp/initdb.log")"
 
 launch_pg() {
+    stop_pg
     pgport=$((port + 20000))
     as_pg "LD_PRELOAD='$preload' CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_FORK_DELAY_MS=200 ASAN_OPTIONS=${ASAN_OPTIONS:-} $PG_BIN/postgres -D $pg/data -k $pg/sock -p $pgport -c listen_addresses=" \
         </dev/null >"$tmp/pg.out" 2>"$tmp/pg.err" &

@@ -8,9 +8,10 @@
  *     child that execs `sleep SECONDS` at once and one that exits at
  *     once ("exec PID", "exit PID"), one that execs `sleep SECONDS` once
  *     the file PIDFILE.go exists ("late PID"), and waits for them all.
- *   prefork daemon SECONDS PIDFILE: forks and exits at once (a daemon's
- *     start); the daemon writes "daemon PID", forks one worker as above
- *     ("worker PID") and waits for it.
+ *   prefork daemon SECONDS PIDFILE: forks and exits 1 s later (a daemon's
+ *     start, whose first process may outlive cpprof's fork delay); the
+ *     daemon writes "daemon PID", forks one worker as above ("worker
+ *     PID") and waits for it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,8 +105,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "daemon") == 0) {
-        if (fork() != 0)
+        if (fork() != 0) {
+            usleep(1000000); /* longer than the test's fork delay */
             return 0;
+        }
         setsid();
         note(pidfile, "daemon", getpid());
         fork_worker(seconds, pidfile);

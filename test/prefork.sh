@@ -7,8 +7,9 @@
 #     prefork_request_path, the exec'd child (sleep) runs one thread and
 #     listens nowhere, one that execs after serving is listed no more,
 #     and stderr says once where the workers serve;
-#   daemon: the started process exits at once; its fork serves the
-#     address asked for, says so, and lists its own worker;
+#   daemon: the started process exits 1 s after its fork (after the
+#     fork delay); its fork serves the address asked for, says so, and
+#     lists its own worker;
 #   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's.
 set -u
 . "$(dirname "$0")/http_lib.sh"
