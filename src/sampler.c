@@ -66,7 +66,15 @@
  * outside instead: the collector reads their CPU clocks every CHARGE_NS, and
  * the profile reports, per reason, how many threads and how much CPU time
  * went unsampled.  Signal masks are read from /proc/self/task/TID/status
- * when a thread is first seen and every RECHECK_NS.
+ * when a thread announces itself, and for the others once they are seen
+ * to run: every RECHECK_NS (and one tick after the start) each thread's
+ * CPU clock is read, and only a thread whose clock moved since its mask
+ * was last read has it read again.  So a thread that sleeps through the
+ * profile costs its timer and a clock read a second, not a status file
+ * read (1,000 idle threads cost a profile's start 40 ms of CPU that way,
+ * bench/idle_threads); a thread that blocks the signal from the start is
+ * found at the first look it ran before, and its CPU since it got its
+ * timer counts as unsampled.
  *
  * The program's own handler.  The disposition is checked at every
  * collector tick: a program that installs its own handler for the signal
@@ -172,13 +180,17 @@ struct thread_timer {
     int why;          /* TIMED, NEW or a sampler_reason */
     unsigned counted; /* bit per reason the thread was counted under */
     timer_t timer;    /* when TIMED */
-    int64_t cpu_mark; /* untimed or suspect: its CPU clock when last read */
-    int64_t mask_cpu; /* its CPU clock when its signal mask was last read */
-    /* Timed, but first seen with the signal blocked: glibc's pthread_create
+    int64_t cpu_mark; /* untimed: its CPU clock when last read; timed:
+                         when it was given its timer */
+    int64_t mask_cpu; /* its CPU clock when its signal mask was last read,
+                         or, until then, when it was given its timer */
+    /* Found by a listing and timed without a look at its signal mask: most
+     * threads of a large process sleep, and what they block matters only
+     * once they run, which a read of their CPU clock tells (recheck_timed).
+     * The look could not be made at once anyway: glibc's pthread_create
      * starts every thread with all signals blocked until start_thread sets
-     * its mask, so only a second look, a tick later, tells a thread that
-     * blocks the signal from one just starting. */
-    bool suspect;
+     * its mask. */
+    bool mask_unread;
 };
 
 #define TIMED (-1)
@@ -503,9 +515,10 @@ static void *timer_value(const struct session *s, pid_t tid)
 /* A timer on thread `tid`'s CPU clock that signals that thread every
  * period, first after a random fraction of one.  Takes a unit of the
  * queued-signal budget, or fails with -EAGAIN. */
-static int thread_timer_start(struct session *s, pid_t tid, timer_t *out)
+static int thread_timer_start(struct session *s, pid_t tid, timer_t *out,
+                              sigbudget_view *budget)
 {
-    if (!sigbudget_take())
+    if (!sigbudget_take_viewed(budget))
         return -EAGAIN;
     struct sigevent sev = {0};
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -607,30 +620,33 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
 /* Gives the thread a timer if it can take the signal and one is to be
  * had; otherwise records why not.  Returns false when the thread is gone.
  * `mask_settled`: the thread runs its own code already (it announced
- * itself), so a blocked signal is its choice, not glibc's start-up mask. */
+ * itself, or a recheck saw it run), so its mask is read now and a blocked
+ * signal is its choice; one found by a listing is timed with its mask
+ * unread (mask_unread).  `budget`: the pass's one read of SigQ. */
 static bool give_timer(struct session *s, struct thread_timer *t,
-                       bool mask_settled)
+                       bool mask_settled, sigbudget_view *budget)
 {
     if (s->taken) {
         make_untimed(s, t, SAMPLER_SIGNAL_TAKEN);
         return true;
     }
-    bool blocked = blocks_signal(t->tid, s->signo);
-    if (blocked && (t->why != NEW || mask_settled)) {
+    int64_t cpu = tid_cpu_ns(t->tid);
+    if (cpu < 0)
+        return false; /* exited meanwhile: its clock is gone */
+    if (mask_settled && blocks_signal(t->tid, s->signo)) {
         make_untimed(s, t, SAMPLER_BLOCKED);
         return true;
     }
     timer_t timer;
-    int rc = thread_timer_start(s, t->tid, &timer);
+    int rc = thread_timer_start(s, t->tid, &timer, budget);
     if (rc == -EINVAL || rc == -ESRCH)
-        return false; /* exited meanwhile: its clock is gone */
+        return false;
     if (rc == 0) {
         charge_unsampled(s, t);
         t->why = TIMED;
         t->timer = timer;
-        t->suspect = blocked;
-        if (blocked)
-            t->cpu_mark = tid_cpu_ns(t->tid);
+        t->cpu_mark = t->mask_cpu = cpu;
+        t->mask_unread = !mask_settled;
     } else if (rc == -EAGAIN) {
         make_untimed(s, t, SAMPLER_OVER_BUDGET);
     } else {
@@ -639,18 +655,6 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         make_untimed(s, t, SAMPLER_REFUSED);
     }
     return true;
-}
-
-/* The second look at a thread first seen with the signal blocked: one
- * that still blocks it is untimed from the first look on. */
-static void recheck_suspect(struct session *s, struct thread_timer *t)
-{
-    t->suspect = false;
-    if (t->why != TIMED || !blocks_signal(t->tid, s->signo))
-        return;
-    int64_t first_seen = t->cpu_mark;
-    make_untimed(s, t, SAMPLER_BLOCKED);
-    t->cpu_mark = first_seen;
 }
 
 /* Refreshes the unwinder's table of mappings (its failure only costs
@@ -674,21 +678,38 @@ static bool ran_since_mask_read(struct thread_timer *t)
     return true;
 }
 
-/* Every RECHECK_NS: a timed thread that has blocked the signal since is
- * untimed, and an untimed one that can take it again (or that the budget
- * now has room for) is given a timer. */
+/* A timed thread that ran since its mask was last read is untimed if it
+ * blocks the signal now.  One whose mask was never read may have blocked
+ * it since it got its timer: its CPU since then counts as unsampled. */
+static void recheck_timed(struct session *s, struct thread_timer *t)
+{
+    int64_t timed_at = t->cpu_mark;
+    if (!ran_since_mask_read(t))
+        return;
+    bool unread = t->mask_unread;
+    t->mask_unread = false;
+    if (!blocks_signal(t->tid, s->signo))
+        return;
+    make_untimed(s, t, SAMPLER_BLOCKED);
+    if (unread)
+        t->cpu_mark = timed_at;
+}
+
+/* Every RECHECK_NS, and one tick after the start (the look at the masks
+ * of the threads the first listing timed unread): a timed thread that
+ * blocks the signal is untimed, and an untimed one that can take it again
+ * (or that the budget now has room for) is given a timer.  A thread that
+ * did not run costs one read of its CPU clock. */
 static void recheck_threads(struct session *s)
 {
+    sigbudget_view budget = {0};
     for (size_t i = 0; i < s->ntimers; i++) {
         struct thread_timer *t = &s->timers[i];
-        if (t->why == TIMED) {
-            if (!t->suspect && ran_since_mask_read(t) &&
-                blocks_signal(t->tid, s->signo))
-                make_untimed(s, t, SAMPLER_BLOCKED);
-        } else if (t->why == SAMPLER_OVER_BUDGET ||
-                   (t->why == SAMPLER_BLOCKED && ran_since_mask_read(t))) {
-            give_timer(s, t, true);
-        }
+        if (t->why == TIMED)
+            recheck_timed(s, t);
+        else if (t->why == SAMPLER_OVER_BUDGET ||
+                 (t->why == SAMPLER_BLOCKED && ran_since_mask_read(t)))
+            give_timer(s, t, true, &budget);
     }
     s->masks_checked_ns = clock_mono_ns();
 }
@@ -708,6 +729,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
     struct thread_timer *next = malloc((cap ? cap : 1) * sizeof *next);
     if (!next)
         return -ENOMEM;
+    sigbudget_view budget = {0};
     size_t i = 0, j = 0, k = 0;
     while (i < s->ntimers || j < n) {
         struct thread_timer *old = i < s->ntimers ? &s->timers[i] : NULL;
@@ -734,7 +756,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
             refreshed = true;
         }
         next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
-        if (give_timer(s, &next[k], !full))
+        if (give_timer(s, &next[k], !full, &budget))
             k++;
     }
     free(s->timers);
@@ -843,23 +865,17 @@ bool sampler_running(void)
     return atomic_load_explicit(&active, memory_order_relaxed) != NULL;
 }
 
-/* Every TICK_NS: a thread first seen with the signal blocked gets its
- * second look (a tick later), a table is built for any object the loader
- * added, and every CHARGE_NS the untimed threads' CPU is charged; every
- * SCAN_NS, or once many threads were announced or one found no slot,
- * /proc/self/task and the mappings are read. */
+/* Every TICK_NS: a table is built for any object the loader added, and
+ * every CHARGE_NS the untimed threads' CPU is charged; every SCAN_NS, or
+ * once many threads were announced or one found no slot, /proc/self/task
+ * and the mappings are read; every RECHECK_NS the signal masks. */
 static void tend_threads(struct session *s)
 {
     unwind_refresh_if_loaded(); /* a dlopened object: its table now */
-    bool charge = clock_mono_ns() - s->charged_ns >= CHARGE_NS;
-    if (charge)
+    if (clock_mono_ns() - s->charged_ns >= CHARGE_NS) {
         s->charged_ns = clock_mono_ns();
-    for (size_t i = 0; i < s->ntimers; i++) {
-        struct thread_timer *t = &s->timers[i];
-        if (t->suspect)
-            recheck_suspect(s, t);
-        else if (charge)
-            charge_unsampled(s, t);
+        for (size_t i = 0; i < s->ntimers; i++)
+            charge_unsampled(s, &s->timers[i]);
     }
     if (clock_mono_ns() - s->scanned_ns >= SCAN_NS ||
         s->announced_since_scan >= SCAN_AFTER ||
@@ -1024,7 +1040,8 @@ static struct session *session_new(long hz, int signo)
     s->cookie = COOKIE_MAGIC | (atomic_fetch_add(&sessions, 1) & 0xfffff);
     s->period = sampler_period_ns(hz);
     s->rng = (uint64_t)clock_mono_ns() | 1;
-    s->masks_checked_ns = clock_mono_ns(); /* new threads are checked anyway */
+    /* The first recheck one tick after the start (recheck_threads). */
+    s->masks_checked_ns = clock_mono_ns() - RECHECK_NS + TICK_NS;
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
