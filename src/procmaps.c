@@ -98,8 +98,8 @@ int procmaps_foreach(procmaps_fn fn, void *arg)
     if (!f)
         return -errno;
     /* stdio reads /proc in blocks of its st_blksize, 1 KB: a process with
-     * 1,000 threads has 2,000 lines of their stacks, 150 read calls.  (A
-     * size without a buffer of the caller's glibc ignores.) */
+     * 1,000 threads has 2,000 lines of their stacks, 150 read calls.  The
+     * block is ours: glibc ignores a size given without one. */
     enum { MAPS_READ = 64 * 1024 };
     char *block = malloc(MAPS_READ);
     if (block)
