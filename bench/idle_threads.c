@@ -11,13 +11,20 @@
  * stop (building and encoding it) inside the window, so that what the
  * sampler does per thread at either end counts too.  Each window counts
  * jobs per CPU second of the whole process (the worker, the signal handler,
- * the collector): the profile's cost is how much fewer of them there are,
- * a figure other load on the machine does not move much.
+ * the collector): the profile's cost is how much fewer of them there are.
+ * On a loaded machine that ratio swings by several points from window to
+ * window, so each window also counts the process's CPU time outside the
+ * worker thread: the collector's, the profile's start and stop, and any
+ * the idle threads were made to use.  Without a profile that is next to
+ * nothing, so the profiled window's extra is what the profile cost beyond
+ * its signal handler (which runs on the worker), in CPU milliseconds.
  *
  * Usage: idle_threads [IDLE [SECONDS [ROUNDS]]]   (1000, 5, 3)
  * Prints each round, then the medians:
  *   cost_percent_idle_0 P       the profile's cost without idle threads
  *   cost_percent_idle_N P       and with N idle threads
+ *   cpu_ms_idle_0 C, cpu_ms_idle_N C     the profile's CPU outside the
+ *                                        worker (ms per window)
  *   stop_ms_idle_0 M, stop_ms_idle_N M   the profile's stop, wall
  * Goal: the two costs within the noise the rounds show.
  */
@@ -39,6 +46,7 @@
 static atomic_llong jobs_done;
 static atomic_bool stopping;
 static atomic_int parked;
+static clockid_t worker_clock;
 static volatile uint32_t sink;
 
 static double clock_seconds(clockid_t clock)
@@ -122,11 +130,14 @@ static void idlers_stop(struct idlers *s)
 
 /* Jobs per CPU second of the process over a window of `seconds`, with a
  * CPU profile from its start to its end when `profiled`; *stop_ms gets the
- * profile's stop's wall time. */
-static double window(double seconds, bool profiled, double *stop_ms)
+ * profile's stop's wall time, *other_ms the process's CPU outside the
+ * worker. */
+static double window(double seconds, bool profiled, double *stop_ms,
+                     double *other_ms)
 {
     long long j0 = atomic_load(&jobs_done);
     double c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    double w0 = clock_seconds(worker_clock);
     if (profiled && cpprof_cpu_profile_start() != 0)
         exit(1);
     usleep((useconds_t)(seconds * 1e6));
@@ -140,15 +151,20 @@ static double window(double seconds, bool profiled, double *stop_ms)
         free(buf);
     }
     long long jobs = atomic_load(&jobs_done) - j0;
-    return jobs / (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    double cpu = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    if (other_ms)
+        *other_ms = (cpu - (clock_seconds(worker_clock) - w0)) * 1e3;
+    return jobs / cpu;
 }
 
 /* The profile's cost in percent of the unprofiled window's jobs per CPU
- * second. */
-static double profile_cost(double seconds, double *stop_ms)
+ * second; *cpu_ms gets its CPU outside the worker. */
+static double profile_cost(double seconds, double *stop_ms, double *cpu_ms)
 {
-    double off = window(seconds, false, NULL);
-    double on = window(seconds, true, stop_ms);
+    double other_off, other_on;
+    double off = window(seconds, false, NULL, &other_off);
+    double on = window(seconds, true, stop_ms, &other_on);
+    *cpu_ms = other_on - other_off;
     return 100 * (off - on) / off;
 }
 
@@ -165,23 +181,29 @@ int main(int argc, char **argv)
     static struct idlers idlers;
     pthread_t w;
     pthread_create(&w, NULL, worker, NULL);
+    if (pthread_getcpuclockid(w, &worker_clock) != 0)
+        abort();
     printf("idle threads %d window %.1f s rounds %d\n", idle, seconds, rounds);
     double none[MAX_ROUNDS], many[MAX_ROUNDS], stop_none[MAX_ROUNDS],
-        stop_many[MAX_ROUNDS];
-    window(1, false, NULL); /* warm up */
+        stop_many[MAX_ROUNDS], cpu_none[MAX_ROUNDS], cpu_many[MAX_ROUNDS];
+    window(1, false, NULL, NULL); /* warm up */
     for (int r = 0; r < rounds; r++) {
-        none[r] = profile_cost(seconds, &stop_none[r]);
+        none[r] = profile_cost(seconds, &stop_none[r], &cpu_none[r]);
         idlers_start(&idlers, idle);
-        many[r] = profile_cost(seconds, &stop_many[r]);
+        many[r] = profile_cost(seconds, &stop_many[r], &cpu_many[r]);
         idlers_stop(&idlers);
-        printf("round %d: cost %.2f%% (stop %.1f ms) without idle threads, "
-               "%.2f%% (stop %.1f ms) with %d\n",
-               r + 1, none[r], stop_none[r], many[r], stop_many[r], idle);
+        printf("round %d: cost %.2f%% (%.1f CPU ms, stop %.1f ms) without "
+               "idle threads, %.2f%% (%.1f CPU ms, stop %.1f ms) with %d\n",
+               r + 1, none[r], cpu_none[r], stop_none[r], many[r],
+               cpu_many[r], stop_many[r], idle);
+        fflush(stdout);
     }
     atomic_store(&stopping, true);
     pthread_join(w, NULL);
     printf("cost_percent_idle_0 %.2f\n", bench_median(none, rounds));
     printf("cost_percent_idle_%d %.2f\n", idle, bench_median(many, rounds));
+    printf("cpu_ms_idle_0 %.1f\n", bench_median(cpu_none, rounds));
+    printf("cpu_ms_idle_%d %.1f\n", idle, bench_median(cpu_many, rounds));
     printf("stop_ms_idle_0 %.1f\n", bench_median(stop_none, rounds));
     printf("stop_ms_idle_%d %.1f\n", idle, bench_median(stop_many, rounds));
     return 0;

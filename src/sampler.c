@@ -14,10 +14,12 @@
  * in a fixed array of slots (a compare-and-swap, no allocation, no lock)
  * and wakes the collector, which gives it its timer at once.  Threads
  * created otherwise (clone(), before cpprof loaded, in the instant a
- * session starts) are found by listing /proc/self/task every SCAN_NS,
- * which also retires the timers of threads that exited; listing it every
- * tick, as before, cost the collector 1.7% of a core with 100 idle
- * threads (bench/collector).  A program that starts threads faster than
+ * session starts) are found by listing /proc/self/task, which also
+ * retires the timers of threads that exited: every SCAN_NS when the
+ * process's thread count (an fstat of that directory) differs from the
+ * table's.  Listing it every tick, as before, cost the collector 1.7% of
+ * a core with 100 idle threads (bench/collector), and every second 0.3 ms
+ * with 1,000.  A program that starts threads faster than
  * that gets a scan after every SCAN_AFTER announcements, so that exited
  * threads' timers give their queued-signal budget back at the pace it
  * creates threads.  First expiries are random within one
@@ -65,8 +67,28 @@
  * program's own real-time signals still fit.  Such threads are read from
  * outside instead: the collector reads their CPU clocks every CHARGE_NS, and
  * the profile reports, per reason, how many threads and how much CPU time
- * went unsampled.  Signal masks are read from /proc/self/task/TID/status
- * when a thread is first seen and every RECHECK_NS.
+ * went unsampled.
+ *
+ * Idle threads.  A server's thousand connection threads mostly sleep
+ * through a profile, and each costs what is done for it one by one:
+ * reading its signal mask (a status file, 9-15 us) for its timer, and
+ * reading it again once it ran, which a read of its CPU clock (1.7 us)
+ * tells.  Done for every thread at the start and every second, that was
+ * 4% of a core over a 5 s profile with 1,000 idle threads
+ * (bench/idle_threads).  So a thread announced gets its mask read at
+ * once, but one found by a listing gets its timer (and a clock read)
+ * only; a sleeping thread needs no more, and its timer samples it as
+ * soon as it wakes.  Whether some timed thread's mask needs a look is
+ * told by the process as a whole, every RECHECK_NS and one tick after
+ * the start: its CPU clock against the CPU its samples and the untimed
+ * threads' charges account for (cpu_unaccounted).  A timed thread that
+ * takes its signal leaves at most a period unaccounted; one that blocks
+ * it leaves all its CPU, and then each timed thread's clock is read, the
+ * status of those that ran, and one that blocks the signal is untimed
+ * with its CPU since it was timed charged.  Otherwise only the threads
+ * that ran by the last look are looked at.  Left open: a thread that
+ * blocks the signal, slept through the start and exits within a second
+ * of waking is neither sampled nor reported.
  *
  * The program's own handler.  The disposition is checked at every
  * collector tick: a program that installs its own handler for the signal
@@ -172,13 +194,18 @@ struct thread_timer {
     int why;          /* TIMED, NEW or a sampler_reason */
     unsigned counted; /* bit per reason the thread was counted under */
     timer_t timer;    /* when TIMED */
-    int64_t cpu_mark; /* untimed or suspect: its CPU clock when last read */
-    int64_t mask_cpu; /* its CPU clock when its signal mask was last read */
-    /* Timed, but first seen with the signal blocked: glibc's pthread_create
+    int64_t cpu_mark; /* untimed: its CPU clock when last read; timed:
+                         when it was given its timer */
+    int64_t mask_cpu; /* its CPU clock when its signal mask was last read,
+                         or, until then, when it was given its timer */
+    /* Found by a listing and timed without a look at its signal mask: most
+     * threads of a large process sleep, and what they block matters only
+     * once they run, which a read of their CPU clock tells (recheck_timed).
+     * The look could not be made at once anyway: glibc's pthread_create
      * starts every thread with all signals blocked until start_thread sets
-     * its mask, so only a second look, a tick later, tells a thread that
-     * blocks the signal from one just starting. */
-    bool suspect;
+     * its mask. */
+    bool mask_unread;
+    bool ran; /* timed, and ran by the last look at it (look_at_timed) */
 };
 
 #define TIMED (-1)
@@ -218,6 +245,14 @@ struct session {
     int64_t scanned_ns;
     int64_t maps_read_ns;
     unsigned announced_since_scan;
+    /* The look at every timed thread is made only when the process used
+     * CPU the samples do not account for (cpu_unaccounted): the weight of
+     * the samples drained so far; at the last look, the process's CPU and
+     * what samples and charges accounted for; and how many timed threads
+     * had run since the look before it. */
+    int64_t drained;
+    int64_t process_cpu_mark, accounted_mark;
+    size_t movers;
     bool taken;   /* the program installed its own handler meanwhile */
     int refused;  /* timer_create's error other than a gone thread */
     sampler_unsampled unsampled[SAMPLER_NREASONS];
@@ -472,6 +507,8 @@ static void ring_drain(struct session *s)
         if (stacktab_add(s->samples, slot->pcs, slot->depth, slot->flags,
                          slot->gen, slot->labels, values) != 0)
             atomic_fetch_add(&s->lost, slot->weight);
+        else
+            s->drained += slot->weight;
         labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,
                               memory_order_release);
@@ -503,9 +540,10 @@ static void *timer_value(const struct session *s, pid_t tid)
 /* A timer on thread `tid`'s CPU clock that signals that thread every
  * period, first after a random fraction of one.  Takes a unit of the
  * queued-signal budget, or fails with -EAGAIN. */
-static int thread_timer_start(struct session *s, pid_t tid, timer_t *out)
+static int thread_timer_start(struct session *s, pid_t tid, timer_t *out,
+                              sigbudget_view *budget)
 {
-    if (!sigbudget_take())
+    if (!sigbudget_take_viewed(budget))
         return -EAGAIN;
     struct sigevent sev = {0};
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -607,30 +645,34 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
 /* Gives the thread a timer if it can take the signal and one is to be
  * had; otherwise records why not.  Returns false when the thread is gone.
  * `mask_settled`: the thread runs its own code already (it announced
- * itself), so a blocked signal is its choice, not glibc's start-up mask. */
+ * itself, or a recheck saw it run), so its mask is read now and a blocked
+ * signal is its choice; one found by a listing is timed with its mask
+ * unread (mask_unread).  `budget`: the pass's one read of SigQ. */
 static bool give_timer(struct session *s, struct thread_timer *t,
-                       bool mask_settled)
+                       bool mask_settled, sigbudget_view *budget)
 {
     if (s->taken) {
         make_untimed(s, t, SAMPLER_SIGNAL_TAKEN);
         return true;
     }
-    bool blocked = blocks_signal(t->tid, s->signo);
-    if (blocked && (t->why != NEW || mask_settled)) {
+    int64_t cpu = tid_cpu_ns(t->tid);
+    if (cpu < 0)
+        return false; /* exited meanwhile: its clock is gone */
+    if (mask_settled && blocks_signal(t->tid, s->signo)) {
         make_untimed(s, t, SAMPLER_BLOCKED);
         return true;
     }
     timer_t timer;
-    int rc = thread_timer_start(s, t->tid, &timer);
+    int rc = thread_timer_start(s, t->tid, &timer, budget);
     if (rc == -EINVAL || rc == -ESRCH)
-        return false; /* exited meanwhile: its clock is gone */
+        return false;
     if (rc == 0) {
         charge_unsampled(s, t);
         t->why = TIMED;
         t->timer = timer;
-        t->suspect = blocked;
-        if (blocked)
-            t->cpu_mark = tid_cpu_ns(t->tid);
+        t->cpu_mark = t->mask_cpu = cpu;
+        t->mask_unread = !mask_settled;
+        t->ran = mask_settled; /* it runs its own code now */
     } else if (rc == -EAGAIN) {
         make_untimed(s, t, SAMPLER_OVER_BUDGET);
     } else {
@@ -639,18 +681,6 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         make_untimed(s, t, SAMPLER_REFUSED);
     }
     return true;
-}
-
-/* The second look at a thread first seen with the signal blocked: one
- * that still blocks it is untimed from the first look on. */
-static void recheck_suspect(struct session *s, struct thread_timer *t)
-{
-    t->suspect = false;
-    if (t->why != TIMED || !blocks_signal(t->tid, s->signo))
-        return;
-    int64_t first_seen = t->cpu_mark;
-    make_untimed(s, t, SAMPLER_BLOCKED);
-    t->cpu_mark = first_seen;
 }
 
 /* Refreshes the unwinder's table of mappings (its failure only costs
@@ -674,21 +704,98 @@ static bool ran_since_mask_read(struct thread_timer *t)
     return true;
 }
 
-/* Every RECHECK_NS: a timed thread that has blocked the signal since is
- * untimed, and an untimed one that can take it again (or that the budget
- * now has room for) is given a timer. */
-static void recheck_threads(struct session *s)
+/* A timed thread that ran since its mask was last read is untimed if it
+ * blocks the signal now.  One whose mask was never read may have blocked
+ * it since it got its timer: its CPU since then counts as unsampled.
+ * Returns whether the thread ran. */
+static bool recheck_timed(struct session *s, struct thread_timer *t)
 {
+    int64_t timed_at = t->cpu_mark;
+    if (!ran_since_mask_read(t))
+        return false;
+    bool unread = t->mask_unread;
+    t->mask_unread = false;
+    if (blocks_signal(t->tid, s->signo)) {
+        make_untimed(s, t, SAMPLER_BLOCKED);
+        if (unread)
+            t->cpu_mark = timed_at;
+        charge_unsampled(s, t);
+    }
+    return true;
+}
+
+/* CPU time the samples drained so far stand for, with those a full ring
+ * dropped or a short stack refused, and the untimed threads' charges. */
+static int64_t accounted_ns(struct session *s)
+{
+    int64_t weight = s->drained + atomic_load(&s->lost) +
+                     atomic_load(&s->no_room);
+    int64_t ns = weight * s->period;
+    for (int why = 0; why < SAMPLER_NREASONS; why++)
+        ns += s->unsampled[why].cpu_ns;
+    return ns;
+}
+
+static void mark_accounted(struct session *s)
+{
+    s->process_cpu_mark = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    s->accounted_mark = accounted_ns(s);
+}
+
+/* Whether the process used more CPU since the last look at every timed
+ * thread than its samples and charges account for: one read of its CPU
+ * clock, which the kernel sums over every thread (0.3-0.6 ms with 1,000
+ * whose task structures are out of the cache, too much for every tick).
+ * A timed thread that takes its signal is sampled a period of CPU at a
+ * time: it leaves at most the period it has begun unaccounted, and a
+ * thread that wakes from a long sleep is sampled by its timer at once,
+ * unlooked at.  More is a timed thread that blocks the signal, or one no
+ * listing has found yet.  The slack allows a period for each thread that
+ * ran before (two: its signals may wait for a CPU), and four for those
+ * that start to. */
+static bool cpu_unaccounted(struct session *s)
+{
+    int64_t used = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - s->process_cpu_mark;
+    int64_t accounted = accounted_ns(s) - s->accounted_mark;
+    return used - accounted > s->period * (2 * (int64_t)s->movers + 4);
+}
+
+/* The look at the timed threads: each one's CPU clock read (1.7 us), and
+ * its status if it ran since its mask was read; one that blocks the signal
+ * is untimed, its CPU charged so far.  At every thread (`all`) only when
+ * cpu_unaccounted says so: 1,000 sleeping threads looked at every second
+ * were 0.2% of a core.  Otherwise at those that ran by the last look, as
+ * every thread was looked at before: a thread among many that run is
+ * found within a second once it blocks the signal, however much slack
+ * their periods begun leave cpu_unaccounted. */
+static void look_at_timed(struct session *s, bool all)
+{
+    s->movers = 0;
     for (size_t i = 0; i < s->ntimers; i++) {
         struct thread_timer *t = &s->timers[i];
-        if (t->why == TIMED) {
-            if (!t->suspect && ran_since_mask_read(t) &&
-                blocks_signal(t->tid, s->signo))
-                make_untimed(s, t, SAMPLER_BLOCKED);
-        } else if (t->why == SAMPLER_OVER_BUDGET ||
-                   (t->why == SAMPLER_BLOCKED && ran_since_mask_read(t))) {
-            give_timer(s, t, true);
+        if (t->why == TIMED && (all || t->ran)) {
+            t->ran = recheck_timed(s, t);
+            s->movers += t->ran;
         }
+    }
+    if (all)
+        mark_accounted(s);
+}
+
+/* Every RECHECK_NS, and one tick after the start (for threads the first
+ * listing timed that block the signal): the timed threads are looked at,
+ * every one if the process's CPU is not all accounted for, else those
+ * that ran by the last look; and an untimed thread that can take the
+ * signal again (or that the budget now has room for) is given a timer. */
+static void recheck_threads(struct session *s)
+{
+    look_at_timed(s, cpu_unaccounted(s));
+    sigbudget_view budget = {0};
+    for (size_t i = 0; i < s->ntimers; i++) {
+        struct thread_timer *t = &s->timers[i];
+        if (t->why == SAMPLER_OVER_BUDGET ||
+            (t->why == SAMPLER_BLOCKED && ran_since_mask_read(t)))
+            give_timer(s, t, true, &budget);
     }
     s->masks_checked_ns = clock_mono_ns();
 }
@@ -708,6 +815,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
     struct thread_timer *next = malloc((cap ? cap : 1) * sizeof *next);
     if (!next)
         return -ENOMEM;
+    sigbudget_view budget = {0};
     size_t i = 0, j = 0, k = 0;
     while (i < s->ntimers || j < n) {
         struct thread_timer *old = i < s->ntimers ? &s->timers[i] : NULL;
@@ -734,7 +842,7 @@ static int merge_threads(struct session *s, const pid_t *tids, size_t n,
             refreshed = true;
         }
         next[k] = (struct thread_timer){.tid = tids[j++], .why = NEW};
-        if (give_timer(s, &next[k], !full))
+        if (give_timer(s, &next[k], !full, &budget))
             k++;
     }
     free(s->timers);
@@ -843,28 +951,40 @@ bool sampler_running(void)
     return atomic_load_explicit(&active, memory_order_relaxed) != NULL;
 }
 
-/* Every TICK_NS: a thread first seen with the signal blocked gets its
- * second look (a tick later), a table is built for any object the loader
- * added, and every CHARGE_NS the untimed threads' CPU is charged; every
- * SCAN_NS, or once many threads were announced or one found no slot,
- * /proc/self/task and the mappings are read. */
+/* Whether the process's thread count (one fstat) differs from the
+ * table's, which a thread that exited or one that was not announced
+ * makes it: only then is /proc/self/task listed, 2-3 us a thread. */
+static bool threads_changed(struct session *s)
+{
+    s->scanned_ns = clock_mono_ns();
+    int dirfd = proctasks_open();
+    if (dirfd < 0)
+        return true; /* the listing says why */
+    size_t n = proctasks_count(dirfd);
+    close(dirfd);
+    return n == 0 || n != s->ntimers;
+}
+
+/* Every TICK_NS: a table is built for any object the loader added, and
+ * every CHARGE_NS the untimed threads' CPU is charged; once many threads
+ * were announced or one found no slot, or every SCAN_NS if the thread
+ * count changed, /proc/self/task is listed, and the mappings are read at
+ * least every MAPS_MAX_AGE_NS; every RECHECK_NS the threads' signal
+ * masks. */
 static void tend_threads(struct session *s)
 {
     unwind_refresh_if_loaded(); /* a dlopened object: its table now */
-    bool charge = clock_mono_ns() - s->charged_ns >= CHARGE_NS;
-    if (charge)
+    if (clock_mono_ns() - s->charged_ns >= CHARGE_NS) {
         s->charged_ns = clock_mono_ns();
-    for (size_t i = 0; i < s->ntimers; i++) {
-        struct thread_timer *t = &s->timers[i];
-        if (t->suspect)
-            recheck_suspect(s, t);
-        else if (charge)
-            charge_unsampled(s, t);
+        for (size_t i = 0; i < s->ntimers; i++)
+            charge_unsampled(s, &s->timers[i]);
     }
-    if (clock_mono_ns() - s->scanned_ns >= SCAN_NS ||
-        s->announced_since_scan >= SCAN_AFTER ||
-        atomic_exchange(&announce_overflow, false))
+    if (s->announced_since_scan >= SCAN_AFTER ||
+        atomic_exchange(&announce_overflow, false) ||
+        (clock_mono_ns() - s->scanned_ns >= SCAN_NS && threads_changed(s)))
         scan_threads(s);
+    else if (clock_mono_ns() - s->maps_read_ns >= MAPS_MAX_AGE_NS)
+        refresh_maps(s);
     if (clock_mono_ns() - s->masks_checked_ns >= RECHECK_NS)
         recheck_threads(s);
 }
@@ -1024,7 +1144,8 @@ static struct session *session_new(long hz, int signo)
     s->cookie = COOKIE_MAGIC | (atomic_fetch_add(&sessions, 1) & 0xfffff);
     s->period = sampler_period_ns(hz);
     s->rng = (uint64_t)clock_mono_ns() | 1;
-    s->masks_checked_ns = clock_mono_ns(); /* new threads are checked anyway */
+    /* The first recheck one tick after the start (recheck_threads). */
+    s->masks_checked_ns = clock_mono_ns() - RECHECK_NS + TICK_NS;
     s->mask = nslots - 1;
     s->ring = calloc(nslots, sizeof *s->ring);
     s->samples = stacktab_new(2);
@@ -1119,6 +1240,7 @@ static int session_begin(struct session *s)
     atomic_store(&announce_overflow, false);
     atomic_store(&active, s);
     rc = scan_threads(s);
+    mark_accounted(s);
     if (rc == 0 && s->refused)
         rc = CPPROF_ENOTIMER; /* seccomp or a container said no */
     if (rc == 0)

@@ -8,7 +8,8 @@
  * "used/limit" for the process's user, so cpprof can stay under half of
  * what is free and leave the rest to the program, however many threads it
  * has.  Read on each use rather than tracked: other processes of the same
- * user draw on the same count.
+ * user draw on the same count; a batch of timers made in one pass reads it
+ * once (sigbudget_take_viewed).
  */
 #include "sigbudget.h"
 #include "procfile.h"
@@ -34,17 +35,27 @@ static bool read_sigq(unsigned long long *used, unsigned long long *limit)
     return v && sscanf(v, "%llu/%llu", used, limit) == 2;
 }
 
-bool sigbudget_take(void)
+bool sigbudget_take_viewed(sigbudget_view *view)
 {
-    unsigned long long used, limit;
-    if (!read_sigq(&used, &limit))
+    if (!view->read && !read_sigq(&view->used, &view->limit))
         return false;
+    view->read = true;
     long mine = atomic_load(&held);
-    unsigned long long free_without_us = limit - used + (unsigned long long)mine;
-    if (used > limit || (unsigned long long)mine + 1 > free_without_us / 2)
+    if (view->used > view->limit)
+        return false;
+    unsigned long long free_without_us =
+        view->limit - view->used + (unsigned long long)mine;
+    if ((unsigned long long)mine + 1 > free_without_us / 2)
         return false;
     atomic_fetch_add(&held, 1);
+    view->used++;
     return true;
+}
+
+bool sigbudget_take(void)
+{
+    sigbudget_view view = {0};
+    return sigbudget_take_viewed(&view);
 }
 
 void sigbudget_give(void)

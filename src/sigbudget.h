@@ -19,6 +19,20 @@
  * would not, or SigQ cannot be read. */
 bool sigbudget_take(void);
 
+/* SigQ as one read found it, for a batch: the sampler gives 1,000 threads
+ * their timers in one pass, and a read of /proc/self/status per timer was
+ * half of that pass's CPU.  Zeroed before the batch; the first take reads
+ * it, later ones count their own units into it. */
+typedef struct {
+    bool read;
+    unsigned long long used, limit;
+} sigbudget_view;
+
+/* sigbudget_take, decided from *view (read by its first take) rather than
+ * from a read of its own.  Units given back meanwhile are not seen: the
+ * batch only errs on the side of taking fewer. */
+bool sigbudget_take_viewed(sigbudget_view *view);
+
 /* Gives back a unit once its timer is deleted or its signal delivered (or
  * abandoned). */
 void sigbudget_give(void);

@@ -9,7 +9,9 @@
  * installs its own SIGPROF handler during a profile keeps it; a seccomp
  * filter refusing timer_create is an error, not an empty profile; 1,000
  * threads under a low RLIMIT_SIGPENDING leave the program its queued
- * signals; threads that block the signal are reported with their CPU.
+ * signals; threads that block the signal are reported with their CPU;
+ * idle threads cost a profile no work of their own, and one that wakes
+ * mid-profile is sampled (or, blocking the signal, reported).
  *
  * Each test runs in a process of its own (Check's fork mode), so signal
  * dispositions and /proc/self/timers start clean.  CPU bounds are generous:
@@ -909,6 +911,207 @@ START_TEST(threads_blocking_the_signal_are_reported)
 }
 END_TEST
 
+/* ---- Idle threads --------------------------------------------------------- */
+
+#define IDLE_THREADS 200
+
+/* Threads parked in a read of a pipe until its write end closes, as a
+ * server's connection threads wait for their next request. */
+struct idlers {
+    pthread_t t[IDLE_THREADS];
+    int pipe[2];
+    atomic_int parked;
+};
+
+static void *idle_main(void *arg)
+{
+    struct idlers *s = arg;
+    char c;
+    atomic_fetch_add(&s->parked, 1);
+    while (read(s->pipe[0], &c, 1) > 0)
+        ;
+    return NULL;
+}
+
+static void idlers_start(struct idlers *s)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    ck_assert_int_eq(pipe(s->pipe), 0);
+    atomic_init(&s->parked, 0);
+    for (int i = 0; i < IDLE_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&s->t[i], &attr, idle_main, s), 0);
+    pthread_attr_destroy(&attr);
+    while (atomic_load(&s->parked) < IDLE_THREADS)
+        usleep(1000);
+    usleep(50000); /* each into its read */
+}
+
+static void idlers_stop(struct idlers *s)
+{
+    close(s->pipe[1]);
+    for (int i = 0; i < IDLE_THREADS; i++)
+        pthread_join(s->t[i], NULL);
+    close(s->pipe[0]);
+}
+
+/* A thread that sleeps from before the profile until woken (a byte on
+ * `wake`), burns `seconds` of CPU, and sleeps again until the pipe
+ * closes. */
+struct sleeper {
+    pthread_t thread;
+    int wake[2];
+    double seconds;
+    bool block_all; /* every signal blocked, as xz's workers do */
+    atomic_bool burned;
+};
+
+__attribute__((noinline)) void *sleeper_main(void *arg)
+{
+    struct sleeper *s = arg;
+    if (s->block_all) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, NULL);
+    }
+    char c;
+    if (read(s->wake[0], &c, 1) == 1)
+        burn_cpu(s->seconds);
+    atomic_store(&s->burned, true);
+    while (read(s->wake[0], &c, 1) > 0)
+        ;
+    return NULL;
+}
+
+static void sleeper_start(struct sleeper *s)
+{
+    ck_assert_int_eq(pipe(s->wake), 0);
+    ck_assert_int_eq(pthread_create(&s->thread, NULL, sleeper_main, s), 0);
+    usleep(50000); /* into its read */
+}
+
+/* Wakes the sleeper and waits until it has burned its CPU. */
+static void sleeper_wake(struct sleeper *s)
+{
+    ck_assert_int_eq(write(s->wake[1], "x", 1), 1);
+    while (!atomic_load(&s->burned))
+        usleep(10000);
+}
+
+static void sleeper_end(struct sleeper *s)
+{
+    close(s->wake[1]);
+    pthread_join(s->thread, NULL);
+    close(s->wake[0]);
+}
+
+static double since(double t0)
+{
+    return monotonic_seconds() - t0;
+}
+
+/* Read system calls the process made so far (/proc/self/io's syscr), or
+ * -1 where the kernel does not count them. */
+static long long read_calls(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    long long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "syscr: %lld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A profile over many idle threads does no work per idle thread: the
+ * sampler read each one's status file twice at the start (its signal
+ * mask, and the queued-signal count for its timer) and once more at its
+ * first recheck, 2% of a core over a 5 s profile with 1,000 of them
+ * (bench/idle_threads).  Counted in read system calls from the start to
+ * just before the stop (symbolizing reads files), which the machine's
+ * load does not change: a thread that never runs needs none, and the
+ * mappings' table, which lists the idle threads' stacks, a few. */
+START_TEST(idle_threads_cost_no_reads_of_their_own)
+{
+    if (read_calls() < 0)
+        return; /* no I/O accounting in this kernel */
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    burn_cpu(0.05); /* the first profile's one-off loading */
+    Profile *p = stop_and_decode();
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    static struct idlers idlers;
+    idlers_start(&idlers);
+    long long before = read_calls();
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    usleep(1500000); /* past the first second's checks */
+    long long reads = read_calls() - before;
+    p = stop_and_decode();
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    idlers_stop(&idlers);
+    ck_assert_msg(reads < IDLE_THREADS / 4,
+                  "%lld read calls for a profile over %d idle threads", reads,
+                  IDLE_THREADS);
+}
+END_TEST
+
+/* A thread that slept through the profile's start and wakes in its
+ * middle is sampled from then on: its timer was set before it woke. */
+START_TEST(idle_thread_woken_mid_profile_is_sampled)
+{
+    static struct idlers idlers;
+    idlers_start(&idlers);
+    struct sleeper s = {.seconds = 0.4};
+    sleeper_start(&s);
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    usleep(300000);
+    sleeper_wake(&s);
+    usleep(100000);
+    Profile *p = stop_and_decode();
+    sleeper_end(&s);
+    double woken = cpu_with_function(p, "sleeper_main");
+    const char *frame;
+    cpu_with_function_prefix(p, "cpprof.unsampled", &frame);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    idlers_stop(&idlers);
+    ck_assert_msg(woken >= 0.25 && woken <= 0.55,
+                  "the woken thread burned 0.4 s, sampled %.3f s", woken);
+    ck_assert_msg(frame == NULL, "unsampled: %s", frame);
+}
+END_TEST
+
+/* One that blocks the signal, asleep when the profile starts, burns 0.5 s
+ * in its middle: the profile cannot sample it and says so, with its CPU,
+ * though the sampler looks at its mask only once it ran, at the recheck
+ * after (a second after the start). */
+START_TEST(idle_thread_blocking_the_signal_is_reported)
+{
+    static struct idlers idlers;
+    idlers_start(&idlers);
+    struct sleeper s = {.seconds = 0.5, .block_all = true};
+    sleeper_start(&s);
+    double t0 = monotonic_seconds();
+    ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
+    usleep(300000);
+    sleeper_wake(&s);
+    while (since(t0) < 1.5)
+        usleep(10000);
+    Profile *p = stop_and_decode();
+    sleeper_end(&s);
+    const char *frame;
+    double blocked =
+        cpu_with_function_prefix(p, "cpprof.unsampled.signalBlocked", &frame);
+    ck_assert_msg(frame != NULL, "no signalBlocked frame");
+    ck_assert_str_eq(frame, "cpprof.unsampled.signalBlocked (1 thread)");
+    ck_assert_double_ge(blocked, 0.35);
+    ck_assert_double_le(blocked, 0.55);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    idlers_stop(&idlers);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -938,6 +1141,9 @@ int main(void)
     tcase_add_test(all, one_timer_per_thread_none_after_stop);
     tcase_add_test(all, new_thread_gets_its_timer_at_once);
     tcase_add_test(all, threads_blocking_the_signal_are_reported);
+    tcase_add_test(all, idle_threads_cost_no_reads_of_their_own);
+    tcase_add_test(all, idle_thread_woken_mid_profile_is_sampled);
+    tcase_add_test(all, idle_thread_blocking_the_signal_is_reported);
     suite_add_tcase(s, all);
     TCase *seccomp = tcase_create("sampler_seccomp");
     tcase_set_timeout(seccomp, 30);
