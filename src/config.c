@@ -89,6 +89,12 @@ static struct setting settings[CFG__COUNT] = {
     SIGNAL(CFG_CENSUS_SIGNAL, "census_signal",
            "real-time signal number of the thread census", 39,
            realtime_signal, "a real-time signal number (SIGRTMIN..SIGRTMAX)"),
+    INT(CFG_WALL_HZ, "wall_hz", "censuses a second in a wall profile", 1,
+        1000, 50),
+    INT(CFG_WALL_CPU_PERCENT, "wall_cpu_percent",
+        "CPU a wall profile's censuses may use, in % of one CPU (fewer "
+        "censuses a second past it)",
+        1, 100, 1),
     INT(CFG_CRASH_HANDLER, "crash_handler",
         "1 to install the crash handler at load", 0, 1, 0),
     INT(CFG_TRACEBACKLABELS, "tracebacklabels",
