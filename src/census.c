@@ -1208,6 +1208,7 @@ static void walk_instead(struct pass *p, uint32_t i)
     t->cpu_ns = tid_cpu_ns(t->tid);
     int rc = walk_blocked(p->td, t);
     t->still = false;
+    t->walked_late = rc == BLOCKED;
     if (rc == NOT_BLOCKED) {
         await_slot(r, i);
         /* Without a timer, the next look gives it one. */

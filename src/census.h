@@ -54,6 +54,10 @@ typedef struct {
      * fault); CENSUS_RAN when it walked its own stack (it was running);
      * CENSUS_UNREAD when there is no stack, or for a task. */
     long syscall;
+    /* Found running and signalled, it blocked before its signal came and
+     * was walked from outside (up to the census's recheck interval
+     * later): its stack and syscall are of that later moment. */
+    bool walked_late;
     /* A parked task (task.h) rather than a thread (tid 0): its number,
      * the program's reason string and how long it has been parked.  Its
      * labels carry CENSUS_TASK_KEY=parked and CENSUS_WAIT_KEY=reason; a

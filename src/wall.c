@@ -7,7 +7,10 @@
  * lock, a pipe, a sleep) shows in neither.  This profile takes a census
  * (census_take_stacks) every 1/wall_hz over the window and counts every
  * thread of the program once per census, running or blocked, weighted by
- * the time since the previous census: values samples/count and
+ * the time planned since the previous census (1/wall_hz, or more when
+ * spaced out for the budget), not the time elapsed: a census that ran
+ * late (a loaded machine) would otherwise make one instant stand for
+ * all the time it was late.  Values samples/count and
  * wall/nanoseconds, as fgprof's.  Each sample carries the thread's labels
  * plus WALL_STATE_KEY, its state: "running" when it walked its own stack,
  * else the system call the census found it blocked in (a parked task: its
@@ -152,7 +155,7 @@ static const char *thread_state(const census_thread *t)
 {
     if (t->task)
         return t->task_reason ? t->task_reason : "parked";
-    if (t->syscall == CENSUS_RAN)
+    if (t->syscall == CENSUS_RAN || t->walked_late)
         return "running";
     if (t->syscall == CENSUS_UNREAD)
         return "unknown";
@@ -202,12 +205,17 @@ static bool is_own(const cpprof_labelset *set)
 
 /* ---- Samples ------------------------------------------------------------ */
 
-static int add_missing(wall_profile *w, const census_thread *t,
+/* Why a running thread's sample has no stack: the census read it from
+ * outside once it had blocked, so that stack is of a later moment, in
+ * the next call it waits in; shown, it would count running time there. */
+#define LATE_STACK "ran, then blocked before its stack was read"
+
+static int add_missing(wall_profile *w, const char *reason,
                        const cpprof_labelset *set, const int64_t *values)
 {
     for (size_t i = 0; i < w->n_missing; i++) {
         wall_missing *m = &w->missing[i];
-        if (m->labels == set && strcmp(m->reason, t->missing) == 0) {
+        if (m->labels == set && strcmp(m->reason, reason) == 0) {
             m->values[0] += values[0];
             m->values[1] += values[1];
             return 0;
@@ -216,7 +224,7 @@ static int add_missing(wall_profile *w, const census_thread *t,
     if (ARRAY_RESERVE(w->missing, w->n_missing, w->cap_missing, 1) != 0)
         return -ENOMEM;
     wall_missing *m = &w->missing[w->n_missing++];
-    snprintf(m->reason, sizeof m->reason, "%s", t->missing);
+    snprintf(m->reason, sizeof m->reason, "%s", reason);
     m->labels = labelset_hold(set);
     m->values[0] = values[0];
     m->values[1] = values[1];
@@ -233,8 +241,10 @@ static int add_thread(wall_profile *w, const census_thread *t,
     if (rc)
         return rc;
     const int64_t values[2] = {1, weight_ns};
+    if (t->walked_late)
+        return add_missing(w, LATE_STACK, set, values);
     if (t->missing[0] || t->depth == 0)
-        return add_missing(w, t, set, values);
+        return add_missing(w, t->missing, set, values);
     return stacktab_add(w->tab, t->pcs, t->depth, t->flags, 0, set, values);
 }
 
@@ -244,18 +254,17 @@ static int64_t census_cpu_ns(void)
     return clock_thread_cpu_ns() + census_crew_cpu_ns(&helpers);
 }
 
-/* One census, each thread weighted by the time since the last. */
-static int tick(wall_profile *w)
+/* One census, each thread weighted by `weight_ns`. */
+static int tick(wall_profile *w, int64_t weight_ns)
 {
     int64_t now = clock_mono_ns();
-    int64_t weight = w->stats.ticks ? now - w->last_tick_ns : w->interval_ns;
     int64_t cpu = census_cpu_ns();
     census c;
     int rc = census_take_stacks(&c);
     if (rc)
         return rc;
     for (size_t i = 0; rc == 0 && i < c.n; i++)
-        rc = add_thread(w, &c.threads[i], weight);
+        rc = add_thread(w, &c.threads[i], weight_ns);
     census_release(&c);
     cpu = census_cpu_ns() - cpu;
     if (w->stats.ticks == 0)
@@ -328,7 +337,8 @@ int wall_run(wall_profile *w, long seconds, int (*going_on)(void *arg),
         }
         if (rc == 0) {
             sleep_until(at);
-            rc = tick(w);
+            rc = tick(w, w->stats.ticks ? at - w->last_tick_ns
+                                        : w->interval_ns);
         }
     }
     int64_t stop = clock_mono_ns();
