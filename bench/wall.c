@@ -8,7 +8,11 @@
  * as a percentage of one CPU; the censuses' own measure (wall.c's); and
  * the rate achieved:
  *
- *   threads 100 hz 50.0 cpu_pct 0.71 censuses_cpu_pct 0.69 achieved_hz 49.9
+ *   threads 100 hz 50 cpu_pct 1.50 censuses_cpu_pct 3.41 achieved_hz 39.3
+ *
+ * (CPPROF_WALL_HZ=50 CPPROF_WALL_CPU_PERCENT=100 on a loaded 2-core VM:
+ * 0.9 ms of CPU a census; the process's CPU, which includes the two
+ * workers', varies more than the censuses' own measure.)
  *
  * wall_hz and wall_cpu_percent are the defaults unless CPPROF_WALL_HZ and
  * CPPROF_WALL_CPU_PERCENT say otherwise; `bench/wall 10 100` picks cases.
