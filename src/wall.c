@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include "wall.h"
+#include "atfork.h"
 #include "census.h"
 #include "census_crew.h"
 #include "config.h"
@@ -277,8 +278,15 @@ static int tick(wall_profile *w, int64_t weight_ns)
 
 /* ---- The window --------------------------------------------------------- */
 
+/* A fork during a window leaves the window's thread in the parent: a
+ * forked server (http_forks.c) may take a wall profile of its own. */
+static void no_lock(void) {}
+static void forget_window(void) { atomic_store(&active, false); }
+
 int wall_start(wall_profile **out)
 {
+    static const atfork_handlers on_fork = {no_lock, no_lock, forget_window};
+    atfork_add(ATFORK_WALL, &on_fork);
     if (atomic_exchange(&active, true))
         return -EBUSY;
     wall_profile *w = calloc(1, sizeof *w);
@@ -340,6 +348,13 @@ int wall_run(wall_profile *w, long seconds, int (*going_on)(void *arg),
             rc = tick(w, w->stats.ticks ? at - w->last_tick_ns
                                         : w->interval_ns);
         }
+    }
+    /* The last census may come well before the end (spaced out): the
+     * client is still asked about every CHECK_NS. */
+    while (rc == 0 && next_check < end) {
+        sleep_until(next_check);
+        next_check += CHECK_NS;
+        rc = going_on(arg);
     }
     int64_t stop = clock_mono_ns();
     if (rc == 0 && stop < end) {
