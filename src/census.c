@@ -386,6 +386,7 @@ struct still_thread {
     bool details; /* name, state and wchan read, and no rename since */
     unsigned long long start_ticks;
     unsigned depth, flags;
+    long syscall;
     int64_t cpu_ns;
     const uintptr_t *pcs; /* into still.pcs */
     char name[16];
@@ -451,6 +452,7 @@ static bool reuse_still(census_thread *t, bool details, bool renamed)
     t->start_ticks = e->start_ticks;
     t->depth = e->depth;
     t->flags = e->flags;
+    t->syscall = e->syscall;
     memcpy(t->pcs, e->pcs, e->depth * sizeof *e->pcs);
     t->still = true;
     return true;
@@ -485,6 +487,7 @@ static void keep_still(const census *c, unsigned long renames)
                                    .details = t->details,
                                    .start_ticks = t->start_ticks,
                                    .depth = t->depth, .flags = t->flags,
+                                   .syscall = t->syscall,
                                    .cpu_ns = t->cpu_ns, .pcs = pcs};
         memcpy(e->name, t->name, sizeof e->name);
         memcpy(e->wchan, t->wchan, sizeof e->wchan);
@@ -502,6 +505,7 @@ static void append_threads(census *c, const pid_t *tids, int n)
         census_thread *t = &c->threads[c->n++];
         memset(t, 0, offsetof(census_thread, pcs));
         t->tid = tids[k];
+        t->syscall = CENSUS_UNREAD;
     }
 }
 
@@ -616,6 +620,7 @@ static int add_parked(const struct task_parked *p, void *arg)
     }
     census_thread *t = &c->threads[c->n++];
     memset(t, 0, offsetof(census_thread, pcs));
+    t->syscall = CENSUS_UNREAD;
     t->task = p->number;
     t->labels = p->labels;
     t->task_reason = p->reason;
@@ -833,10 +838,13 @@ static int walk_blocked(const struct task_dir *td, census_thread *t)
             rc = -EAGAIN;
         else
             t->still = cpu_before == t->cpu_ns;
+        t->syscall = at.nr;
     }
     close(fd);
-    if (rc != BLOCKED)
+    if (rc != BLOCKED) {
         t->depth = 0;
+        t->syscall = CENSUS_UNREAD;
+    }
     return rc;
 }
 
@@ -914,6 +922,7 @@ static __attribute__((noinline)) void walk_self(census_thread *t)
     int busy = own_busy;
     own_busy = 1;
     t->depth = collect_stack(0, t->pcs, STACK_MAX_FRAMES, &t->flags, NULL);
+    t->syscall = CENSUS_RAN;
     own_busy = busy;
     COLLECT_NO_TAIL_CALL();
 }
@@ -1199,6 +1208,7 @@ static void walk_instead(struct pass *p, uint32_t i)
     t->cpu_ns = tid_cpu_ns(t->tid);
     int rc = walk_blocked(p->td, t);
     t->still = false;
+    t->walked_late = rc == BLOCKED;
     if (rc == NOT_BLOCKED) {
         await_slot(r, i);
         /* Without a timer, the next look gives it one. */
@@ -1368,6 +1378,7 @@ static void gather_answers(const struct task_dir *td, census *c,
         if (state == SLOT_DONE) {
             t->depth = s->depth;
             t->flags = s->flags;
+            t->syscall = CENSUS_RAN;
             memcpy(t->pcs, s->pcs, s->depth * sizeof *s->pcs);
             continue;
         }

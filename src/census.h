@@ -49,6 +49,15 @@ typedef struct {
     /* name, state and wchan were read (census_take; census_take_stacks
      * reads them only for a thread it signals, wchan never). */
     bool details;
+    /* Where the stack was read: the system call (number) the thread was
+     * blocked in when walked from outside, -1 blocked outside one (a page
+     * fault); CENSUS_RAN when it walked its own stack (it was running);
+     * CENSUS_UNREAD when there is no stack, or for a task. */
+    long syscall;
+    /* Found running and signalled, it blocked before its signal came and
+     * was walked from outside (up to the census's recheck interval
+     * later): its stack and syscall are of that later moment. */
+    bool walked_late;
     /* A parked task (task.h) rather than a thread (tid 0): its number,
      * the program's reason string and how long it has been parked.  Its
      * labels carry CENSUS_TASK_KEY=parked and CENSUS_WAIT_KEY=reason; a
@@ -58,6 +67,9 @@ typedef struct {
     int64_t parked_ns;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
+
+#define CENSUS_RAN (-2L)
+#define CENSUS_UNREAD (-3L)
 
 /* The labels that tell tasks from threads in every form of the census,
  * for `go tool pprof -tags`, `-tagfocus pprof_task=parked`. */

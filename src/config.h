@@ -25,6 +25,8 @@ typedef enum {
     CFG_MUTEX_PROFILE_FRACTION, /* 1/N contention events sampled; 0: off */
     CFG_CENSUS_TIMEOUT_MS,    /* longest wait for threads' stacks in a census */
     CFG_CENSUS_SIGNAL,        /* real-time signal the census sends threads */
+    CFG_WALL_HZ,              /* censuses a second in a wall profile */
+    CFG_WALL_CPU_PERCENT,     /* a wall profile's CPU budget, % of one CPU */
     CFG_CRASH_HANDLER,        /* 1: install the crash handler at load */
     CFG_TRACEBACKLABELS,      /* 0: the crash handler prints no labels */
     CFG_OTEL_CONTEXT,         /* 1: publish the OpenTelemetry context at load */

@@ -33,6 +33,8 @@ static const http_route routes[] = {
     {"labels", HTTP_GET, http_labels, NULL, NULL},
     {"accounting", HTTP_GET, http_accounting, NULL, NULL},
     {"metrics", HTTP_GET, http_metrics, NULL, NULL},
+    {"wall", HTTP_GET, http_wall, NULL, NULL},
+    {"fgprof", HTTP_GET, http_fgprof, NULL, NULL},
     {"profile", HTTP_GET, http_profile,
      "CPU profile. You can specify the duration in the seconds GET "
      "parameter. After you get the profile file, use the go tool pprof "
@@ -264,11 +266,12 @@ static const char *allowed_methods(unsigned methods)
     }
 }
 
-/* Whether the request holds its thread for a window: a CPU profile, or
- * any ?seconds= (a delta or the labels' CPU summary). */
+/* Whether the request holds its thread for a window: a CPU or wall
+ * profile, or any ?seconds= (a delta or the labels' CPU summary). */
 static bool waits_out_window(http_req *r, const http_route *route)
 {
-    return route->handler == http_profile || http_query(r, "seconds") != NULL;
+    return route->handler == http_profile || route->handler == http_wall ||
+           route->handler == http_fgprof || http_query(r, "seconds") != NULL;
 }
 
 /* Runs the route's handler; a handler that answered nothing gets a 500
@@ -295,6 +298,9 @@ static int dispatch(http_req *r, const char *url)
     /* Prometheus scrapes /metrics by convention: the "metrics" route. */
     if (strcmp(url, "/metrics") == 0)
         url = HTTP_PREFIX "metrics";
+    /* fgprof's path, which Grafana Alloy's profile.fgprof scrapes. */
+    if (strcmp(url, "/debug/fgprof") == 0)
+        url = HTTP_PREFIX "fgprof";
     if (strncmp(url, HTTP_PREFIX, strlen(HTTP_PREFIX)) != 0)
         return http_error(r, MHD_HTTP_NOT_FOUND, "404 page not found");
     r->path = url + strlen(HTTP_PREFIX);

@@ -77,6 +77,12 @@
 #define unwind_gone_at cpprof__unwind_gone_at
 #define unwind_pin_generation cpprof__unwind_pin_generation
 #define unwind_unpin_generation cpprof__unwind_unpin_generation
+#define wall_end cpprof__wall_end
+#define wall_get_stats cpprof__wall_get_stats
+#define wall_missing_samples cpprof__wall_missing_samples
+#define wall_run cpprof__wall_run
+#define wall_samples cpprof__wall_samples
+#define wall_start cpprof__wall_start
 #define warn_stderr cpprof__warn_stderr
 
 #endif
