@@ -122,6 +122,10 @@ left_out=(
   "http_exit_profile.sh: not wired (starts test/http_exit_profile)"
   "fork_cheap.sh: not wired (preloads the library into test/fork_faults and counts page faults, which are qemu's there, not an arm64 kernel's)"
   "dlopen_server: not yet tried under qemu (dlopens the library by its build path)"
+  "prefork.sh: not wired (preloads the library into test/prefork and its forks)"
+  "nginx.sh: not wired (preloads the library into the host's nginx)"
+  "postgres.sh: not wired (preloads the library into the host's PostgreSQL)"
+  "wall_states.sh: not wired (starts test/wall_states; its shares are judged within 3 points, which qemu's own threads and timing would need trying)"
 )
 
 die() {
