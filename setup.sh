@@ -252,7 +252,8 @@ tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/clone_labels test/stress_sampler test/altstack_walk test/fiber_stacks
   test/census_quiet.sh test/census_syscall test/http_profile.sh
   test/http_goroutine.sh test/http_pool.sh test/http_hostile.sh
-  test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh"
+  test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
+  test/wall_states.sh"
 
 # fuzz_one NAME SECONDS: one libFuzzer target from its seed corpus, written
 # up as a test (test/fuzz_NAME.log and .trs) for summarize_tests.  A crash,
