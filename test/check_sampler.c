@@ -879,6 +879,22 @@ static void *burn_half_second(void *arg)
 /* A worker that blocks every signal, as xz's do, burns 0.5 s: the profile
  * cannot sample it, so it says so, with the thread and its CPU time, and
  * the index page shows the same. */
+
+/* The profile p (freed here) reports one thread that blocks the signal,
+ * with its half second of CPU.  Its CPU is read every 100 ms: the last
+ * reads before the thread exits may miss up to that much. */
+static void assert_one_blocking_thread_half_second(Profile *p)
+{
+    const char *frame;
+    double blocked =
+        cpu_with_function_prefix(p, "cpprof.unsampled.signalBlocked", &frame);
+    ck_assert_msg(frame != NULL, "no signalBlocked frame");
+    ck_assert_str_eq(frame, "cpprof.unsampled.signalBlocked (1 thread)");
+    ck_assert_double_ge(blocked, 0.35);
+    ck_assert_double_le(blocked, 0.55);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+}
+
 START_TEST(threads_blocking_the_signal_are_reported)
 {
     ck_assert_int_eq(cpprof_cpu_profile_start(), 0);
@@ -890,17 +906,7 @@ START_TEST(threads_blocking_the_signal_are_reported)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     burn_cpu(0.1);
     pthread_join(t, NULL);
-    Profile *p = stop_and_decode();
-    const char *frame;
-    double blocked =
-        cpu_with_function_prefix(p, "cpprof.unsampled.signalBlocked", &frame);
-    ck_assert_msg(frame != NULL, "no signalBlocked frame");
-    ck_assert_str_eq(frame, "cpprof.unsampled.signalBlocked (1 thread)");
-    /* Read every 100 ms: the last reads before the thread exits may miss
-     * up to that much. */
-    ck_assert_double_ge(blocked, 0.35);
-    ck_assert_double_le(blocked, 0.55);
-    perftools__profiles__profile__free_unpacked(p, NULL);
+    assert_one_blocking_thread_half_second(stop_and_decode());
     ck_assert_int_eq(cpprof_http_start("127.0.0.1:0"), 0);
     char body[65536];
     ck_assert_int_eq(http_get("/debug/pprof/", body, sizeof body), 200);
@@ -1100,14 +1106,7 @@ START_TEST(idle_thread_blocking_the_signal_is_reported)
         usleep(10000);
     Profile *p = stop_and_decode();
     sleeper_end(&s);
-    const char *frame;
-    double blocked =
-        cpu_with_function_prefix(p, "cpprof.unsampled.signalBlocked", &frame);
-    ck_assert_msg(frame != NULL, "no signalBlocked frame");
-    ck_assert_str_eq(frame, "cpprof.unsampled.signalBlocked (1 thread)");
-    ck_assert_double_ge(blocked, 0.35);
-    ck_assert_double_le(blocked, 0.55);
-    perftools__profiles__profile__free_unpacked(p, NULL);
+    assert_one_blocking_thread_half_second(p);
     idlers_stop(&idlers);
 }
 END_TEST
