@@ -254,7 +254,13 @@ void http_forks_after_fork(bool was_serving)
     if (!wanted || !cfg_int(CFG_HTTP_FORKS))
         return;
     forked_from = getppid();
-    will_serve = http_as_internal(create_waiter, NULL) == 0;
+    int rc = http_as_internal(create_waiter, NULL);
+    will_serve = rc == 0;
+    if (rc < 0)
+        warn_stderr("cpprof: pid %d (%s), forked by serving pid %d, will not "
+                "serve: no thread to wait with (%s)\n", (int)getpid(),
+                program_invocation_short_name, (int)forked_from,
+                strerror(-rc));
 }
 
 /* ---- The index's list ------------------------------------------------- */
