@@ -27,17 +27,28 @@ end_family() {
 trap 'end_family; cleanup' EXIT
 
 # launch MODE [VAR=VALUE...]: runs prefork MODE for 60 s (a bound: the
-# test ends it) serving a free port, forks serving after 200 ms.
+# test ends it) serving a free port, forks serving after 200 ms.  A port
+# someone else holds (the started process says it cannot serve) is tried
+# again on another, 8 times in all.
 launch() {
     mode=$1
     shift
-    : >"$pidfile"
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
-    base=http://127.0.0.1:$port/debug/pprof
-    env "$@" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
-        CPPROF_HTTP_FORK_DELAY_MS=200 "$PROG" "$mode" 60 "$pidfile" \
-        </dev/null >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
-    demo_pid=$!
+    for attempt in 1 2 3 4 5 6 7 8; do
+        end_family
+        : >"$pidfile"
+        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+        base=http://127.0.0.1:$port/debug/pprof
+        env "$@" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
+            CPPROF_HTTP_FORK_DELAY_MS=200 "$PROG" "$mode" 60 "$pidfile" \
+            </dev/null >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
+        demo_pid=$!
+        for tick in $(seq 100); do
+            answers_index && return 0
+            grep -q "cannot serve CPPROF_HTTP" "$tmp/$mode.err" && break
+            sleep 0.1
+        done
+    done
+    fail "prefork $mode never served: $(cat "$tmp/$mode.err")"
 }
 
 # workers_listed N: waits up to 30 s until the index at $base lists N

@@ -296,7 +296,8 @@ static void cpu_step(void)
 }
 
 /* Every GET endpoint of the route table but the CPU profile (cpu_step's)
- * and the page files, plus the text forms of the named profiles. */
+ * and the page files (the wall profiles for a second), plus the text
+ * forms of the named profiles. */
 static void scrape_step(void)
 {
     size_t n;
@@ -307,6 +308,13 @@ static void scrape_step(void)
         if (!(routes[i].methods & HTTP_GET) || strcmp(name, "profile") == 0 ||
             (len > 0 && name[len - 1] == '/'))
             continue;
+        if (strcmp(name, "wall") == 0 || strcmp(name, "fgprof") == 0) {
+            /* They wait out a window, of 30 s by default. */
+            char path[128];
+            snprintf(path, sizeof path, "%s?seconds=1", name);
+            scrape(path, "scrape.out", 30);
+            continue;
+        }
         scrape(name, "scrape.out", 30);
         if (routes[i].desc != NULL && routes[i].count != NULL) {
             char path[128];
