@@ -212,15 +212,16 @@ check_in() {
 #  - fork_storm: a hang is its failure, which a sanitizer does not show
 #    better, and sanitized builds turn the allocation profiler off, whose
 #    lock was the deadlock's;
-#  - nginx.sh, postgres.sh: real servers, whose forks take the path
-#    prefork.sh runs sanitized; and PostgreSQL 15 hangs in bindtextdomain
-#    with ASan's runtime preloaded, cpprof loaded or not.
+#  - prefork.sh, nginx.sh, postgres.sh: forks serve only where the
+#    program's malloc is glibc's (http_forks.c), and ASan's is not; and
+#    PostgreSQL 15 hangs in bindtextdomain with ASan's runtime preloaded,
+#    cpprof loaded or not.
 normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh
   test/http_pprof.sh test/chains.sh test/zero_code.sh
   test/symbolize_addr2line.sh test/fork_storm test/census_blocked
-  test/nginx.sh test/postgres.sh"
+  test/prefork.sh test/nginx.sh test/postgres.sh"
 
 # TSan looks for races, so it runs the tests whose threads share what
 # cpprof owns: the label registry and its sets across threads, the

@@ -33,8 +33,10 @@
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include "http_server.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "config.h"
 #include "cpprof.h"
 #include "procfile.h"
@@ -66,6 +69,7 @@ typedef struct {
 
 typedef struct {
     atomic_bool workers_said; /* the family's first worker said where */
+    atomic_bool declined_said; /* or why forks do not serve */
     worker_slot slot[WORKERS_MAX];
 } worker_table;
 
@@ -84,11 +88,48 @@ static void host_of(const char *addr, char *host, size_t size)
     snprintf(host, size, "%.*s", (int)n, addr);
 }
 
+/* Why this process's forks cannot serve, or NULL.  A fork's child starts
+ * its waiting thread from its fork handler, and starting a thread
+ * allocates (the thread's record, glibc's TLS vector).  glibc makes its
+ * own malloc usable in the child before the handlers run; another
+ * allocator may still be locked by a thread left in the parent (ASan's
+ * was, and the soak's fork hung for ever), or by the forking thread
+ * itself until its own handler runs.  So forks serve only where the
+ * program's malloc is glibc's. */
+static const char *forks_declined;
+static char forks_declined_text[PATH_MAX + 160];
+
+static void check_allocator(void)
+{
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info self, info;
+    if (m != NULL && dladdr((void *)alloc_next_slow, &self) &&
+        dladdr(m, &info) && info.dli_fbase == self.dli_fbase) {
+        const struct allocator *next = alloc_next_slow();
+        m = next != NULL ? (void *)next->malloc : NULL;
+    }
+    if (m == NULL || !dladdr(m, &info) || info.dli_fname == NULL) {
+        forks_declined = "forks do not serve: the program's malloc could "
+                         "not be found";
+        return;
+    }
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    if (strncmp(base, "libc.so", 7) == 0)
+        return;
+    snprintf(forks_declined_text, sizeof forks_declined_text,
+             "forks do not serve: the program's malloc is %s's, which a "
+             "fork's child may not be able to use where cpprof would start "
+             "the thread that serves", info.dli_fname);
+    forks_declined = forks_declined_text;
+}
+
 void http_forks_serving(const char *addr)
 {
     snprintf(served_addr, sizeof served_addr, "%s", addr);
     if (table != NULL)
         return;
+    check_allocator();
     void *page = mmap(NULL, sizeof *table, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (page != MAP_FAILED)
@@ -253,6 +294,11 @@ void http_forks_after_fork(bool was_serving)
     my_slot = -1; /* the parent's entry, not this process's */
     if (!wanted || !cfg_int(CFG_HTTP_FORKS))
         return;
+    if (forks_declined != NULL) {
+        if (table == NULL || !atomic_exchange(&table->declined_said, true))
+            warn_stderr("cpprof: %s\n", forks_declined);
+        return;
+    }
     forked_from = getppid();
     int rc = http_as_internal(create_waiter, NULL);
     will_serve = rc == 0;

@@ -23,6 +23,7 @@
 #define accounting_tick_yielded cpprof__accounting_tick_yielded
 #define accounting_user_names cpprof__accounting_user_names
 #define addr_parse cpprof__addr_parse
+#define alloc_next_slow cpprof__alloc_next_slow
 #define atfork_add cpprof__atfork_add
 #define block_snapshot cpprof__block_snapshot
 #define census_crew_cpu_ns cpprof__census_crew_cpu_ns
