@@ -276,13 +276,15 @@ static int start_locked(const char *addr, bool one_thread)
     }
     int fd = listen_on(&ss, len);
     http_srv.max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
+    /* Before the server's threads exist: they read what this writes. */
+    if (fd >= 0)
+        http_forks_serving(addr);
     rc = fd < 0 ? fd : start_on(fd, ss.ss_family, one_thread);
     if (rc < 0) {
         free(http_srv.token);
         http_tls_free(&http_srv.tls);
         return rc;
     }
-    http_forks_serving(addr);
     static bool drain_registered; /* under server_lock */
     if (!drain_registered)
         drain_registered = atexit(http_drain_at_exit) == 0;

@@ -114,7 +114,14 @@ awk -v out="$tmp/shares" '
 judged=$?
 grep "^Comment" "$tmp/wall.raw"
 sort "$tmp/shares"
-if [ "$judged" != 0 ]; then
+# Under TSan a running thread's share comes out about half its truth at
+# any load (tried at load 2 and 15; every census still counts every
+# thread): TSan holds back an asynchronous signal until its runtime's next
+# safe point, which moves the census's instant for the threads that run.
+# There the shares are shown, and the rest (races, states, stacks) judged.
+if [ "$judged" != 0 ] && [ "${CPPROF_SANITIZER:-none}" = tsan ]; then
+    echo "not judged under TSan: the shares above"
+elif [ "$judged" != 0 ]; then
     awk '{ w[$2 " " $3 " " $4] += $1; n[$2 " " $3 " " $4] += $6 }
          END { for (k in w) printf "%s: %d censuses, %.3f s\n", k, n[k], w[k] / 1e9 }' \
         "$tmp/samples" | sort
