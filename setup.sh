@@ -247,13 +247,14 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
 #  - small_stacks.sh: TSan's pthread_create interceptor passes attributes
 #    of its own making to cpprof's (src/thread.h), so under TSan cpprof's
 #    threads keep the program's default stack, which the test judges.
-# check_tasks and task_pool.sh: tasks move between threads while a census
+# check_tasks, task_pool.sh and task_coro.sh: tasks move between threads while a census
 # reads their records (a seqlock).
 tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/clone_labels test/stress_sampler test/altstack_walk test/fiber_stacks
   test/census_quiet.sh test/census_syscall test/http_profile.sh
   test/http_goroutine.sh test/http_pool.sh test/http_hostile.sh
   test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
+  test/task_coro.sh
   test/wall_states.sh"
 
 # fuzz_one NAME SECONDS: one libFuzzer target from its seed corpus, written

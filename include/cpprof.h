@@ -62,9 +62,11 @@ enum cpprof_error {
     CPPROF_ETASKRUNNING = -10023,/* the task runs on another thread */
     CPPROF_ETASKNOTHERE = -10024,/* the calling thread does not run it */
     CPPROF_ETASKBUSY = -10025,   /* the calling thread runs a task already */
-    CPPROF_EUPPER = -10026       /* libcpprof-upper.so (the HTTP server, the
+    CPPROF_EUPPER = -10026,      /* libcpprof-upper.so (the HTTP server, the
                                     CPU profile's encoder, the symbolizer)
                                     cannot be loaded; stderr says why */
+    CPPROF_ESCOPEMOVED = -10027  /* a label scope ended on another thread
+                                    or task than it began on */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -135,7 +137,8 @@ typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
  * where it lands.  cpprof_do is not async-signal-safe; from a signal
  * handler that interrupted cpprof on the same thread (building a set, or
  * the thread's first use) it returns -EDEADLK instead of deadlocking.
- * Errors: -EINVAL, -ENOMEM, -EDEADLK. */
+ * Errors: -EINVAL, -ENOMEM, -EDEADLK; CPPROF_ESCOPEMOVED after fn ran,
+ * when fn returned on another thread or task (cpprof_scope_end). */
 int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
               cpprof_do_fn fn, void *arg);
 
@@ -145,6 +148,27 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
 extern const char cpprof_background_parent[];
 #define CPPROF_BACKGROUND \
     ((const cpprof_labelset *)(const void *)cpprof_background_parent)
+
+/* cpprof_do() as two calls, for code whose scope is a block, not a
+ * callback (C++'s cpprof::scope): cpprof_scope_begin applies what
+ * cpprof_do would (parent and labels alike), cpprof_scope_end puts back
+ * the set the thread had before.  Scopes nest and end in reverse order.
+ * The struct is the caller's (on its stack), its contents cpprof's.
+ *
+ * A scope must end in the work it began in: on the same thread, or in the
+ * same task (a task carries its labels from thread to thread, so a scope
+ * may span its leave and enter).  One that ends elsewhere -- held across a
+ * coroutine's co_await or a fiber switch without a task -- would put one
+ * thread's labels on another: cpprof_scope_end then changes no thread's
+ * labels, says so on stderr once, and returns CPPROF_ESCOPEMOVED (as does
+ * cpprof_do, after its function ran).  docs/tasks.md shows the fix.
+ * Errors of begin (nothing applied): -EINVAL, -ENOMEM, -EDEADLK. */
+typedef struct cpprof_scope {
+    void *opaque_[6];
+} cpprof_scope;
+int cpprof_scope_begin(cpprof_scope *scope, const cpprof_labelset *parent,
+                       const cpprof_labelset *labels);
+int cpprof_scope_end(cpprof_scope *scope);
 
 /* pthread_create whose new thread starts with the creator's current labels,
  * as a goroutine inherits its creator's, whatever the setting

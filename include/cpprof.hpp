@@ -12,6 +12,15 @@
  *   cpprof::thread     std::thread whose thread starts with its creator's
  *                      labels; cpprof::inherit_labels(f) does the same for
  *                      std::thread, std::async or a thread pool's task
+ *   cpprof::bind_labels  f wrapped to run under the labels of the code
+ *                      that wrapped it, on whichever thread runs it, and
+ *                      to give that thread its own back after
+ *   cpprof::task       a task (cpprof_task_*) as a move-only value that
+ *                      ends it; task::run, RAII: enter now, leave at the
+ *                      end of the block
+ *   cpprof::task_promise  (C++20) a coroutine promise's base: the
+ *                      coroutine becomes a task, left at every co_await
+ *                      and entered again on whichever thread resumes it
  *   cpprof::error      std::system_error carrying a cpprof code and
  *                      cpprof_strerror's text; cpprof::category() turns
  *                      any code the C API returns into a std::error_code
@@ -228,24 +237,26 @@ inline labels merge(const labels &a, const labels &b) { return a.merged(b); }
 /* ---- Applying labels --------------------------------------------------- */
 
 /* The thread's current labels plus `l` until the scope ends, then exactly
- * the labels it had before (as cpprof_do, for code that cannot be a
- * callback).  Scopes nest; each must end on the thread that made it, in
- * reverse order, as blocks do. */
+ * the labels it had before (cpprof_scope_begin/end, for code that cannot
+ * be a callback).  Scopes nest; each ends in reverse order, in the work
+ * it began in: on its thread, or in its task (a scope may span a
+ * co_await of a cpprof::task_promise coroutine, whose task carries its
+ * labels).  One that ends on another thread outside a task changes no
+ * thread's labels and says so on stderr once (cpprof.h). */
 class scope {
 public:
-    explicit scope(const labels &l) : previous_(labels::current())
+    explicit scope(const labels &l)
     {
-        labels derived = previous_.merged(l);
         detail::throw_if_failed(
-            cpprof_set_thread_labels(derived.native_handle()),
-            "cpprof_set_thread_labels");
+            cpprof_scope_begin(&scope_, nullptr, l.native_handle()),
+            "cpprof_scope_begin");
     }
-    ~scope() { cpprof_set_thread_labels(previous_.native_handle()); }
+    ~scope() { cpprof_scope_end(&scope_); }
     scope(const scope &) = delete;
     scope &operator=(const scope &) = delete;
 
 private:
-    labels previous_;
+    cpprof_scope scope_;
 };
 
 namespace detail {
@@ -306,6 +317,21 @@ using do_result_t =
                                 std::invoke_result<F &, const labels &>,
                                 std::invoke_result<F &>>::type;
 
+/* do_ and bind_labels: fn under parent plus l (parent nullptr: the
+ * thread's current set; CPPROF_BACKGROUND: l alone). */
+template <class F, class R>
+R do_with(const cpprof_labelset *parent, const labels &l, F &fn)
+{
+    using Call = do_call<std::remove_reference_t<F>, R>;
+    Call call(fn);
+    int rc = cpprof_do(parent, l.native_handle(), do_trampoline<Call>, &call);
+    if (call.thrown)
+        std::rethrow_exception(call.thrown);
+    throw_if_failed(rc, "cpprof_do");
+    if constexpr (!std::is_void_v<R>)
+        return std::move(*call.result);
+}
+
 } // namespace detail
 
 /* Go's pprof.Do: runs fn with the thread's labels plus `l`, then restores
@@ -318,16 +344,104 @@ template <class F> auto do_(const labels &l, F &&fn) -> detail::do_result_t<F>
     using R = detail::do_result_t<F>;
     static_assert(!std::is_reference_v<R>,
                   "cpprof::do_: return a value or a pointer, not a reference");
-    using Call = detail::do_call<std::remove_reference_t<F>, R>;
-    Call call(fn);
-    int rc = cpprof_do(nullptr, l.native_handle(),
-                       detail::do_trampoline<Call>, &call);
-    if (call.thrown)
-        std::rethrow_exception(call.thrown);
-    detail::throw_if_failed(rc, "cpprof_do");
-    if constexpr (!std::is_void_v<R>)
-        return std::move(*call.result);
+    return detail::do_with<F, R>(nullptr, l, fn);
 }
+
+/* f wrapped to run with exactly the labels in force where bind_labels was
+ * called, whichever thread calls it, and then to give that thread back
+ * the labels it had: for work handed to a thread pool, a queue,
+ * std::async or a callback, whose thread is not the one that made it.
+ *     pool.post(cpprof::bind_labels([req] { handle(req); }));
+ * Its arguments are passed on; what f returns, it returns. */
+template <class F> auto bind_labels(F &&f)
+{
+    return [captured = labels::current(),
+            fn = std::decay_t<F>(std::forward<F>(f))](auto &&...args) mutable
+           -> decltype(auto) {
+        auto call = [&]() -> decltype(auto) {
+            return std::invoke(fn, std::forward<decltype(args)>(args)...);
+        };
+        using R = decltype(call());
+        static_assert(!std::is_reference_v<R>,
+                      "cpprof::bind_labels: return a value, not a reference");
+        return detail::do_with<decltype(call), R>(CPPROF_BACKGROUND, captured,
+                                                  call);
+    };
+}
+
+/* ---- Tasks ------------------------------------------------------------- */
+
+/* A task (cpprof.h: labels that follow the work from thread to thread),
+ * owned: moving it moves the task, destroying it ends it.  Made with the
+ * creator's current labels, as a goroutine, or with a set of its own. */
+class task {
+public:
+    /* Throws cpprof::error (CPPROF_ETASKLIMIT past "tasks_max"). */
+    task() { make(nullptr); }
+    explicit task(const labels &l) { make(l.native_handle()); }
+    task(task &&o) noexcept : t_(std::exchange(o.t_, cpprof_task{0})) {}
+    task &operator=(task o) noexcept
+    {
+        std::swap(t_, o.t_);
+        return *this;
+    }
+    ~task() { end(); }
+
+    /* This thread runs the task from now (its labels the thread's). */
+    void enter()
+    {
+        detail::throw_if_failed(cpprof_task_enter(t_), "cpprof_task_enter");
+    }
+    /* The task parks, `reason` (a literal: it is kept by address) what it
+     * waits for; the thread gets its own labels back. */
+    void leave(const char *reason = nullptr, unsigned flags = 0)
+    {
+        detail::throw_if_failed(cpprof_task_leave(t_, reason, flags),
+                                "cpprof_task_leave");
+    }
+    /* Ends it now (leaving it first when this thread runs it). */
+    void end() noexcept
+    {
+        if (t_.id != 0)
+            cpprof_task_end(t_);
+        t_ = cpprof_task{0};
+    }
+
+    /* RAII: enters the task now and leaves it, with `reason`, at the end
+     * of the block, however the block ends.
+     *     { auto running = job.task.run("queue"); step(job); } */
+    class running {
+    public:
+        running(const running &) = delete;
+        running &operator=(const running &) = delete;
+        ~running() { cpprof_task_leave(t_, reason_, 0); }
+
+    private:
+        friend class task;
+        running(cpprof_task t, const char *reason) : t_(t), reason_(reason)
+        {
+            detail::throw_if_failed(cpprof_task_enter(t_),
+                                    "cpprof_task_enter");
+        }
+        cpprof_task t_;
+        const char *reason_;
+    };
+    [[nodiscard]] running run(const char *reason = nullptr) const
+    {
+        return running(t_, reason);
+    }
+
+    cpprof_task native_handle() const noexcept { return t_; }
+    explicit operator bool() const noexcept { return t_.id != 0; }
+
+private:
+    void make(const cpprof_labelset *set)
+    {
+        detail::throw_if_failed(cpprof_task_create(&t_, set),
+                                "cpprof_task_create");
+    }
+    cpprof_task t_{0};
+};
 
 /* ---- Threads ----------------------------------------------------------- */
 
@@ -365,5 +479,216 @@ public:
 };
 
 } // namespace cpprof
+
+#if defined(__cpp_impl_coroutine) && __has_include(<coroutine>)
+#include <coroutine>
+
+namespace cpprof {
+
+/* ---- C++20 coroutines ---------------------------------------------------
+ *
+ * A coroutine type opts in by deriving its promise from task_promise:
+ *
+ *     struct job {
+ *         struct promise_type : cpprof::task_promise {
+ *             job get_return_object() { ... }
+ *             void return_void() {}
+ *             void unhandled_exception() { std::terminate(); }
+ *         };
+ *         ...
+ *     };
+ *
+ * Each call of such a coroutine is a task made with the caller's labels;
+ * its body runs in the task (entered when it first runs, after a lazy
+ * start), every co_await in it leaves the task before the awaited thing
+ * can resume it elsewhere, and enters it again on the thread that resumes
+ * it; the task ends at the final suspend.  So labels the body applies
+ * (cpprof::scope, cpprof::do_) go with it, and the goroutine profile
+ * lists the suspended coroutines with their labels, what they wait for
+ * ("co_await", or an awaiter's `static constexpr const char
+ * *cpprof_wait_reason`) and the stack of the co_await.
+ *
+ * A promise with an initial_suspend, final_suspend or await_transform of
+ * its own hides these: wrap its awaiters with enter_after(a) (its
+ * initial), end_before(a) (its final) and leave_around(a) (what its
+ * await_transform returns).  The task limit reached, a coroutine runs
+ * without a task, as code did before tasks (stderr says so, once). */
+
+namespace detail {
+
+template <class A> decltype(auto) awaiter_of(A &&a)
+{
+    if constexpr (requires { std::forward<A>(a).operator co_await(); })
+        return std::forward<A>(a).operator co_await();
+    else if constexpr (requires { operator co_await(std::forward<A>(a)); })
+        return operator co_await(std::forward<A>(a));
+    else
+        return std::forward<A>(a);
+}
+
+template <class T> T &as_lvalue(T &&t) noexcept { return t; }
+
+/* An awaiter returned by reference is held by reference (it lives in the
+ * co_await's full expression, which the coroutine frame keeps); one made
+ * by operator co_await, by value. */
+template <class A>
+using held_awaiter_t =
+    std::conditional_t<std::is_reference_v<decltype(awaiter_of(
+                           std::declval<A>()))>,
+                       std::remove_reference_t<decltype(awaiter_of(
+                           std::declval<A>()))> &,
+                       decltype(awaiter_of(std::declval<A>()))>;
+
+template <class W> constexpr const char *wait_reason()
+{
+    if constexpr (requires { W::cpprof_wait_reason; })
+        return W::cpprof_wait_reason;
+    else
+        return "co_await";
+}
+
+/* Leaves the task before the inner awaiter may hand the coroutine to
+ * another thread, and enters it again in await_resume, on whichever
+ * thread that is.  After inner.await_suspend has returned (and made the
+ * coroutine resumable elsewhere) nothing here touches *this, unless it
+ * returned false: then this thread resumes the coroutine itself. */
+template <class W> struct leaving_awaiter {
+    W inner;
+    cpprof_task task;
+    bool left = false;
+
+    bool await_ready() { return inner.await_ready(); }
+
+    template <class P> auto await_suspend(std::coroutine_handle<P> h)
+    {
+        using R = decltype(inner.await_suspend(h));
+        left = cpprof_task_leave(task, wait_reason<std::remove_reference_t<W>>(),
+                                 0) == 0;
+        try {
+            if constexpr (std::is_same_v<R, bool>) {
+                bool suspended = inner.await_suspend(h);
+                if (!suspended)
+                    enter_again();
+                return suspended;
+            } else {
+                return inner.await_suspend(h);
+            }
+        } catch (...) {
+            enter_again(); /* the coroutine goes on here, with the error */
+            throw;
+        }
+    }
+
+    decltype(auto) await_resume()
+    {
+        enter_again();
+        return inner.await_resume();
+    }
+
+    void enter_again() noexcept
+    {
+        if (left)
+            cpprof_task_enter(task);
+        left = false;
+    }
+};
+
+/* The initial suspend: the task entered when the body first runs. */
+template <class W> struct entering_awaiter {
+    W inner;
+    cpprof_task task;
+    bool await_ready() { return inner.await_ready(); }
+    template <class P> decltype(auto) await_suspend(std::coroutine_handle<P> h)
+    {
+        return inner.await_suspend(h);
+    }
+    decltype(auto) await_resume()
+    {
+        if (task.id != 0)
+            cpprof_task_enter(task);
+        return inner.await_resume();
+    }
+};
+
+/* The final suspend: the task ended before whatever the inner awaiter
+ * resumes next (the awaiting coroutine, which enters its own). */
+template <class W> struct ending_awaiter {
+    W inner;
+    cpprof_task task;
+    bool await_ready() noexcept
+    {
+        cpprof_task_end(task);
+        return inner.await_ready();
+    }
+    template <class P>
+    decltype(auto) await_suspend(std::coroutine_handle<P> h) noexcept
+    {
+        return inner.await_suspend(h);
+    }
+    decltype(auto) await_resume() noexcept { return inner.await_resume(); }
+};
+
+} // namespace detail
+
+class task_promise {
+public:
+    /* A task with the labels of the code that called the coroutine. */
+    task_promise() noexcept
+    {
+        if (cpprof_task_create(&task_, nullptr) != 0)
+            task_ = cpprof_task{0};
+    }
+    ~task_promise()
+    {
+        if (task_.id != 0)
+            cpprof_task_end(task_); /* destroyed before its end */
+    }
+    task_promise(const task_promise &) = delete;
+    task_promise &operator=(const task_promise &) = delete;
+
+    template <class A> auto enter_after(A &&a) noexcept
+    {
+        /* By value: a's temporary ends with the promise's call. */
+        using W = std::decay_t<decltype(detail::awaiter_of(std::declval<A>()))>;
+        return detail::entering_awaiter<W>{
+            detail::awaiter_of(std::forward<A>(a)), task_};
+    }
+    template <class A> auto end_before(A &&a) noexcept
+    {
+        /* By value: a's temporary ends with the promise's call. */
+        using W = std::decay_t<decltype(detail::awaiter_of(std::declval<A>()))>;
+        cpprof_task t = std::exchange(task_, cpprof_task{0});
+        return detail::ending_awaiter<W>{
+            detail::awaiter_of(std::forward<A>(a)), t};
+    }
+    template <class A> auto leave_around(A &&a)
+    {
+        using W = detail::held_awaiter_t<A &&>;
+        if constexpr (std::is_reference_v<W>)
+            return detail::leaving_awaiter<W>{
+                detail::as_lvalue(detail::awaiter_of(std::forward<A>(a))),
+                task_};
+        else
+            return detail::leaving_awaiter<W>{
+                detail::awaiter_of(std::forward<A>(a)), task_};
+    }
+
+    auto initial_suspend() noexcept { return enter_after(std::suspend_always{}); }
+    auto final_suspend() noexcept { return end_before(std::suspend_always{}); }
+    template <class A> auto await_transform(A &&a)
+    {
+        return leave_around(std::forward<A>(a));
+    }
+
+    /* The coroutine's task ({0} after its end, or when the limit refused
+     * one). */
+    cpprof_task native_task() const noexcept { return task_; }
+
+private:
+    cpprof_task task_{0};
+};
+
+} // namespace cpprof
+#endif /* C++20 coroutines */
 
 #endif /* CPPROF_HPP */

@@ -67,6 +67,10 @@ static const char *cpprof_code_message(int code)
     case CPPROF_ETASKBUSY:
         return "the calling thread is running a task already (tasks do not "
                "nest: leave it first)";
+    case CPPROF_ESCOPEMOVED:
+        return "a label scope ended on another thread or task than it began "
+               "on (held across a co_await or a fiber switch outside a "
+               "task): no thread's labels were changed";
     case CPPROF_ENOPROC:
         return "/proc/self cannot be read: /proc is not mounted where "
                "this process can see it (a chroot without /proc?); the "

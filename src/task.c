@@ -186,7 +186,7 @@ static void park(struct task *k, const char *reason, int64_t at)
 {
     atomic_store_explicit(&k->reason, reason, memory_order_release);
     atomic_store_explicit(&k->parked_at, at, memory_order_release);
-    const cpprof_labelset *carried = thread_exchange_labels(k->saved);
+    const cpprof_labelset *carried = thread_exchange_labels(k->saved, 0);
     k->saved = NULL;
     atomic_store_explicit(&k->labels, carried, memory_order_release);
     atomic_store_explicit(&k->runner, 0, memory_order_relaxed);
@@ -221,6 +221,18 @@ static void tasks_init(void)
 
 /* ---- The API ------------------------------------------------------------ */
 
+/* A program that made its tasks through a layer that goes on without one
+ * (the C++ coroutine promise does) would otherwise lose the work's labels
+ * without a word. */
+static void warn_limit_once(void)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        warn_stderr("cpprof: %ld tasks are live, the tasks_max setting: "
+                    "further tasks are refused (CPPROF_ETASKLIMIT) until "
+                    "some end\n", (long)cfg_int(CFG_TASKS_MAX));
+}
+
 int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels)
 {
     if (!task)
@@ -230,6 +242,7 @@ int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels)
     pthread_once(&once, tasks_init);
     if (atomic_fetch_add(&live, 1) >= cfg_int(CFG_TASKS_MAX)) {
         atomic_fetch_sub(&live, 1);
+        warn_limit_once();
         return CPPROF_ETASKLIMIT;
     }
     uint32_t index;
@@ -299,7 +312,7 @@ int cpprof_task_enter(cpprof_task task)
     const cpprof_labelset *own =
         atomic_load_explicit(&k->labels, memory_order_relaxed);
     atomic_store_explicit(&k->labels, NULL, memory_order_release);
-    k->saved = thread_exchange_labels(own);
+    k->saved = thread_exchange_labels(own, task.id);
     atomic_store_explicit(&k->runner, tid, memory_order_relaxed);
     running = k;
     running_id = task.id;

@@ -30,6 +30,7 @@
 #include "labelhooks.h"
 #include "labels.h"
 #include "util.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -44,6 +45,7 @@ struct thread_entry {
     pid_t tid;
     char name[16];
     _Atomic(const cpprof_labelset *) labels;
+    uint64_t task; /* the task's id while it runs here (task.c), else 0 */
     struct thread_entry *prev, *next;
 };
 
@@ -210,9 +212,11 @@ pid_t thread_self_tid(void)
     return e ? e->tid : 0;
 }
 
-const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set)
+const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set,
+                                              uint64_t task)
 {
     struct thread_entry *e = self;
+    e->task = task;
     const cpprof_labelset *old =
         atomic_load_explicit(&e->labels, memory_order_relaxed);
     account(old);
@@ -251,21 +255,26 @@ int cpprof_set_thread_labels(const cpprof_labelset *set)
     return 0;
 }
 
-/* What cpprof_do() must put back when its scope ends, however it ends. */
-struct do_scope {
+/* ---- Scopes: cpprof_do and cpprof_scope_begin/end ---------------------- */
+
+/* What a scope must put back when it ends, however it ends: the layout of
+ * the public cpprof_scope.  Where it began (thread entry and task) is
+ * kept to tell a scope that ends in other work: its code was carried to
+ * another thread (a coroutine resumed elsewhere, a fiber switch) with no
+ * task to carry its labels along. */
+struct scope {
     struct thread_entry *entry;
     const cpprof_labelset *previous; /* carries the thread's old reference */
+    uint64_t task;
+    pid_t tid;
 };
+_Static_assert(sizeof(struct scope) <= sizeof(cpprof_scope),
+               "cpprof_scope must hold struct scope");
 
-static void do_restore(struct do_scope *scope)
+int cpprof_scope_begin(cpprof_scope *scope, const cpprof_labelset *parent,
+                       const cpprof_labelset *labels)
 {
-    install(scope->entry, scope->previous);
-}
-
-int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
-              cpprof_do_fn fn, void *arg)
-{
-    if (!fn)
+    if (!scope)
         return -EINVAL;
     if (registering)
         return -EDEADLK; /* from a handler that interrupted that */
@@ -285,12 +294,70 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
     account(previous);
     atomic_store_explicit(&e->labels, derived, memory_order_release);
     publish(derived);
-    /* Read only by its cleanup (top of file), which clang does not count
-     * as a use. */
-    struct do_scope scope __attribute__((cleanup(do_restore), unused)) = {
-        e, previous};
-    fn(arg, derived);
+    struct scope *s = (struct scope *)(void *)scope;
+    *s = (struct scope){e, previous, e->task, e->tid};
     return 0;
+}
+
+/* Says once that a scope ended in other work than it began in. */
+static void warn_scope_moved(const struct scope *s,
+                             const struct thread_entry *now)
+{
+    static atomic_bool said;
+    if (atomic_exchange(&said, true))
+        return;
+    warn_stderr("cpprof: a label scope (cpprof_do, cpprof::scope) begun on "
+                "thread %d%s ended on thread %d%s: its code moved (a "
+                "co_await, a fiber switch) with no task to carry its "
+                "labels, so no thread's labels were changed at its end; "
+                "run that work as a task (docs/tasks.md)\n",
+                (int)s->tid, s->task ? " in a task" : "",
+                now ? (int)now->tid : 0,
+                now && now->task ? " in a task" : "");
+}
+
+/* Puts back the previous set where the scope's labels are: on this
+ * thread when the scope began on it, or in the task it began in (which
+ * carried its labels here).  Elsewhere, the thread it began on may have
+ * exited or gone on to other work, and this thread's labels are not the
+ * scope's to change: nothing is, and the reference to `previous` goes. */
+int cpprof_scope_end(cpprof_scope *scope)
+{
+    if (!scope)
+        return -EINVAL;
+    struct scope *s = (struct scope *)(void *)scope;
+    struct thread_entry *now = self;
+    bool same_work = now && (s->task ? now->task == s->task
+                                     : now == s->entry && now->task == 0);
+    if (same_work) {
+        install(now, s->previous);
+        return 0;
+    }
+    warn_scope_moved(s, now);
+    labelset_drop(s->previous);
+    return CPPROF_ESCOPEMOVED;
+}
+
+/* cpprof_do's cleanup (a forced unwind passes through it too). */
+static void do_end(cpprof_scope *scope)
+{
+    if (scope->opaque_[0])
+        cpprof_scope_end(scope);
+}
+
+int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
+              cpprof_do_fn fn, void *arg)
+{
+    if (!fn)
+        return -EINVAL;
+    cpprof_scope scope __attribute__((cleanup(do_end))) = {{0}};
+    int rc = cpprof_scope_begin(&scope, parent, labels);
+    if (rc)
+        return rc;
+    fn(arg, atomic_load_explicit(&self->labels, memory_order_relaxed));
+    rc = cpprof_scope_end(&scope);
+    scope.opaque_[0] = NULL;
+    return rc;
 }
 
 /* ---- Threads that inherit their creator's labels ----------------------- */

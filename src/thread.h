@@ -37,10 +37,13 @@ pid_t thread_self_tid(void);
 /* Makes `set` the calling thread's current set, the caller's reference to
  * it going to the thread, and returns the set it replaces with the
  * thread's reference, now the caller's: a task's labels moving onto the
- * thread that runs it and back (task.c).  Accounting and the
- * OpenTelemetry context see the switch as any other.  No allocation, lock
- * or system call; the thread must be registered (thread_self_tid). */
-const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set);
+ * thread that runs it and back (task.c), `task` the id of the task the
+ * thread runs from now (0: none), which tells a label scope that ends
+ * in the work it began in.  Accounting and the OpenTelemetry context see
+ * the switch as any other.  No allocation, lock or system call; the
+ * thread must be registered (thread_self_tid). */
+const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set,
+                                              uint64_t task);
 
 /* The current set of thread `tid`, with a reference of cpprof's own
  * (labelset_drop), or NULL when the thread

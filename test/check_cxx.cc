@@ -233,6 +233,72 @@ static void test_threads()
     CHECK(cpprof::labels::current().empty()); /* creator's scope ended */
 }
 
+/* bind_labels: the pool thread runs the job under the labels where it was
+ * bound, exactly (not merged with its own), and gets its own back. */
+static void test_bind_labels()
+{
+    cpprof_set_thread_labels(nullptr);
+    std::function<std::string(int)> job;
+    {
+        cpprof::scope s(cpprof::labels{{"tenant", "acme"}});
+        job = cpprof::bind_labels([](int n) {
+            return thread_label("tenant") + "/" + thread_label("pool") +
+                   std::to_string(n);
+        });
+    }
+    std::string seen, after;
+    std::thread pool([&] {
+        cpprof::scope own(cpprof::labels{{"pool", "worker"}});
+        seen = job(7);
+        after = thread_label("pool") + thread_label("tenant");
+    });
+    pool.join();
+    CHECK(seen == "acme/7");
+    CHECK(after == "worker");
+    bool thrown = false;
+    try {
+        cpprof::bind_labels([]() -> int { throw std::runtime_error("x"); })();
+    } catch (const std::runtime_error &) {
+        thrown = true;
+    }
+    CHECK(thrown && cpprof::labels::current().empty());
+}
+
+/* cpprof::task: its labels while run() lasts, on any thread; a scope in it
+ * goes with it; ends when destroyed (its handle is stale then). */
+static void test_task()
+{
+    cpprof_set_thread_labels(nullptr);
+    cpprof::task job(cpprof::labels{{"tenant", "globex"}});
+    cpprof_task handle = job.native_handle();
+    {
+        auto running = job.run("queue");
+        CHECK(thread_label("tenant") == "globex");
+        CHECK(cpprof_task_current().id == handle.id);
+    }
+    CHECK(thread_label("tenant").empty());
+    std::string there;
+    std::thread other([&] {
+        auto running = job.run();
+        there = thread_label("tenant");
+    });
+    other.join();
+    CHECK(there == "globex");
+    bool refused = false;
+    try {
+        auto running = job.run();
+        auto again = job.run(); /* tasks do not nest */
+    } catch (const cpprof::error &e) {
+        refused = e.code().value() == CPPROF_ETASKBUSY;
+    }
+    CHECK(refused);
+    CHECK(cpprof_task_current().id == 0);
+    cpprof::task moved = std::move(job);
+    CHECK(!job && moved);
+    moved.end();
+    CHECK(cpprof_task_enter(handle) == CPPROF_ETASKENDED);
+}
+
 int main()
 {
     test_labels_value();
@@ -243,6 +309,8 @@ int main()
     test_do_exception();
     test_do_cancel();
     test_threads();
+    test_bind_labels();
+    test_task();
     cpprof_set_thread_labels(nullptr);
     if (failures) {
         std::fprintf(stderr, "check_cxx: %d checks failed\n", failures);

@@ -12,6 +12,10 @@
  *     exiting while it runs a task, the "tasks_max" limit: each refused
  *     (or, for the exit, reported) with the task, its labels and the
  *     threads' labels as they were;
+ *   - a label scope (cpprof_scope_begin/end, cpprof_do) may span a task's
+ *     leave and enter on another thread; one whose code moves to another
+ *     thread without a task (a fiber switch) is refused at its end with
+ *     CPPROF_ESCOPEMOVED, changing no thread's labels;
  *   - the census lists parked tasks with their labels, the marks
  *     pprof_task=parked and pprof_wait=REASON, and the stack where they
  *     parked; a thread running a task carries pprof_task=running.
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "census.h"
@@ -60,11 +65,14 @@ static const char *thread_value(const char *key)
 
 /* ---- A second thread that runs what it is told --------------------------- */
 
-enum { IDLE, ENTER, LEAVE, EXIT };
+enum { IDLE, ENTER, LEAVE, SCOPE_END, RESUME, EXIT };
 
 struct worker {
     pthread_t thread;
     cpprof_task task;
+    cpprof_scope *scope;   /* SCOPE_END's */
+    ucontext_t *fiber;     /* RESUME's: run until it swaps back */
+    ucontext_t own;
     atomic_int order, done;
     int rc;
 };
@@ -81,8 +89,14 @@ static void *worker_main(void *arg)
             usleep(100);
         if (order == EXIT)
             return NULL; /* with whatever task it runs */
-        w->rc = order == ENTER ? cpprof_task_enter(w->task)
-                               : cpprof_task_leave(w->task, "io", 0);
+        if (order == ENTER)
+            w->rc = cpprof_task_enter(w->task);
+        else if (order == LEAVE)
+            w->rc = cpprof_task_leave(w->task, "io", 0);
+        else if (order == SCOPE_END)
+            w->rc = cpprof_scope_end(w->scope);
+        else
+            w->rc = swapcontext(&w->own, w->fiber);
         atomic_store(&w->order, IDLE);
         atomic_fetch_add(&w->done, 1);
     }
@@ -192,6 +206,117 @@ START_TEST(labels_move_with_the_task)
     ck_assert_int_eq(cpprof_task_end(t), 0);
     cpprof_labelset_release(acme);
     cpprof_labelset_release(mine);
+}
+END_TEST
+
+/* ---- Scopes that span a park ------------------------------------------- */
+
+START_TEST(a_scope_spans_the_tasks_moves)
+{
+    cpprof_labelset *acme = make("tenant", "acme");
+    cpprof_labelset *step = make("step", "upload");
+    cpprof_task t;
+    ck_assert_int_eq(cpprof_task_create(&t, acme), 0);
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    cpprof_scope scope;
+    ck_assert_int_eq(cpprof_scope_begin(&scope, NULL, step), 0);
+    ck_assert_str_eq(thread_value("step"), "upload");
+    ck_assert_int_eq(cpprof_task_leave(t, "io", 0), 0);
+    ck_assert_str_eq(thread_value("step"), "");
+
+    /* Resumed on another thread, the scope ends there: the task's labels
+     * go back to what they were before it, the worker's own untouched. */
+    struct worker w;
+    worker_start(&w);
+    ck_assert_int_eq(worker_do(&w, t, ENTER), 0);
+    w.scope = &scope;
+    ck_assert_int_eq(worker_do(&w, t, SCOPE_END), 0);
+    ck_assert_int_eq(worker_do(&w, t, LEAVE), 0);
+    ck_assert_int_eq(cpprof_task_enter(t), 0);
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+    ck_assert_str_eq(thread_value("step"), "");
+    ck_assert_int_eq(cpprof_task_end(t), 0);
+    worker_exit(&w);
+    cpprof_labelset_release(step);
+    cpprof_labelset_release(acme);
+}
+END_TEST
+
+START_TEST(a_scope_moved_without_a_task_is_refused)
+{
+    cpprof_labelset *mine = make("thread", "main");
+    ck_assert_int_eq(cpprof_set_thread_labels(mine), 0);
+    cpprof_labelset *acme = make("tenant", "acme");
+    cpprof_scope scope;
+    ck_assert_int_eq(cpprof_scope_begin(&scope, NULL, acme), 0);
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+
+    /* Ended by another thread: refused, and the worker keeps its own. */
+    struct worker w;
+    worker_start(&w);
+    w.scope = &scope;
+    ck_assert_int_eq(worker_do(&w, (cpprof_task){0}, SCOPE_END),
+                     CPPROF_ESCOPEMOVED);
+    ck_assert_ptr_nonnull(strstr(cpprof_strerror(CPPROF_ESCOPEMOVED),
+                                 "another thread or task"));
+    cpprof_labelset *seen = NULL;
+    census c;
+    ck_assert_int_eq(census_take_labels(&c), 0);
+    for (size_t i = 0; i < c.n; i++)
+        if (c.threads[i].labels &&
+            value_of(c.threads[i].labels, "thread") != NULL &&
+            strcmp(value_of(c.threads[i].labels, "thread"), "worker") == 0)
+            seen = cpprof_labelset_ref(c.threads[i].labels);
+    census_release(&c);
+    ck_assert_ptr_nonnull(seen);
+    ck_assert_ptr_null(value_of(seen, "tenant"));
+    cpprof_labelset_release(seen);
+    worker_exit(&w);
+    /* The thread it began on has its labels as they were at the end. */
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+    ck_assert_int_eq(cpprof_set_thread_labels(mine), 0);
+    cpprof_labelset_release(acme);
+    cpprof_labelset_release(mine);
+}
+END_TEST
+
+/* A fiber that runs cpprof_do, whose function switches back to the main
+ * thread's context: resumed by the worker, it returns there. */
+static ucontext_t main_ctx, fiber_ctx;
+static int fiber_do_rc = 1;
+
+static void switch_out(void *arg, const cpprof_labelset *labels)
+{
+    (void)arg;
+    (void)labels;
+    swapcontext(&fiber_ctx, &main_ctx);
+}
+
+static void fiber_main(void)
+{
+    cpprof_labelset *acme = make("tenant", "acme");
+    fiber_do_rc = cpprof_do(NULL, acme, switch_out, NULL);
+    cpprof_labelset_release(acme);
+}
+
+START_TEST(a_cpprof_do_across_a_fiber_switch_is_refused)
+{
+    static char stack[256 * 1024];
+    struct worker w;
+    worker_start(&w);
+    ck_assert_int_eq(getcontext(&fiber_ctx), 0);
+    fiber_ctx.uc_stack.ss_sp = stack;
+    fiber_ctx.uc_stack.ss_size = sizeof stack;
+    fiber_ctx.uc_link = &w.own; /* done: back to the worker */
+    makecontext(&fiber_ctx, fiber_main, 0);
+    ck_assert_int_eq(swapcontext(&main_ctx, &fiber_ctx), 0);
+    ck_assert_str_eq(thread_value("tenant"), "acme"); /* the scope's, here */
+    w.fiber = &fiber_ctx;
+    ck_assert_int_eq(worker_do(&w, (cpprof_task){0}, RESUME), 0);
+    ck_assert_int_eq(fiber_do_rc, CPPROF_ESCOPEMOVED);
+    ck_assert_str_eq(thread_value("tenant"), "acme");
+    worker_exit(&w);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
 }
 END_TEST
 
@@ -424,6 +549,9 @@ int main(void)
     TCase *tc = tcase_create("tasks");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, labels_move_with_the_task);
+    tcase_add_test(tc, a_scope_spans_the_tasks_moves);
+    tcase_add_test(tc, a_scope_moved_without_a_task_is_refused);
+    tcase_add_test(tc, a_cpprof_do_across_a_fiber_switch_is_refused);
     tcase_add_test(tc, ending_twice_is_refused);
     tcase_add_test(tc, entering_a_task_run_elsewhere_is_refused);
     tcase_add_test(tc, leaving_a_task_not_run_here_is_refused);

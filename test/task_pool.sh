@@ -8,19 +8,25 @@
 #     or none;
 #   - the census taken while the jobs are parked lists exactly the parked
 #     tasks the program counts per tenant, marked pprof_task=parked and
-#     pprof_wait=io, each with await_io in its stack: the proto
+#     pprof_wait=io, each with await_io (PARK_FUNCTION) in its stack: the proto
 #     (gocheck, go tool pprof -tags and -tagfocus), debug=1 and debug=2.
+# TASK_PROGRAM and PARK_FUNCTION: the program and the function its jobs
+# park in (test/task_coro.sh runs the C++20 coroutines' program).
 set -u
 . "$(dirname "$0")/http_lib.sh"
+# SCOPE_LABEL (KEY=VALUE): a label scope the jobs hold across their
+# parks, which every sample of their work and every parked job carries.
+program=${TASK_PROGRAM:-task_pool} park=${PARK_FUNCTION:-await_io}
+scope_label=${SCOPE_LABEL:-}
 
-start_program "$top_builddir/test/task_pool" --profile "$tmp/cpu.pb.gz"
+start_program "$top_builddir/test/$program" --profile "$tmp/cpu.pb.gz"
 # The run takes 9 s before its quiet moment; 60 s bounds a hang.
 for tick in $(seq 600); do
     grep -q '^quiet ' "$tmp/demo.out" && break
-    kill -0 "$demo_pid" 2>/dev/null || fail "task_pool died: $(cat "$tmp/demo.err")"
+    kill -0 "$demo_pid" 2>/dev/null || fail "$program died: $(cat "$tmp/demo.err")"
     sleep 0.1
 done
-grep -q '^quiet ' "$tmp/demo.out" || fail "task_pool never got quiet: $(cat "$tmp/demo.out" "$tmp/demo.err")"
+grep -q '^quiet ' "$tmp/demo.out" || fail "$program never got quiet: $(cat "$tmp/demo.out" "$tmp/demo.err")"
 tenants="acme globex initech"
 # value KEY LINE-PREFIX: KEY=VALUE's VALUE on the program's line.
 value() {
@@ -64,6 +70,15 @@ for t in $tenants; do
         fail "no sample of work_$t with tenant=$t: $(cat "$tmp/own.check")"
 done
 echo "ok: no sample in a tenant's work carries another tenant's labels, or none"
+if [ -n "$scope_label" ]; then
+    for t in $tenants; do
+        "$GOCHECK" -chain "work_$t" -where "!${scope_label%%=*}" "$tmp/cpu.pb.gz" >"$tmp/scope.check" ||
+            fail "gocheck -chain work_$t -where !${scope_label%%=*}"
+        awk '$1 == "chain" && $2 == "judged" { exit !($5 == 0) }' "$tmp/scope.check" ||
+            fail "samples in work_$t without the scope's ${scope_label%%=*}: $(cat "$tmp/scope.check")"
+    done
+    echo "ok: every sample of the jobs' work carries $scope_label, the scope held across their parks"
+fi
 go tool pprof -tags "$tmp/cpu.pb.gz" >"$tmp/cpu.tags" 2>"$tmp/cpu.tags.err" ||
     fail "go tool pprof -tags: $(cat "$tmp/cpu.tags.err")"
 for t in $tenants; do
@@ -83,12 +98,12 @@ for want in valid "tag pprof_task parked 0 $total_parked" "tag pprof_wait io 0 $
 done
 for t in $tenants; do
     want=$(value $t quiet)
-    "$GOCHECK" -chain 'await_io' -where tenant=$t "$tmp/g0.body" >"$tmp/g0.chain" ||
-        fail "gocheck -chain await_io -where tenant=$t"
+    "$GOCHECK" -chain "$park" -where tenant=$t "$tmp/g0.body" >"$tmp/g0.chain" ||
+        fail "gocheck -chain $park -where tenant=$t"
     awk -v n=$want '$1 == "chain" && $2 == "judged" { exit !($3 == n && $5 == n) }' "$tmp/g0.chain" ||
-        fail "goroutine: $want parked $t tasks in await_io wanted: $(cat "$tmp/g0.chain")"
+        fail "goroutine: $want parked $t tasks in $park wanted: $(cat "$tmp/g0.chain")"
 done
-echo "ok: the goroutine profile lists the parked tasks per tenant, in await_io"
+echo "ok: the goroutine profile lists the parked tasks per tenant, in $park"
 go tool pprof -tags "$tmp/g0.body" >"$tmp/g0.tags" 2>"$tmp/g0.tags.err" ||
     fail "go tool pprof -tags: $(cat "$tmp/g0.tags.err")"
 grep -q "^ *$total_parked\.0 ( *100%): parked\$" "$tmp/g0.tags" ||
@@ -108,23 +123,25 @@ for t in $tenants; do
         END { print sum + 0 }' "$tmp/g1.body")
     [ "$got" = "$want" ] || fail "debug=1: $got parked $t tasks, the program counts $want: $(cat "$tmp/g1.body")"
 done
-grep -q "$(printf '^#\t0x[0-9a-f]*\tawait_io+0x')" "$tmp/g1.body" ||
-    fail "debug=1: no await_io frame"
+grep -q "$(printf '^#\t0x[0-9a-f]*\t%s+0x' "$park")" "$tmp/g1.body" ||
+    fail "debug=1: no $park frame"
 
 code=$(fetch g2 "$base/goroutine?debug=2")
 [ "$code" = 200 ] || fail "debug=2: status $code"
 for t in $tenants; do
     want=$(value $t quiet)
-    got=$(grep -c "^task [0-9]* \[io, [0-9]* seconds, labels:{\"pprof_task\": \"parked\", \"pprof_wait\": \"io\", \"tenant\": \"$t\"}\]:\$" "$tmp/g2.body")
+    scoped=
+    [ -z "$scope_label" ] || scoped="\"${scope_label%%=*}\": \"${scope_label#*=}\", "
+    got=$(grep -c "^task [0-9]* \[io, [0-9]* seconds, labels:{\"pprof_task\": \"parked\", \"pprof_wait\": \"io\", $scoped\"tenant\": \"$t\"}\]:\$" "$tmp/g2.body")
     [ "$got" = "$want" ] || fail "debug=2: $got parked $t tasks, want $want: $(grep '^task' "$tmp/g2.body")"
 done
 # Each task's block names where it parked.
-awk '/^task / { if (inblock && !found) bad++; inblock = 1; found = 0; next }
+awk -v park="$park(" '/^task / { if (inblock && !found) bad++; inblock = 1; found = 0; next }
      /^thread / { if (inblock && !found) bad++; inblock = 0; next }
-     /^await_io\(/ { found = 1 }
+     index($0, park) == 1 { found = 1 }
      END { if (inblock && !found) bad++; exit bad > 0 }' "$tmp/g2.body" ||
-    fail "debug=2: a parked task without await_io: $(cat "$tmp/g2.body")"
-echo "ok: debug=1 and debug=2 list the parked tasks per tenant, in await_io"
+    fail "debug=2: a parked task without $park: $(cat "$tmp/g2.body")"
+echo "ok: debug=1 and debug=2 list the parked tasks per tenant, in $park"
 
 stop_demo
-echo "PASS: task_pool.sh"
+echo "PASS: $program"

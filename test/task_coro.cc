@@ -1,0 +1,338 @@
+/*
+ * task_coro.cc -- the program of test/task_coro.sh: test/task_pool.c's run
+ * with C++20 coroutines in place of explicit tasks.  Each job is a
+ * coroutine whose promise derives from cpprof::task_promise (include/
+ * cpprof.hpp), so the job is a task made with its creator's labels; the
+ * job co_awaits simulated I/O, and whichever of the WORKERS pool threads
+ * is free resumes it.  Nothing in the job calls the task API.
+ *
+ *   task_coro --addr HOST:PORT --profile FILE
+ *
+ * Jobs: acme 3, globex 4, initech 5, each created under a cpprof::scope
+ * of tenant=NAME.  A step burns its tenant's cost in CPU (acme 5 ms,
+ * globex 10 ms, initech 25 ms) in a function of the tenant's own
+ * (work_acme, ...) and co_awaits io_wait, whose await_suspend puts the
+ * coroutine on the I/O list; the I/O thread makes it ready again 2 to 4
+ * ms later.  Each step measures its own CPU with the thread's CPU clock
+ * from its resume to its next co_await.  Each job holds a cpprof::scope
+ * (step=job) across all its co_awaits, which the task carries along.
+ *
+ * Output and run as task_pool.c's ("truth ...", "quiet ..."); a tenant's
+ * first job is ended at the quiet moment by destroying its coroutine,
+ * parked, which ends its task.
+ */
+#include <cpprof.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <coroutine>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace {
+
+constexpr int WORKERS = 3;
+constexpr int PROFILE_S = 8;
+constexpr int64_t IO_NS = 2000000;
+constexpr int NTENANTS = 3;
+const char *const tenant_names[NTENANTS] = {"acme", "globex", "initech"};
+const int tenant_jobs[NTENANTS] = {3, 4, 5};
+const int64_t tenant_cost_ns[NTENANTS] = {5000000, 10000000, 25000000};
+
+int64_t clock_of(clockid_t c)
+{
+    timespec t;
+    clock_gettime(c, &t);
+    return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+struct job;
+
+std::mutex mu;
+std::condition_variable ready_cv;
+std::deque<job *> ready;
+std::vector<job *> io_list;
+bool hold, stopping;
+int running_jobs;
+std::atomic<int64_t> truth_ns[NTENANTS];
+std::atomic<long> migrations;
+
+/* ---- The coroutine type ------------------------------------------------ */
+
+struct coro {
+    struct promise_type : cpprof::task_promise {
+        coro get_return_object()
+        {
+            return coro{std::coroutine_handle<promise_type>::from_promise(*this)};
+        }
+        void return_void() {}
+        void unhandled_exception() { std::terminate(); }
+    };
+    std::coroutine_handle<promise_type> handle;
+};
+
+struct job {
+    int tenant = 0;
+    pid_t last_thread = 0;
+    int64_t due = 0;
+    std::coroutine_handle<> handle;
+    bool ended = false;
+};
+
+/* What a job waits for: the I/O thread makes it ready again. */
+struct io_wait {
+    static constexpr const char *cpprof_wait_reason = "io";
+    job *j;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<>) const
+    {
+        thread_local unsigned seed = unsigned(gettid());
+        std::lock_guard<std::mutex> l(mu);
+        j->due = clock_of(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
+        io_list.push_back(j);
+    }
+    void await_resume() const noexcept {}
+};
+
+/* ---- The work ------------------------------------------------------------ */
+
+thread_local volatile uint64_t sink; /* per thread: workers race on nothing */
+
+void spin(int64_t ns)
+{
+    int64_t end = clock_of(CLOCK_THREAD_CPUTIME_ID) + ns;
+    uint64_t x = sink;
+    do
+        for (int i = 0; i < 20000; i++)
+            x = x * 6364136223846793005u + 1442695040888963407u;
+    while (clock_of(CLOCK_THREAD_CPUTIME_ID) < end);
+    sink = x;
+}
+
+/* One function per tenant: a sample's stack says whose work it is. */
+#define WORK(name, tag)                                                   \
+    __attribute__((noinline)) void name(int64_t ns)                       \
+    {                                                                     \
+        spin(ns);                                                         \
+        sink = sink + tag;                                                \
+        __asm__ volatile("" ::: "memory");                                \
+    }
+WORK(work_acme, 1)
+WORK(work_globex, 2)
+WORK(work_initech, 3)
+void (*const work[NTENANTS])(int64_t) = {work_acme, work_globex, work_initech};
+
+/* The job: its co_await is where the census must find it parked.  The
+ * scope it holds across every co_await goes with its task. */
+coro run_job(job *j)
+{
+    cpprof::scope in_job(cpprof::labels{{"step", "job"}});
+    for (;;) {
+        pid_t self = gettid();
+        int64_t start = clock_of(CLOCK_THREAD_CPUTIME_ID);
+        if (j->last_thread && j->last_thread != self)
+            migrations++;
+        j->last_thread = self;
+        work[j->tenant](tenant_cost_ns[j->tenant]);
+        truth_ns[j->tenant] += clock_of(CLOCK_THREAD_CPUTIME_ID) - start;
+        co_await io_wait{j};
+    }
+}
+
+void pool_main()
+{
+    std::unique_lock<std::mutex> l(mu);
+    for (;;) {
+        ready_cv.wait(l, [] { return stopping || (!hold && !ready.empty()); });
+        if (stopping)
+            return;
+        job *j = ready.front();
+        ready.pop_front();
+        running_jobs++;
+        l.unlock();
+        j->handle.resume();
+        l.lock();
+        running_jobs--;
+        ready_cv.notify_all();
+    }
+}
+
+void io_main()
+{
+    std::unique_lock<std::mutex> l(mu);
+    while (!stopping) {
+        int64_t now = clock_of(CLOCK_MONOTONIC);
+        for (auto it = io_list.begin(); it != io_list.end();) {
+            if ((*it)->due <= now) {
+                ready.push_back(*it);
+                it = io_list.erase(it);
+                ready_cv.notify_all();
+            } else {
+                ++it;
+            }
+        }
+        l.unlock();
+        timespec half_ms{0, 500000};
+        nanosleep(&half_ms, nullptr);
+        l.lock();
+    }
+}
+
+/* ---- The run ------------------------------------------------------------- */
+
+std::atomic<int> failures;
+
+void check(int rc, const char *what)
+{
+    if (rc != 0) {
+        std::fprintf(stderr, "task_coro: %s: %s\n", what, cpprof_strerror(rc));
+        failures++;
+    }
+}
+
+/* Holds the pool (true) until no job runs, or lets it go on (false). */
+void hold_pool(bool on)
+{
+    std::unique_lock<std::mutex> l(mu);
+    hold = on;
+    ready_cv.notify_all();
+    ready_cv.wait(l, [on] { return !on || running_jobs == 0; });
+}
+
+void profile(const char *path)
+{
+    int64_t before[NTENANTS], after[NTENANTS];
+    hold_pool(true);
+    check(cpprof_cpu_profile_start(), "profile start");
+    for (int t = 0; t < NTENANTS; t++)
+        before[t] = truth_ns[t];
+    long moved = migrations;
+    hold_pool(false);
+    sleep(PROFILE_S);
+    hold_pool(true);
+    for (int t = 0; t < NTENANTS; t++)
+        after[t] = truth_ns[t];
+    unsigned char *buf = nullptr;
+    size_t len = 0;
+    check(cpprof_cpu_profile_stop(&buf, &len), "profile stop");
+    hold_pool(false);
+    FILE *f = std::fopen(path, "wb");
+    if (!f || std::fwrite(buf, 1, len, f) != len || std::fclose(f) != 0) {
+        std::perror(path);
+        std::exit(1);
+    }
+    std::free(buf);
+    std::printf("truth");
+    for (int t = 0; t < NTENANTS; t++)
+        std::printf(" %s=%lld", tenant_names[t],
+                    (long long)(after[t] - before[t]));
+    std::printf(" migrations=%ld\n", migrations - moved);
+    std::fflush(stdout);
+}
+
+/* Held pool, no job running: each is parked in io_wait or ready to
+ * resume.  A tenant's first job is destroyed (its task ends); the others
+ * are counted. */
+void quiet(std::vector<job> &jobs)
+{
+    bool first_seen[NTENANTS] = {false, false, false};
+    int parked[NTENANTS] = {0, 0, 0};
+    hold_pool(true);
+    std::lock_guard<std::mutex> l(mu);
+    for (job &j : jobs) {
+        if (first_seen[j.tenant]) {
+            parked[j.tenant]++;
+            continue;
+        }
+        first_seen[j.tenant] = true;
+        std::erase(ready, &j);
+        std::erase(io_list, &j);
+        j.handle.destroy();
+        j.ended = true;
+    }
+    std::printf("quiet");
+    for (int t = 0; t < NTENANTS; t++)
+        std::printf(" %s=%d", tenant_names[t], parked[t]);
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const char *addr = nullptr, *path = nullptr;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--addr") == 0)
+            addr = argv[i + 1];
+        else if (std::strcmp(argv[i], "--profile") == 0)
+            path = argv[i + 1];
+    }
+    if (!addr || !path) {
+        std::fprintf(stderr, "usage: task_coro --addr HOST:PORT --profile FILE\n");
+        return 2;
+    }
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, nullptr);
+    check(cpprof_set("cpu_hz", "1000"), "cpu_hz");
+    int rc = cpprof_http_start(addr);
+    if (rc != 0) {
+        std::fprintf(stderr, "task_coro: %s\n", cpprof_strerror(rc));
+        return 1;
+    }
+    std::printf("serving http://%s/debug/pprof/\n", addr);
+    std::fflush(stdout);
+
+    std::vector<job> jobs(3 + 4 + 5);
+    size_t n = 0;
+    for (int t = 0; t < NTENANTS; t++) {
+        /* The coroutines take the labels in force where they are made. */
+        cpprof::scope tenant(cpprof::labels{{"tenant", tenant_names[t]}});
+        for (int k = 0; k < tenant_jobs[t]; k++) {
+            job &j = jobs[n++];
+            j.tenant = t;
+            j.handle = run_job(&j).handle;
+        }
+    }
+    {
+        std::lock_guard<std::mutex> l(mu);
+        for (job &j : jobs)
+            ready.push_back(&j);
+    }
+    std::vector<std::thread> pool;
+    for (int i = 0; i < WORKERS; i++)
+        pool.emplace_back(pool_main);
+    std::thread io(io_main);
+
+    sleep(1);
+    profile(path);
+    quiet(jobs);
+
+    int sig;
+    sigwait(&term, &sig);
+    {
+        std::lock_guard<std::mutex> l(mu);
+        stopping = true;
+        ready_cv.notify_all();
+    }
+    for (std::thread &t : pool)
+        t.join();
+    io.join();
+    for (job &j : jobs)
+        if (!j.ended)
+            j.handle.destroy();
+    cpprof_http_stop();
+    return failures ? 1 : 0;
+}
