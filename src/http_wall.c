@@ -68,6 +68,14 @@ static int add_comments(builder *b, const wall_stats *s)
                  s->slowed ? "; censuses spaced out to stay within it" : "");
         rc = builder_add_comment(b, text);
     }
+    if (rc == 0 && s->late > 0) {
+        snprintf(text, sizeof text,
+                 "wall profile: %lld of %lld censuses began over half an "
+                 "interval late, held up by busy CPUs: threads that wanted "
+                 "a CPU then are under-counted as running",
+                 (long long)s->late, (long long)s->ticks);
+        rc = builder_add_comment(b, text);
+    }
     return rc;
 }
 

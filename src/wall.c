@@ -5,10 +5,11 @@
  * A CPU profile sees a thread only while it runs, a census only at one
  * instant; a tenant whose jobs are slow but not expensive (waiting on a
  * lock, a pipe, a sleep) shows in neither.  This profile takes a census
- * (census_take_stacks) every 1/wall_hz over the window and counts every
+ * (census_take_stacks) every 1/wall_hz on average (jittered, against
+ * aliasing with periodic work) over the window and counts every
  * thread of the program once per census, running or blocked, weighted by
- * the time planned since the previous census (1/wall_hz, or more when
- * spaced out for the budget), not the time elapsed: a census that ran
+ * the time planned since the previous census (about 1/wall_hz, or more
+ * when spaced out for the budget), not the time elapsed: a census that ran
  * late (a loaded machine) would otherwise make one instant stand for
  * all the time it was late.  Values samples/count and
  * wall/nanoseconds, as fgprof's.  Each sample carries the thread's labels
@@ -73,6 +74,7 @@ struct wall_profile {
     int64_t last_tick_ns; /* monotonic: when the last census began */
     int64_t first_cpu_ns; /* the first census's CPU: outside the budget */
     int64_t interval_ns;  /* 1/wall_hz */
+    uint64_t rng;         /* jittered()'s state, never 0 */
     wall_stats stats;
 };
 
@@ -255,10 +257,15 @@ static int64_t census_cpu_ns(void)
     return clock_thread_cpu_ns() + census_crew_cpu_ns(&helpers);
 }
 
-/* One census, each thread weighted by `weight_ns`. */
-static int tick(wall_profile *w, int64_t weight_ns)
+/* One census planned for `at`, each thread weighted by `weight_ns`.  One
+ * that begins well after `at` was held up by busy CPUs, and a census held
+ * up that way begins, as a rule, when fewer threads want a CPU: the
+ * profile says how many were (threads that ran then are under-counted). */
+static int tick(wall_profile *w, int64_t at, int64_t weight_ns)
 {
     int64_t now = clock_mono_ns();
+    if (now - at > w->interval_ns / 2)
+        w->stats.late++;
     int64_t cpu = census_cpu_ns();
     census c;
     int rc = census_take_stacks(&c);
@@ -299,6 +306,7 @@ int wall_start(wall_profile **out)
     }
     w->stats.hz = cfg_int(CFG_WALL_HZ);
     w->interval_ns = 1000000000LL / w->stats.hz;
+    w->rng = (uint64_t)clock_mono_ns() | 1;
     *out = w;
     return 0;
 }
@@ -311,14 +319,29 @@ static void sleep_until(int64_t mono_ns)
         ;
 }
 
-/* When the next census may begin: 1/hz after the last, or later, so
- * that the censuses so far stay within the CPU budget.  The first is left
- * out: it reads every thread's files and builds the unwinder's tables
- * once, for the window (tens of ms), and would hold back the next ones
- * for seconds. */
+/* A spacing drawn evenly from [interval/2, 3*interval/2): 1/hz on
+ * average, but never in step with a program whose work repeats at a
+ * fixed period (a job cycle, a poll loop), which censuses at a fixed
+ * period would see in the same few phases every time (aliasing).
+ * xorshift64, seeded per window from the clock. */
+static int64_t jittered(wall_profile *w)
+{
+    uint64_t x = w->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w->rng = x;
+    return w->interval_ns / 2 + (int64_t)(x % (uint64_t)w->interval_ns);
+}
+
+/* When the next census may begin: a jittered 1/hz after the last, or
+ * later, so that the censuses so far stay within the CPU budget.  The
+ * first is left out: it reads every thread's files and builds the
+ * unwinder's tables once, for the window (tens of ms), and would hold back
+ * the next ones for seconds. */
 static int64_t next_tick(wall_profile *w, int64_t start)
 {
-    int64_t next = w->last_tick_ns + w->interval_ns;
+    int64_t next = w->last_tick_ns + jittered(w);
     long percent = cfg_int(CFG_WALL_CPU_PERCENT);
     int64_t budget_end =
         start + (w->stats.cpu_ns - w->first_cpu_ns) * 100 / percent;
@@ -345,8 +368,8 @@ int wall_run(wall_profile *w, long seconds, int (*going_on)(void *arg),
         }
         if (rc == 0) {
             sleep_until(at);
-            rc = tick(w, w->stats.ticks ? at - w->last_tick_ns
-                                        : w->interval_ns);
+            rc = tick(w, at, w->stats.ticks ? at - w->last_tick_ns
+                                            : w->interval_ns);
         }
     }
     /* The last census may come well before the end (spaced out): the

@@ -35,6 +35,7 @@ typedef struct {
     long hz;                 /* the setting */
     double achieved_hz;      /* ticks per second of window */
     int slowed;              /* ticks spaced out past 1/hz for the budget */
+    int64_t late;            /* ticks begun over half an interval late */
 } wall_stats;
 
 /* Starts the one wall profile: -EBUSY when one runs already. */
