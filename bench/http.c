@@ -15,15 +15,12 @@
  */
 #define _GNU_SOURCE
 #include "http.h"
+#include "bench_http.h"
 
 #include <cpprof.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,70 +35,12 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int connect_server(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        perror("bench/http: connect");
-        exit(1);
-    }
-    return fd;
-}
-
-/* Sends one GET and reads its answer (headers, then Content-Length bytes
- * of body); exits unless it is a 200. */
-static void get_cmdline(int fd, int keep_alive)
-{
-    char req[160];
-    int n = snprintf(req, sizeof req,
-                     "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: localhost"
-                     "\r\nConnection: %s\r\n\r\n",
-                     keep_alive ? "keep-alive" : "close");
-    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        perror("bench/http: send");
-        exit(1);
-    }
-    char buf[4096];
-    size_t got = 0;
-    const char *end = NULL;
-    while (!end) {
-        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-        if (r <= 0) {
-            fprintf(stderr, "bench/http: the server closed before answering\n");
-            exit(1);
-        }
-        got += (size_t)r;
-        buf[got] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    int status = 0;
-    const char *cl = strcasestr(buf, "\r\nContent-Length:");
-    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || status != 200 || !cl) {
-        fprintf(stderr, "bench/http: answer was not a 200 with a length: %.80s\n",
-                buf);
-        exit(1);
-    }
-    size_t body = strtoul(cl + 17, NULL, 10);
-    size_t have = got - (size_t)(end + 4 - buf);
-    while (have < body) {
-        ssize_t r = recv(fd, buf, sizeof buf, 0);
-        if (r <= 0) {
-            fprintf(stderr, "bench/http: the body was cut short\n");
-            exit(1);
-        }
-        have += (size_t)r;
-    }
-}
-
 static double per_request_new_connections(void)
 {
     double t0 = now_us();
     for (int i = 0; i < REQUESTS; i++) {
-        int fd = connect_server();
-        get_cmdline(fd, 0);
+        int fd = bench_http_connect(port);
+        bench_http_get(fd, "/debug/pprof/cmdline", 0);
         close(fd);
     }
     return (now_us() - t0) / REQUESTS;
@@ -109,10 +48,10 @@ static double per_request_new_connections(void)
 
 static double per_request_keep_alive(void)
 {
-    int fd = connect_server();
+    int fd = bench_http_connect(port);
     double t0 = now_us();
     for (int i = 0; i < REQUESTS; i++)
-        get_cmdline(fd, 1);
+        bench_http_get(fd, "/debug/pprof/cmdline", 1);
     double us = (now_us() - t0) / REQUESTS;
     close(fd);
     return us;
@@ -135,7 +74,7 @@ static void run(int idle, int rounds)
 {
     static int idle_fds[MAX_IDLE];
     for (int i = 0; i < idle; i++)
-        idle_fds[i] = connect_server();
+        idle_fds[i] = bench_http_connect(port);
     double fresh[64], kept[64];
     for (int r = 0; r < rounds; r++) {
         fresh[r] = per_request_new_connections();

@@ -6,6 +6,10 @@
  *   allocations per pair (either kind)
  *   bytes per parked task: the process's resident memory grown by
  *   100,000 parked tasks (their records and stacks), per task
+ *   the goroutine profile with those 100,000 tasks parked: the whole
+ *   answer to GET /debug/pprof/goroutine from the server in this process
+ *   (census, profile, symbols, gzip), wall ms, the median of 5; bench/go's
+ *   `goroutines 100000` times Go's own for the same number
  *
  * Goals: <= 20 ns without a stack, <= 1 us with a 30-frame stack, 0
  * allocations.  Times are the thread's CPU time.  Allocations are counted
@@ -13,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "bench_http.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -72,6 +77,53 @@ static __attribute__((noinline)) double deep_pair_ns(int depth,
     return ns;
 }
 
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A port nobody listens on now, from the kernel. */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        perror("bench/tasks: a free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* The goroutine profile of this process (its tasks parked), served
+ * whole; the median of 5, after one to warm up (the symbolizer's tables
+ * are built once). */
+static double time_goroutine_profile(void)
+{
+    enum { ROUNDS = 5 };
+    double ms[ROUNDS];
+    int port = free_port();
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    bench_check(cpprof_http_start(addr), "cpprof_http_start");
+    for (int i = -1; i < ROUNDS; i++) {
+        int fd = bench_http_connect(port);
+        double t0 = wall_ms();
+        bench_http_get(fd, "/debug/pprof/goroutine", 0);
+        double t1 = wall_ms();
+        close(fd);
+        if (i >= 0)
+            ms[i] = t1 - t0;
+    }
+    cpprof_http_stop();
+    return bench_median(ms, ROUNDS);
+}
+
 /* Resident set size, bytes. */
 static long rss_bytes(void)
 {
@@ -110,6 +162,7 @@ int main(void)
         bench_check(cpprof_task_leave(parked[i], "io", 0), "leave");
     }
     double bytes = (double)(rss_bytes() - rss0) / PARKED;
+    double profile_ms = time_goroutine_profile();
     for (int i = 0; i < PARKED; i++)
         bench_check(cpprof_task_end(parked[i]), "end");
 
@@ -118,6 +171,8 @@ int main(void)
            stacked);
     printf("allocations_per_enter_leave %.3f (goal 0)\n", allocs);
     printf("bytes_per_parked_task %.0f\n", bytes);
+    printf("goroutine_profile_%d_parked_tasks_ms %.1f (goal <= 50; Go's: "
+           "bench/go goroutines %d)\n", PARKED, profile_ms, PARKED);
     cpprof_labelset_release(set);
     return 0;
 }

@@ -682,17 +682,55 @@ static int mark_runners(census *c)
     return rc;
 }
 
-/* Appends the parked tasks to the census's threads, marking them. */
+/* The marked sets made so far in one census: parked tasks share few
+ * (set, reason) pairs, and merging interns a set (a lock and a hash) that
+ * the pair's first task made already. */
+struct marked {
+    const cpprof_labelset *set; /* the task's, without a reference */
+    const char *reason;
+    const cpprof_labelset *merged; /* a reference of the cache's */
+};
+#define MARKED_CACHE 16
+
+/* mark_task(set, "parked", reason), from the cache where it can. */
+static int mark_parked(struct marked *cache, size_t *n,
+                       const cpprof_labelset **set, const char *reason)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (cache[i].set == *set && cache[i].reason == reason) {
+            labelset_drop(*set);
+            *set = labelset_hold(cache[i].merged);
+            return 0;
+        }
+    const cpprof_labelset *was = *set;
+    int rc = mark_task(set, "parked", reason);
+    if (rc == 0 && *n < MARKED_CACHE)
+        cache[(*n)++] = (struct marked){was, reason, labelset_hold(*set)};
+    return rc;
+}
+
+/* Appends the parked tasks to the census's threads, marking them.  The
+ * room for them is made at once (a few more may park meanwhile). */
 static int add_tasks(census *c)
 {
     int rc = mark_runners(c);
     size_t threads = c->n;
     struct growing g = {c, c->n};
+    size_t want = c->n + task_live_count() + 64;
+    census_thread *v = rc == 0 ? realloc(c->threads, want * sizeof *v) : NULL;
+    if (v) {
+        c->threads = v;
+        g.cap = want;
+    }
     if (rc == 0)
         rc = task_foreach_parked(add_parked, &g);
+    struct marked cache[MARKED_CACHE];
+    size_t cached = 0;
     for (size_t i = threads; rc == 0 && i < c->n; i++)
-        rc = mark_task(&c->threads[i].labels, "parked",
-                       c->threads[i].task_reason);
+        rc = mark_parked(cache, &cached, &c->threads[i].labels,
+                         c->threads[i].task_reason);
+    for (size_t i = 0; i < cached; i++)
+        labelset_drop(cache[i].merged);
     return rc;
 }
 

@@ -376,6 +376,12 @@ int cpprof_task_end(cpprof_task task)
     return 0;
 }
 
+size_t task_live_count(void)
+{
+    long n = atomic_load_explicit(&live, memory_order_relaxed);
+    return n > 0 ? (size_t)n : 0;
+}
+
 cpprof_task cpprof_task_current(void)
 {
     return (cpprof_task){running_id};

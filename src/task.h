@@ -30,6 +30,9 @@ struct task_parked {
 typedef int (*task_parked_fn)(const struct task_parked *t, void *arg);
 int task_foreach_parked(task_parked_fn fn, void *arg);
 
+/* How many tasks are live (parked or running) now: a census's room. */
+size_t task_live_count(void);
+
 /* Calls fn(tid, arg) for every thread running a task now. */
 typedef void (*task_runner_fn)(pid_t tid, void *arg);
 void task_foreach_runner(task_runner_fn fn, void *arg);
