@@ -7,7 +7,8 @@
 # both views the three tenants, and the page must fit a phone's width.
 # Then the flame graphs: the threads view filtered by a label
 # value holding <script> (shown as text, no script added), the heap view
-# saying it carries no labels, and a CPU window: drawn; its root under
+# saying it carries no labels, a 1 s wall window (all threads and
+# initech's share of it, in nanoseconds), and a CPU window: drawn; its root under
 # tenant=initech equal to initech's samples in the very profile shown (its
 # download link's .pb.gz) read by google/pprof's parser (gocheck);
 # decode_block found by the search box, its share as pprof's parser counts
@@ -81,6 +82,11 @@ check_flame() {
         fail "heap view with a tenant filter: $(grep '^flame heap' "$tmp/page")"
     [ "$(field 'flame cpu' 3)" -gt 0 ] && [ "$(field 'flame cpu' 4)" -gt 1 ] ||
         fail "no CPU flame graph: $(grep '^flame cpu' "$tmp/page")"
+    # A second of wall time: at least half a second for all threads, and
+    # initech's part of it, which is less.
+    awk '$1 == "flame" && $2 == "wall" && $3 >= 5e8 && $4 > 0 && $4 < $3 { ok = 1 }
+         END { exit !ok }' "$tmp/page" ||
+        fail "no wall flame graph, or no initech in it: $(grep '^flame wall' "$tmp/page")"
     "$GOCHECK" "$tmp/shown.pb.gz" >"$tmp/shown.check" ||
         fail "the page's download is no profile pprof reads"
     want=$(awk '$1 == "tag" && $2 == "tenant" && $3 == "initech" && $4 == 0 { print $5 }' \

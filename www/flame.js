@@ -478,9 +478,14 @@ function endpoint(path) {
   return new URL(path, location.origin + location.pathname);
 }
 
+// The profiles taken over a window (CPU, wall) and those read as they are.
+function windowed(name) {
+  return name === 'profile' || name === 'wall';
+}
+
 function profileQuery(name) {
   const seconds = $('flame-seconds').value;
-  return name === 'profile' ? `profile?seconds=${encodeURIComponent(seconds)}` : name;
+  return windowed(name) ? `${name}?seconds=${encodeURIComponent(seconds)}` : name;
 }
 
 // The download link gives the very profile shown, as a data: URL of the
@@ -537,11 +542,11 @@ async function load(event) {
   const button = $('flame-load');
   button.disabled = true;
   status.classList.remove('error');
-  status.textContent = name === 'profile'
+  status.textContent = windowed(name)
     ? `profiling for ${$('flame-seconds').value} s…` : 'loading…';
   try {
     const resp = await fetch(endpoint(profileQuery(name) +
-                                      (name === 'profile' ? '&' : '?') + 'format=json&proto=1'),
+                                      (windowed(name) ? '&' : '?') + 'format=json&proto=1'),
                              {cache: 'no-store'});
     const start = performance.now();
     const text = await resp.text();
@@ -568,7 +573,7 @@ function showModeInputs() {
 function init() {
   $('flame-form').addEventListener('submit', load);
   $('flame-profile').addEventListener('change', () => {
-    $('flame-seconds-label').hidden = $('flame-profile').value !== 'profile';
+    $('flame-seconds-label').hidden = !windowed($('flame-profile').value);
   });
   $('flame-mode').addEventListener('change', () => { showModeInputs(); render(); });
   for (const id of ['flame-type', 'flame-filter', 'flame-a', 'flame-b', 'flame-icicle'])

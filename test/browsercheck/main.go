@@ -47,6 +47,9 @@
 //	                                has no heap profile)
 //	flame cpu ROOT DRAWN MS         all samples: the root's sample count,
 //	                                frames drawn, ms from text to graph
+//	flame wall ALL INITECH TYPE     a 1 s wall profile's root, in the wall
+//	                                type's nanoseconds, all and under
+//	                                tenant=initech
 //	flame initech ROOT              the root's samples under tenant=initech
 //	flame search SHARE TEXT         the search box's share and its words
 //	flame zoom ZOOMED TEXT          whether a click on the frame above the
@@ -338,6 +341,21 @@ func (c *cdp) flameChecks(cpuSeconds int, protoFile, note string) error {
 		return err
 	}
 	fmt.Printf("flame heap %s\n", heapMsg)
+	// A wall window: every thread's time on CPU or off, then initech's.
+	var wall []string
+	if err := c.eval(`bcShow('wall', 1).then(() => {
+  bcSet('flame-filter', '');
+  const t = [...document.querySelectorAll('#flame-type option')]
+    .find(o => o.textContent === 'wall (nanoseconds)');
+  if (!t) return ['0', '0', 'no wall type'];
+  bcSet('flame-type', t.value);
+  const all = bcData('flame-canvas', 'rootValue');
+  bcSet('flame-filter', 'tenant=initech');
+  return [all, bcData('flame-canvas', 'rootValue'), t.textContent];
+})`, &wall); err != nil {
+		return err
+	}
+	fmt.Printf("flame wall %s %s %s\n", wall[0], wall[1], wall[2])
 	// A CPU window: all samples, counted in samples.
 	var cpu []string
 	if err := c.eval(fmt.Sprintf(`bcShow('profile', %d).then(ms => {
