@@ -82,6 +82,16 @@ check_flame() {
         fail "heap view with a tenant filter: $(grep '^flame heap' "$tmp/page")"
     [ "$(field 'flame cpu' 3)" -gt 0 ] && [ "$(field 'flame cpu' 4)" -gt 1 ] ||
         fail "no CPU flame graph: $(grep '^flame cpu' "$tmp/page")"
+    # CPU and wall side by side: every tenant has a share of both, the
+    # wall shares add up to at most 1, and the demo's tenants (which
+    # compute all the time they are not parked) are each below it.
+    for t in acme globex initech; do
+        awk -v t=$t '$1 == "compare" && $2 == "tenant" && $3 == t && $4 > 0 && $5 > 0 { ok = 1 }
+             END { exit !ok }' "$tmp/page" ||
+            fail "CPU and wall: no shares of both for $t: $(grep '^compare' "$tmp/page")"
+    done
+    awk '$1 == "compare" && $2 == "tenant" { w += $5 } END { exit !(w > 0 && w <= 1.0001) }' "$tmp/page" ||
+        fail "CPU and wall: the wall shares do not add up: $(grep '^compare' "$tmp/page")"
     # A second of wall time: at least half a second for all threads, and
     # initech's part of it, which is less.
     awk '$1 == "flame" && $2 == "wall" && $3 >= 5e8 && $4 > 0 && $4 < $3 { ok = 1 }

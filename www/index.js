@@ -1,6 +1,8 @@
 // The labels view of /debug/pprof/: tables of label key -> value -> share,
 // rendered from /debug/pprof/labels (thread census, refreshed every
-// CENSUS_EVERY_MS) and /debug/pprof/labels?seconds=N (CPU, on request).
+// CENSUS_EVERY_MS) and /debug/pprof/labels?seconds=N (CPU, on request),
+// or that CPU share beside the wall profile's (wall?seconds=N, the same
+// window), per label value.
 // Plain DOM calls and textContent only: label values come from the
 // program and are never parsed as HTML.
 'use strict';
@@ -98,6 +100,77 @@ async function profileCpu(event) {
   }
 }
 
+// Per key and value, the wall time of a wall profile's samples (its JSON
+// form), as renderCompare takes it: {total, labels: {key: {value: ns}}}.
+function wallByLabel(json) {
+  const type = json.sample_types.findIndex(t => t.type === 'wall');
+  const out = {total: 0, labels: {}};
+  for (const s of json.samples) {
+    const ns = s.values[type];
+    out.total += ns;
+    for (const [k, v] of Object.entries(s.labels || {})) {
+      const values = out.labels[k] || (out.labels[k] = {});
+      values[v] = (values[v] || 0) + ns;
+    }
+  }
+  return out;
+}
+
+// One table per label key the CPU profile has: each value's share of CPU
+// beside its share of wall time over the same window.
+function renderCompare(target, cpu, wall, seconds) {
+  const keys = Object.keys(cpu.labels).sort();
+  const parts = [el('p', {class: 'note'},
+    `over ${seconds} s: ${cpu.total} CPU samples, ` +
+    `${(wall.total / 1e9).toFixed(1)} s of threads' wall time` +
+    (keys.length ? '' : '; no CPU sample carries labels'))];
+  for (const key of keys) {
+    const inCpu = cpu.labels[key], inWall = wall.labels[key] || {};
+    const names = [...new Set([...Object.keys(inCpu), ...Object.keys(inWall)])]
+      .sort((a, b) => ((inWall[b] || 0) - (inWall[a] || 0)) || a.localeCompare(b));
+    const body = el('tbody');
+    for (const v of names) {
+      const cpuShare = inCpu[v] ? inCpu[v].share : 0;
+      const wallShare = wall.total ? (inWall[v] || 0) / wall.total : 0;
+      body.append(el('tr', {'data-key': key, 'data-value': v},
+        el('td', {class: 'value'}, v),
+        el('td', {class: 'num', 'data-share': cpuShare.toFixed(4)}, percent(cpuShare)),
+        el('td', {class: 'num', 'data-share': wallShare.toFixed(4)}, percent(wallShare))));
+    }
+    parts.push(el('table', {class: 'labelkey compare', 'data-key': key},
+      el('caption', {}, key),
+      el('thead', {}, el('tr', {},
+        el('th', {}, 'value'), el('th', {class: 'num'}, 'CPU'),
+        el('th', {class: 'num'}, 'wall'))),
+      body));
+  }
+  target.replaceChildren(...parts);
+}
+
+// A CPU and a wall profile over one window (they may run together).
+async function compareCpuWall() {
+  const seconds = document.getElementById('cpu-seconds').value;
+  const buttons = [document.getElementById('cpu-start'),
+                   document.getElementById('compare-start')];
+  const status = document.getElementById('cpu-status');
+  buttons.forEach(b => { b.disabled = true; });
+  status.classList.remove('error');
+  status.textContent = `profiling CPU and wall for ${seconds} s…`;
+  try {
+    const q = encodeURIComponent(seconds);
+    const [cpu, wall] = await Promise.all([
+      fetchSummary('labels?seconds=' + q),
+      fetchSummary('wall?seconds=' + q + '&format=json')]);
+    renderCompare(document.getElementById('cpu'), cpu, wallByLabel(wall), seconds);
+    status.textContent = 'done ' + new Date().toLocaleTimeString();
+  } catch (err) {
+    status.textContent = String(err.message);
+    status.classList.add('error');
+  } finally {
+    buttons.forEach(b => { b.disabled = false; });
+  }
+}
+
 // index.html#cpu=N fills in the form's seconds, nothing more: a window is
 // started only by a press of its button.  Any site can open this page with
 // a fragment (a link, a popup, a frame the user never sees, where a
@@ -109,5 +182,6 @@ function preselectFromHash() {
 }
 
 document.getElementById('cpu-form').addEventListener('submit', profileCpu);
+document.getElementById('compare-start').addEventListener('click', compareCpuWall);
 refreshCensus();
 preselectFromHash();

@@ -25,6 +25,8 @@
 //	threads KEY VALUE COUNT   per row of the threads-by-label view
 //	cpu KEY VALUE SHARE COUNT per row of the CPU-by-label view
 //	cputotal N                the CPU view's samples in all, as its note says
+//	compare KEY VALUE CPU WALL with -flame: per row of the "CPU and wall"
+//	                          view (1 s), the value's shares (0 to 1)
 //	cpuform SECONDS STATE TEXT the CPU form as the page opened, before the
 //	                          press: its seconds, its button (ready or
 //	                          busy) and its status text
@@ -664,6 +666,25 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	}
 	fmt.Printf("cputotal %s\n", strings.Fields(cpuNote+" ?")[0])
 	if protoFile != "" {
+		// CPU beside wall over one window, per label value.
+		var compare [][]string
+		if err := c.eval(`(() => {
+  document.getElementById('cpu-seconds').value = '1';
+  document.getElementById('compare-start').click();
+  return true;
+})()`, &ok); err != nil {
+			return err
+		}
+		if err := c.eval(waitFor(`() => {
+  const rows = [...document.querySelectorAll('#cpu table.compare tbody tr')];
+  return rows.length ? rows.map(r => [r.dataset.key, r.dataset.value,
+    r.cells[1].dataset.share, r.cells[2].dataset.share]) : null;
+}`, 20000), &compare); err != nil {
+			return err
+		}
+		for _, r := range compare {
+			fmt.Printf("compare %s %s %s %s\n", r[0], r[1], r[2], r[3])
+		}
 		if err := c.flameChecks(cpuSeconds, protoFile, note); err != nil {
 			return err
 		}
