@@ -9,10 +9,14 @@
 # profile under a sanitizer.  No call may return
 # early, with EINTR or any other wrong result, and every waiting thread's
 # stack must show its call's libc wrapper, then wait_in_CALL, run_rounds
-# and blocker_main (the thread's start routine), in that order.
+# and blocker_main (the thread's start routine), in that order.  A 5 s
+# wall profile at 100 censuses a second runs meanwhile, and its own
+# censuses must interrupt nothing either.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 BROWSERCHECK=$top_builddir/test/browsercheck/browsercheck
+CPPROF_WALL_HZ=100 CPPROF_WALL_CPU_PERCENT=50
+export CPPROF_WALL_HZ CPPROF_WALL_CPU_PERCENT
 
 # The page's requests reach the program as any client's do.  Under a
 # sanitizer, where chromium would cost 20-30 s of CPU and show the server
@@ -29,6 +33,9 @@ asan | tsan)
     "$BROWSERCHECK" -url "$base/" -shots "$tmp" -cpu 2 >"$tmp/page" 2>"$tmp/page.err" & ;;
 esac
 browser=$!
+curl -s -o "$tmp/wall.pb" -w '%{http_code}\n' --max-time 60 \
+    "$base/wall?seconds=5" >"$tmp/wall.code" 2>&1 &
+wall=$!
 
 i=0
 while [ $i -lt 50 ]; do
@@ -43,6 +50,10 @@ while [ $i -lt 50 ]; do
     sleep 0.2
 done
 wait "$browser" || fail "the $client failed: $(cat "$tmp/page.err")"
+wait "$wall"
+[ "$(cat "$tmp/wall.code")" = 200 ] || fail "wall profile: status $(cat "$tmp/wall.code")"
+"$PPROF" -raw "$tmp/wall.pb" >"$tmp/wall.raw" 2>&1 || fail "pprof -raw of the wall profile: $(cat "$tmp/wall.raw")"
+sed -n 's/^Comment: \(wall profile: [0-9]* censuses.*\)/\1/p' "$tmp/wall.raw"
 case $client in
 curl) [ "$(cat "$tmp/page")" = 200 ] || fail "CPU profile: status $(cat "$tmp/page")" ;;
 *) grep -q '^profile goroutine' "$tmp/page" || fail "the page has no profile table" ;;
@@ -81,4 +92,4 @@ cat "$tmp/demo.out" | grep '^call ' >"$tmp/calls"
 [ "$(wc -l <"$tmp/calls")" = 8 ] || fail "the program did not report: $(cat "$tmp/demo.out" "$tmp/demo.err")"
 [ "$status" = 0 ] || fail "a call was cut short: $(cat "$tmp/calls")"
 cat "$tmp/calls"
-echo "PASS: census_quiet.sh (50 censuses and a $client; no call early or EINTR)"
+echo "PASS: census_quiet.sh (50 censuses, a wall profile and a $client; no call early or EINTR)"
