@@ -26,9 +26,16 @@
 #                    goroutines (median of the repeats, and of the first
 #                    censuses of 1,000 new threads, which take no thread
 #                    from an earlier census)
+#   wall profile     CPU per second of a wall profile of 10, 100 and 1,000
+#                    parked threads (bench/wall), at its defaults and at
+#                    fgprof's 99 Hz without a budget, vs a sampler of
+#                    fgprof's design over as many goroutines (bench/go
+#                    fgprof), % of one CPU
+#   parked tasks     the goroutine profile of 100,000 parked tasks
+#                    (bench/tasks) vs Go's of 100,000 goroutines
 #
 # Usage: bench/report.sh   (from the build directory, or set top_builddir;
-#                           takes about 4 minutes)
+#                           takes about 6 minutes)
 # The machine's load average is printed with the table: figures from a
 # shared, busy machine are noisy.  A step that fails -- a peer killed by a
 # signal included -- ends the report with the step's name, how it ended and
@@ -123,6 +130,15 @@ step "census" "$tmp/census" "$b/bench/census" parked
 step "Go goroutine profile, 100" "$tmp/gor100" "$gobench" goroutines 100
 step "Go goroutine profile, 1000" "$tmp/gor1000" "$gobench" goroutines 1000
 
+echo "report: wall profile and parked tasks" >&2
+step "wall (defaults)" "$tmp/wall" "$b/bench/wall"
+step "wall (99 Hz)" "$tmp/wall99" env CPPROF_WALL_HZ=99 CPPROF_WALL_CPU_PERCENT=100 "$b/bench/wall"
+for n in 10 100 1000; do
+    step "Go fgprof-style, $n" "$tmp/fgprof$n" "$gobench" fgprof $n
+done
+step "tasks" "$tmp/tasks" "$b/bench/tasks"
+step "Go goroutine profile, 100000" "$tmp/gor100000" "$gobench" goroutines 100000
+
 c_apply=$(field "$tmp/labels" scoped_apply_restore_ns)
 g_apply=$(field "$tmp/golabels" go_pprof_do_ns)
 # overhead PROFILER: the profile's cost, in percent of the work: the
@@ -178,3 +194,13 @@ row "encode 100,000 stacks, bytes" "$(enc 100000 bytes)" "" ""
 row "census 100 threads, ms (Go goroutine profile)" "$(cen 100 repeat)" "$g100" "$(ratio "$(cen 100 repeat)" "$g100")"
 row "census 1,000 threads, ms (Go)" "$(cen 1000 repeat)" "$g1000" "$(ratio "$(cen 1000 repeat)" "$g1000")"
 row "first census of 1,000 new threads, ms (Go)" "$(cen 1000 first)" "$g1000" "$(ratio "$(cen 1000 first)" "$g1000")"
+# wallcpu FILE N: cpu_pct of bench/wall's line for N threads.
+wallcpu() { awk -v n="$2" '$1 == "threads" && $2 == n { print $6 }' "$1"; }
+for n in 10 100 1000; do
+    go_pct=$(field "$tmp/fgprof$n" cpu_pct)
+    row "wall profile, $n threads, % CPU, defaults (fgprof)" "$(wallcpu "$tmp/wall" $n)" "$go_pct" ""
+    row "  at 99 Hz, no budget (fgprof at 99 Hz)" "$(wallcpu "$tmp/wall99" $n)" "$go_pct" "$(ratio "$(wallcpu "$tmp/wall99" $n)" "$go_pct")"
+done
+t_prof=$(field "$tmp/tasks" goroutine_profile_100000_parked_tasks_ms)
+g100000=$(field "$tmp/gor100000" profile_ms)
+row "goroutine profile, 100,000 parked tasks, ms (Go)" "$t_prof" "$g100000" "$(ratio "$t_prof" "$g100000")"

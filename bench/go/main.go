@@ -10,6 +10,15 @@
 //	                    profile's sampled CPU against getrusage over the window
 //	goroutines N        ms to write the goroutine profile (debug=0) with N
 //	                    more goroutines parked in labelled scopes
+//	fgprof N            bench/wall's case in Go: N goroutines parked in a
+//	                    channel receive and 2 that alternate 1 ms of work
+//	                    with 4 ms of sleep; the process's CPU over a 3 s
+//	                    window with a sampler of fgprof's design (every
+//	                    goroutine's stack 99 times a second through
+//	                    runtime.GoroutineProfile, counted per stack in a
+//	                    map), less the same window without, as a
+//	                    percentage of one CPU.  fgprof itself is not
+//	                    packaged by Debian; its loop is that small.
 //
 // Build: GO111MODULE=off GOPATH=/usr/share/gocode go build (the profile
 // package is Debian's golang-github-google-pprof-dev).
@@ -35,7 +44,7 @@ import (
 )
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cpprofbench-go labels | jobmix SECONDS | goroutines N")
+	fmt.Fprintln(os.Stderr, "usage: cpprofbench-go labels | jobmix SECONDS | goroutines N | fgprof N")
 	os.Exit(2)
 }
 
@@ -50,6 +59,8 @@ func main() {
 		jobmix(argInt(2))
 	case "goroutines":
 		goroutines(argInt(2))
+	case "fgprof":
+		fgprofCost(argInt(2))
 	default:
 		usage()
 	}
@@ -226,4 +237,77 @@ func goroutines(n int) {
 	close(release)
 	sort.Float64s(rounds)
 	fmt.Printf("go_goroutines %d profile_ms %.2f\n", n, rounds[len(rounds)/2])
+}
+
+// sampleLikeFgprof takes every goroutine's stack hz times a second until
+// stop closes, counting each distinct stack, as fgprof's profiler loop
+// does; returns the samples taken.
+func sampleLikeFgprof(hz int, stop <-chan struct{}) int {
+	counts := map[string]int{}
+	records := make([]runtime.StackRecord, 1024)
+	ticker := time.NewTicker(time.Second / time.Duration(hz))
+	defer ticker.Stop()
+	samples := 0
+	var key bytes.Buffer
+	for {
+		select {
+		case <-stop:
+			return samples
+		case <-ticker.C:
+		}
+		n, ok := runtime.GoroutineProfile(records)
+		for !ok {
+			records = make([]runtime.StackRecord, n*5/4+16)
+			n, ok = runtime.GoroutineProfile(records)
+		}
+		for _, r := range records[:n] {
+			key.Reset()
+			for _, pc := range r.Stack() {
+				fmt.Fprintf(&key, "%x;", pc)
+			}
+			counts[key.String()]++
+		}
+		samples++
+	}
+}
+
+func fgprofCost(n int) {
+	const window = 3 * time.Second
+	release := make(chan struct{})
+	var parked sync.WaitGroup
+	for i := 0; i < n; i++ {
+		parked.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("tenant", tenants[i%3]),
+			func(context.Context) {
+				parked.Done()
+				<-release
+			})
+	}
+	parked.Wait()
+	var workersStop int32
+	for w := 0; w < 2; w++ {
+		go func() {
+			for atomic.LoadInt32(&workersStop) == 0 {
+				for t0 := time.Now(); time.Since(t0) < time.Millisecond; {
+					sink++
+				}
+				time.Sleep(4 * time.Millisecond)
+			}
+		}()
+	}
+	cpu0 := processCPU()
+	time.Sleep(window)
+	base := processCPU() - cpu0
+	stop := make(chan struct{})
+	done := make(chan int)
+	cpu1 := processCPU()
+	go func() { done <- sampleLikeFgprof(99, stop) }()
+	time.Sleep(window)
+	close(stop)
+	samples := <-done
+	with := processCPU() - cpu1
+	atomic.StoreInt32(&workersStop, 1)
+	close(release)
+	fmt.Printf("go_fgprof goroutines %d hz 99 cpu_pct %.2f achieved_hz %.1f\n", n,
+		100*float64(with-base)/float64(window.Nanoseconds()), float64(samples)/window.Seconds())
 }
