@@ -34,7 +34,10 @@
  * With --park-after S they sleep unlabelled for S seconds first, so a
  * goroutine delta (?seconds=N) across that moment has something to show.
  * With --park-note TEXT they also carry the label note=TEXT: a value such
- * as "<script>...", which every view must show as text.
+ * as "<script>...", which every view must show as text.  With
+ * --park-tasks N, N tasks per tenant (docs/tasks.md) wait in a queue from
+ * the start, parked with the reason "queue" in queue_job: queued work that
+ * has no thread, which the census lists as tasks.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -236,6 +239,46 @@ static void *parked(void *arg)
     return NULL;
 }
 
+/* --park-tasks: tasks queued, never run, ended at the end of the run. */
+static cpprof_task *queued;
+static long nqueued;
+
+static __attribute__((noinline)) int queue_job(cpprof_task t)
+{
+    int rc = cpprof_task_enter(t);
+    if (rc == 0)
+        rc = cpprof_task_leave(t, "queue", 0);
+    __asm__ volatile(""); /* not a tail call: the stack names this */
+    return rc;
+}
+
+static int queue_tasks(long per_tenant)
+{
+    queued = calloc((size_t)(per_tenant * NTENANTS), sizeof *queued);
+    if (!queued)
+        return -ENOMEM;
+    for (long i = 0; i < per_tenant * NTENANTS; i++) {
+        const char *kv[] = {"tenant", tenants[i % NTENANTS], "kind", "queued"};
+        cpprof_labelset *set;
+        int rc = cpprof_labels(&set, 4, kv);
+        if (rc == 0)
+            rc = cpprof_task_create(&queued[nqueued], set);
+        cpprof_labelset_release(set);
+        if (rc == 0)
+            rc = queue_job(queued[nqueued++]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void end_queued(void)
+{
+    for (long i = 0; i < nqueued; i++)
+        cpprof_task_end(queued[i]);
+    free(queued);
+}
+
 static void release_parked(void)
 {
     pthread_mutex_lock(&park.mu);
@@ -292,7 +335,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
                     "[--addr HOST:PORT] [--park N] [--park-after S] "
-                    "[--park-note TEXT] [--hold]\n");
+                    "[--park-note TEXT] [--park-tasks N] [--hold]\n");
     exit(2);
 }
 
@@ -311,7 +354,7 @@ static long parse_count(const char *flag, const char *v, long max)
 
 int main(int argc, char **argv)
 {
-    long workers = 4, seconds = 10, nparked = 0;
+    long workers = 4, seconds = 10, nparked = 0, ntasks = 0;
     int hold = 0;
     const char *addr = NULL;
     for (int i = 1; i < argc; i++) {
@@ -324,6 +367,8 @@ int main(int argc, char **argv)
             nparked = parse_count("--park", v, MAX_WORKERS), i++;
         else if (!strcmp(argv[i], "--park-after"))
             park_after = parse_count("--park-after", v, 86400), i++;
+        else if (!strcmp(argv[i], "--park-tasks"))
+            ntasks = parse_count("--park-tasks", v, 100000), i++;
         else if (!strcmp(argv[i], "--park-note") && v)
             park_note = v, i++;
         else if (!strcmp(argv[i], "--hold"))
@@ -334,6 +379,8 @@ int main(int argc, char **argv)
             usage();
     }
     int rc = build_labels();
+    if (!rc && ntasks)
+        rc = queue_tasks(ntasks);
     if (!rc && addr)
         rc = cpprof_http_start(addr);
     if (rc) {
@@ -378,5 +425,6 @@ int main(int argc, char **argv)
         nanosleep(&(struct timespec){0, 50000000}, NULL);
     if (addr)
         cpprof_http_stop();
+    end_queued();
     return 0;
 }

@@ -24,6 +24,7 @@
 #include "proctasks.h"
 #include "sampler.h"
 #include "symbolize.h"
+#include "task.h"
 #include "threadcreate.h"
 #include "www.h"
 
@@ -38,6 +39,8 @@
 
 /* ---- Counts ------------------------------------------------------------- */
 
+/* Go's goroutine count: here the threads and the parked tasks, as the
+ * goroutine profile lists them. */
 long http_count_threads(void)
 {
     int dirfd = proctasks_open();
@@ -49,7 +52,7 @@ long http_count_threads(void)
     while ((got = proctasks_next(dirfd, tids)) > 0)
         n += got;
     close(dirfd);
-    return got < 0 ? got : n;
+    return got < 0 ? got : n + (long)task_parked_count();
 }
 
 /* Go's count of a stack-record profile: its records (non-zero entries),

@@ -4,7 +4,9 @@
  * page's labels view.
  *
  *   /debug/pprof/labels            a thread census: threads per label key
- *                                  and value, now.
+ *                                  and value, now; and under "tasks" the
+ *                                  parked tasks (task.h) per label key and
+ *                                  value, their reason as pprof_wait.
  *   /debug/pprof/labels?seconds=N  a CPU profile of N seconds (the same
  *                                  single-profile rule as /profile): CPU
  *                                  samples per label key and value.
@@ -24,8 +26,11 @@
 #include "config.h"
 #include "http_named.h"
 #include "http.h"
+#include "labels.h"
 #include "profile.pb-c.h"
 #include "sampler.h"
+#include "task.h"
+#include "util.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -86,6 +91,51 @@ static bool tally_thread_label(const char *key, const char *value, void *arg)
     return tally(arg, key, value, 1, -1);
 }
 
+/* The parked tasks' sets and reasons, gathered under the registry lock
+ * (task_foreach_parked) and tallied after it. */
+struct parked_list {
+    struct parked_entry {
+        const cpprof_labelset *labels; /* holds the walk's reference */
+        const char *reason;
+    } *v;
+    size_t n, cap;
+};
+
+static int gather_parked(const struct task_parked *t, void *arg)
+{
+    struct parked_list *l = arg;
+    if (ARRAY_RESERVE(l->v, l->n, l->cap, 1) != 0) {
+        labelset_drop(t->labels);
+        return -ENOMEM;
+    }
+    l->v[l->n++] = (struct parked_entry){t->labels, t->reason};
+    return 0;
+}
+
+/* {"total": N, "labels": ...} of the tasks parked now, or NULL. */
+static json_t *tally_tasks(void)
+{
+    struct parked_list l = {0};
+    int rc = task_foreach_parked(gather_parked, &l);
+    json_t *labels = json_object();
+    for (size_t i = 0; i < l.n; i++) {
+        if (rc == 0) {
+            cpprof_labels_foreach(l.v[i].labels, tally_thread_label, labels);
+            if (!tally(labels, CENSUS_WAIT_KEY, l.v[i].reason, 1, -1))
+                rc = -ENOMEM;
+        }
+        labelset_drop(l.v[i].labels);
+    }
+    free(l.v);
+    if (rc != 0) {
+        json_decref(labels);
+        return NULL;
+    }
+    add_shares(labels, (json_int_t)l.n);
+    return json_pack("{s:I, s:o}", "total", (json_int_t)l.n, "labels",
+                     labels);
+}
+
 static int reply_census(http_req *r)
 {
     census c;
@@ -97,8 +147,10 @@ static int reply_census(http_req *r)
     for (size_t i = 0; i < c.n; i++)
         cpprof_labels_foreach(c.threads[i].labels, tally_thread_label, labels);
     add_shares(labels, (json_int_t)c.n);
-    json_t *root = json_pack("{s:s, s:I, s:o}", "source", "threads", "total",
-                             (json_int_t)c.n, "labels", labels);
+    json_t *tasks = tally_tasks();
+    json_t *root = json_pack("{s:s, s:I, s:o, s:o}", "source", "threads",
+                             "total", (json_int_t)c.n, "labels", labels,
+                             "tasks", tasks ? tasks : json_null());
     census_release(&c);
     return http_reply_json(r, root, JSON_FLAGS);
 }

@@ -437,6 +437,20 @@ int task_foreach_parked(task_parked_fn fn, void *arg)
     return rc;
 }
 
+size_t task_parked_count(void)
+{
+    size_t parked = 0;
+    uint32_t n = atomic_load(&fresh);
+    for (uint32_t i = 0; i < n && i < TASK_SLOTS_MAX; i++) {
+        struct task *k = slot_of(i);
+        if (k && state_of(atomic_load_explicit(&k->word,
+                                               memory_order_relaxed)) ==
+                     PARKED)
+            parked++;
+    }
+    return parked;
+}
+
 void task_foreach_runner(task_runner_fn fn, void *arg)
 {
     uint32_t n = atomic_load(&fresh);

@@ -33,6 +33,10 @@ int task_foreach_parked(task_parked_fn fn, void *arg);
 /* How many tasks are live (parked or running) now: a census's room. */
 size_t task_live_count(void);
 
+/* How many tasks are parked now (a look at every slot, no lock): what
+ * the index counts beside the threads. */
+size_t task_parked_count(void);
+
 /* Calls fn(tid, arg) for every thread running a task now. */
 typedef void (*task_runner_fn)(pid_t tid, void *arg);
 void task_foreach_runner(task_runner_fn fn, void *arg);

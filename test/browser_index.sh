@@ -2,8 +2,9 @@
 # browser_index.sh -- the /debug/pprof/ index in a real browser: Debian's
 # headless chromium, driven by test/browsercheck over the DevTools protocol,
 # opens the page served by the demo (--park 3: one parked thread per
-# tenant), waits for its scripts, presses "Profile CPU", and reports the
-# profile table and both labels views.  The table must list every profile,
+# tenant; --park-tasks 2: two queued tasks per tenant), waits for its
+# scripts, presses "Profile CPU", and reports the profile table and the
+# labels views (threads, tasks, CPU).  The table must list every profile,
 # both views the three tenants, and the page must fit a phone's width.
 # Then the flame graphs: the threads view filtered by a label
 # value holding <script> (shown as text, no script added), the heap view
@@ -40,6 +41,11 @@ check_page() {
           'acme globex initech ' ] ||
             fail "$view view: tenants $(grep "^$view tenant" "$tmp/page")"
     done
+    # --park-tasks 2: two queued tasks per tenant, beside the threads.
+    [ "$(awk '$1 == "tasks" && $2 == "tenant" { printf "%s=%s ", $3, $4 }' "$tmp/page" | tr ' ' '\n' | sort | tr '\n' ' ')" = \
+      'acme=2 globex=2 initech=2 ' ] &&
+        grep -qx 'tasks pprof_wait queue 6' "$tmp/page" ||
+        fail "tasks view: $(grep '^tasks' "$tmp/page")"
     # The demo's tenants cost 1:2:5: the CPU view puts initech first.
     [ "$(awk '$1 == "cpu" && $2 == "tenant" { print $3; exit }' "$tmp/page")" = initech ] ||
         fail "cpu view: $(grep '^cpu tenant' "$tmp/page")"
@@ -132,7 +138,7 @@ check_flame() {
     [ ! -s "$tmp/console" ] || fail "the page logged errors: $(cat "$tmp/console")"
 }
 
-start_demo --workers 2 --park 3 --park-note "$NOTE" --for 120
+start_demo --workers 2 --park 3 --park-tasks 2 --park-note "$NOTE" --for 120
 mkdir -p "$SHOTS"
 rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
 "$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 -flame \
@@ -157,7 +163,7 @@ make_pki "$tmp/pki"
 TOKEN=tok-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN=$TOKEN \
 CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
-    DEMO_HOST=0.0.0.0 start_demo --workers 2 --park 3 --for 120
+    DEMO_HOST=0.0.0.0 start_demo --workers 2 --park 3 --park-tasks 2 --for 120
 mkdir -p "$tmp/shots"
 "$BROWSERCHECK" -insecure -url "https://user:$TOKEN@127.0.0.1:$port/debug/pprof/" \
     -shots "$tmp/shots" -cpu 2 >"$tmp/page" ||

@@ -7,7 +7,8 @@
 #     sample in one tenant's work function carries another tenant's labels
 #     or none;
 #   - the census taken while the jobs are parked lists exactly the parked
-#     tasks the program counts per tenant, marked pprof_task=parked and
+#     tasks the program counts per tenant (and /debug/pprof/labels counts
+#     them under "tasks"), marked pprof_task=parked and
 #     pprof_wait=io, each with await_io (PARK_FUNCTION) in its stack: the proto
 #     (gocheck, go tool pprof -tags and -tagfocus), debug=1 and debug=2.
 # TASK_PROGRAM and PARK_FUNCTION: the program and the function its jobs
@@ -112,6 +113,26 @@ go tool pprof -tagfocus=pprof_task=parked -top "$tmp/g0.body" >"$tmp/g0.top" 2>"
     fail "go tool pprof -tagfocus: $(cat "$tmp/g0.top.err")"
 grep -q "^Showing nodes accounting for $total_parked, " "$tmp/g0.top" ||
     fail "go tool pprof -tagfocus=pprof_task=parked: $(cat "$tmp/g0.top")"
+
+# /debug/pprof/labels: the parked tasks per label, beside the threads.
+code=$(fetch labels "$base/labels")
+[ "$code" = 200 ] || fail "labels: status $code"
+[ "$(jq '.tasks.total' "$tmp/labels.body")" = "$total_parked" ] &&
+    [ "$(jq '.tasks.labels.pprof_wait.io.count' "$tmp/labels.body")" = "$total_parked" ] ||
+    fail "labels: tasks are not the $total_parked parked: $(cat "$tmp/labels.body")"
+for t in $tenants; do
+    [ "$(jq ".tasks.labels.tenant.$t.count" "$tmp/labels.body")" = "$(value $t quiet)" ] ||
+        fail "labels: parked $t tasks: $(jq -c .tasks "$tmp/labels.body")"
+done
+# The index's goroutine count: the threads (the pool is held: none come
+# or go) and the parked tasks, as the goroutine profile lists them.
+code=$(fetch index "$base/?format=json")
+threads=$(ls "/proc/$demo_pid/task" | wc -l)
+count=$(jq '.profiles[] | select(.name == "goroutine") | .count' "$tmp/index.body")
+[ "$count" = $((threads + total_parked)) ] ||
+    fail "index: goroutine count $count, not $threads threads and $total_parked parked tasks"
+echo "ok: /debug/pprof/labels counts the parked tasks per tenant, the index's count them too"
+
 
 code=$(fetch g1 "$base/goroutine?debug=1")
 [ "$code" = 200 ] || fail "debug=1: status $code"

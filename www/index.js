@@ -65,11 +65,24 @@ async function fetchSummary(url) {
   return resp.json();
 }
 
+// The parked tasks of the same summary (docs/tasks.md): none is the rule
+// for a program that does not use tasks.
+function renderTasks(target, tasks) {
+  if (!tasks || !tasks.total) {
+    target.replaceChildren(el('p', {class: 'note'},
+      'No parked tasks: work run as tasks (cpprof_task_*, C++ coroutines) ' +
+      'shows here while it waits.'));
+    return;
+  }
+  renderSummary(target, tasks, 'tasks');
+}
+
 async function refreshCensus() {
   const status = document.getElementById('census-status');
   try {
-    renderSummary(document.getElementById('census'),
-                  await fetchSummary('labels'), 'threads');
+    const summary = await fetchSummary('labels');
+    renderSummary(document.getElementById('census'), summary, 'threads');
+    renderTasks(document.getElementById('tasks'), summary.tasks);
     status.textContent = 'as of ' + new Date().toLocaleTimeString();
     status.classList.remove('error');
   } catch (err) {

@@ -23,6 +23,7 @@
 //
 //	profile NAME COUNT        per row of the profile table
 //	threads KEY VALUE COUNT   per row of the threads-by-label view
+//	tasks KEY VALUE COUNT     per row of the tasks-by-label view
 //	cpu KEY VALUE SHARE COUNT per row of the CPU-by-label view
 //	cputotal N                the CPU view's samples in all, as its note says
 //	compare KEY VALUE CPU WALL with -flame: per row of the "CPU and wall"
@@ -630,6 +631,14 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	}
 	for _, t := range threads {
 		fmt.Printf("threads %s %s %s\n", t[0], t[1], t[2])
+	}
+	// The tasks view comes from the same fetch as the threads view.
+	var tasks [][]string
+	if err := c.eval("("+labelRows("tasks", 1)+")()", &tasks); err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		fmt.Printf("tasks %s %s %s\n", t[0], t[1], t[2])
 	}
 	// What the CPU form holds before anyone presses it: a #cpu=N in the
 	// page's address may fill in the seconds but must start nothing.
