@@ -33,7 +33,7 @@ packages=(autoconf automake libtool pkg-config make gcc g++
   check curl golang-go golang-github-google-pprof-dev chromium jq python3
   cmake meson ninja-build
   clang libclang-rt-14-dev libgoogle-perftools-dev
-  libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev libuv1-dev
+  libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev libuv1-dev libboost-dev
   redis-server redis-tools sqlite3 nodejs
   nginx-light postgresql-15
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)

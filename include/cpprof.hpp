@@ -17,7 +17,8 @@
  *                      to give that thread its own back after
  *   cpprof::task       a task (cpprof_task_*) as a move-only value that
  *                      ends it; task::run, RAII: enter now, leave at the
- *                      end of the block
+ *                      end of the block; run_in(task, f): f wrapped to run
+ *                      in the task on any thread (executors, callbacks)
  *   cpprof::task_promise  (C++20) a coroutine promise's base: the
  *                      coroutine becomes a task, left at every co_await
  *                      and entered again on whichever thread resumes it
@@ -442,6 +443,39 @@ private:
     }
     cpprof_task t_{0};
 };
+
+/* f wrapped to run in task `t` on whichever thread calls it (an executor's
+ * pool, an event loop's callback): it enters the task, calls f, and
+ * leaves the task with `reason` unless f left it already.  A step that
+ * hands the task's next step to another thread (a timer, a queue) leaves
+ * the task itself before it does, where it waits (so the census shows
+ * that place):
+ *     void step(job &j) {
+ *         ...work...
+ *         j.task.leave("timer");
+ *         j.timer.async_wait(cpprof::run_in(j.task, [&j](auto) { step(j); }));
+ *     }
+ * The task must outlive every call.  When the task cannot be entered (it
+ * runs elsewhere, or ended), f runs anyway, under the thread's labels:
+ * the work is never lost to its labels. */
+template <class F>
+auto run_in(const task &t, F &&f, const char *reason = nullptr)
+{
+    return [h = t.native_handle(), reason,
+            fn = std::decay_t<F>(std::forward<F>(f))](auto &&...args) mutable
+           -> decltype(auto) {
+        struct leave_unless_left {
+            cpprof_task h;
+            const char *reason;
+            ~leave_unless_left()
+            {
+                if (h.id != 0 && cpprof_task_current().id == h.id)
+                    cpprof_task_leave(h, reason, 0);
+            }
+        } guard{cpprof_task_enter(h) == 0 ? h : cpprof_task{0}, reason};
+        return std::invoke(fn, std::forward<decltype(args)>(args)...);
+    };
+}
 
 /* ---- Threads ----------------------------------------------------------- */
 

@@ -299,6 +299,43 @@ static void test_task()
     CHECK(cpprof_task_enter(handle) == CPPROF_ETASKENDED);
 }
 
+/* run_in: f in the task on another thread, left after it (or by f
+ * itself); a task that cannot be entered still gets f run. */
+static void test_run_in()
+{
+    cpprof_set_thread_labels(nullptr);
+    cpprof::task job(cpprof::labels{{"tenant", "initech"}});
+    std::string seen;
+    int left_by_f = 0;
+    auto step = cpprof::run_in(job, [&](int n) {
+        seen = thread_label("tenant") + std::to_string(n);
+        return n + 1;
+    }, "timer");
+    auto leaving = cpprof::run_in(job, [&] {
+        job.leave("io");
+        left_by_f = cpprof_task_current().id == 0;
+    });
+    int got = 0;
+    std::thread other([&] {
+        got = step(41);
+        leaving();
+    });
+    other.join();
+    CHECK(seen == "initech41" && got == 42 && left_by_f == 1);
+    CHECK(cpprof_task_current().id == 0);
+    std::string elsewhere;
+    {
+        auto running = job.run();
+        std::thread t([&] {
+            cpprof::run_in(job, [&] {
+                elsewhere = cpprof_task_current().id == 0 ? "ran outside" : "in it";
+            })();
+        });
+        t.join();
+    }
+    CHECK(elsewhere == "ran outside"); /* run elsewhere: f ran all the same */
+}
+
 int main()
 {
     test_labels_value();
@@ -311,6 +348,7 @@ int main()
     test_threads();
     test_bind_labels();
     test_task();
+    test_run_in();
     cpprof_set_thread_labels(nullptr);
     if (failures) {
         std::fprintf(stderr, "check_cxx: %d checks failed\n", failures);
