@@ -248,15 +248,15 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
 #  - small_stacks.sh: TSan's pthread_create interceptor passes attributes
 #    of its own making to cpprof's (src/thread.h), so under TSan cpprof's
 #    threads keep the program's default stack, which the test judges.
-# check_tasks, task_pool.sh and task_coro.sh: tasks move between threads while a census
-# reads their records (a seqlock).
+# check_tasks and the task_*.sh tests whose tasks move between threads
+# while a census reads their records (a seqlock); task_uv.sh's stay on
+# one loop thread.
 tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/clone_labels test/stress_sampler test/altstack_walk test/fiber_stacks
   test/census_quiet.sh test/census_syscall test/http_profile.sh
   test/http_goroutine.sh test/http_pool.sh test/http_hostile.sh
   test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
-  test/task_coro.sh
-  test/wall_states.sh"
+  test/task_coro.sh test/task_asio.sh test/wall_states.sh"
 
 # fuzz_one NAME SECONDS: one libFuzzer target from its seed corpus, written
 # up as a test (test/fuzz_NAME.log and .trs) for summarize_tests.  A crash,
