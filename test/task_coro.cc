@@ -21,6 +21,8 @@
  * first job is ended at the quiet moment by destroying its coroutine,
  * parked, which ends its task.
  */
+#include "task_run.h"
+
 #include <cpprof.hpp>
 
 #include <atomic>
@@ -42,19 +44,7 @@
 namespace {
 
 constexpr int WORKERS = 3;
-constexpr int PROFILE_S = 8;
 constexpr int64_t IO_NS = 2000000;
-constexpr int NTENANTS = 3;
-const char *const tenant_names[NTENANTS] = {"acme", "globex", "initech"};
-const int tenant_jobs[NTENANTS] = {3, 4, 5};
-const int64_t tenant_cost_ns[NTENANTS] = {5000000, 10000000, 25000000};
-
-int64_t clock_of(clockid_t c)
-{
-    timespec t;
-    clock_gettime(c, &t);
-    return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
 
 struct job;
 
@@ -64,7 +54,7 @@ std::deque<job *> ready;
 std::vector<job *> io_list;
 bool hold, stopping;
 int running_jobs;
-std::atomic<int64_t> truth_ns[NTENANTS];
+std::atomic<int64_t> truth_ns[TASK_TENANTS];
 std::atomic<long> migrations;
 
 /* ---- The coroutine type ------------------------------------------------ */
@@ -98,39 +88,11 @@ struct io_wait {
     {
         thread_local unsigned seed = unsigned(gettid());
         std::lock_guard<std::mutex> l(mu);
-        j->due = clock_of(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
+        j->due = task_clock_ns(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
         io_list.push_back(j);
     }
     void await_resume() const noexcept {}
 };
-
-/* ---- The work ------------------------------------------------------------ */
-
-thread_local volatile uint64_t sink; /* per thread: workers race on nothing */
-
-void spin(int64_t ns)
-{
-    int64_t end = clock_of(CLOCK_THREAD_CPUTIME_ID) + ns;
-    uint64_t x = sink;
-    do
-        for (int i = 0; i < 20000; i++)
-            x = x * 6364136223846793005u + 1442695040888963407u;
-    while (clock_of(CLOCK_THREAD_CPUTIME_ID) < end);
-    sink = x;
-}
-
-/* One function per tenant: a sample's stack says whose work it is. */
-#define WORK(name, tag)                                                   \
-    __attribute__((noinline)) void name(int64_t ns)                       \
-    {                                                                     \
-        spin(ns);                                                         \
-        sink = sink + tag;                                                \
-        __asm__ volatile("" ::: "memory");                                \
-    }
-WORK(work_acme, 1)
-WORK(work_globex, 2)
-WORK(work_initech, 3)
-void (*const work[NTENANTS])(int64_t) = {work_acme, work_globex, work_initech};
 
 /* The job: its co_await is where the census must find it parked.  The
  * scope it holds across every co_await goes with its task. */
@@ -139,12 +101,10 @@ coro run_job(job *j)
     cpprof::scope in_job(cpprof::labels{{"step", "job"}});
     for (;;) {
         pid_t self = gettid();
-        int64_t start = clock_of(CLOCK_THREAD_CPUTIME_ID);
         if (j->last_thread && j->last_thread != self)
             migrations++;
         j->last_thread = self;
-        work[j->tenant](tenant_cost_ns[j->tenant]);
-        truth_ns[j->tenant] += clock_of(CLOCK_THREAD_CPUTIME_ID) - start;
+        truth_ns[j->tenant] += task_work(j->tenant);
         co_await io_wait{j};
     }
 }
@@ -171,7 +131,7 @@ void io_main()
 {
     std::unique_lock<std::mutex> l(mu);
     while (!stopping) {
-        int64_t now = clock_of(CLOCK_MONOTONIC);
+        int64_t now = task_clock_ns(CLOCK_MONOTONIC);
         for (auto it = io_list.begin(); it != io_list.end();) {
             if ((*it)->due <= now) {
                 ready.push_back(*it);
@@ -190,16 +150,6 @@ void io_main()
 
 /* ---- The run ------------------------------------------------------------- */
 
-std::atomic<int> failures;
-
-void check(int rc, const char *what)
-{
-    if (rc != 0) {
-        std::fprintf(stderr, "task_coro: %s: %s\n", what, cpprof_strerror(rc));
-        failures++;
-    }
-}
-
 /* Holds the pool (true) until no job runs, or lets it go on (false). */
 void hold_pool(bool on)
 {
@@ -211,33 +161,19 @@ void hold_pool(bool on)
 
 void profile(const char *path)
 {
-    int64_t before[NTENANTS], after[NTENANTS];
+    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
     hold_pool(true);
-    check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < NTENANTS; t++)
+    task_check(cpprof_cpu_profile_start(), "profile start");
+    for (int t = 0; t < TASK_TENANTS; t++)
         before[t] = truth_ns[t];
     long moved = migrations;
     hold_pool(false);
-    sleep(PROFILE_S);
+    sleep(TASK_PROFILE_S);
     hold_pool(true);
-    for (int t = 0; t < NTENANTS; t++)
+    for (int t = 0; t < TASK_TENANTS; t++)
         after[t] = truth_ns[t];
-    unsigned char *buf = nullptr;
-    size_t len = 0;
-    check(cpprof_cpu_profile_stop(&buf, &len), "profile stop");
+    task_profile_end(path, before, after, migrations - moved);
     hold_pool(false);
-    FILE *f = std::fopen(path, "wb");
-    if (!f || std::fwrite(buf, 1, len, f) != len || std::fclose(f) != 0) {
-        std::perror(path);
-        std::exit(1);
-    }
-    std::free(buf);
-    std::printf("truth");
-    for (int t = 0; t < NTENANTS; t++)
-        std::printf(" %s=%lld", tenant_names[t],
-                    (long long)(after[t] - before[t]));
-    std::printf(" migrations=%ld\n", migrations - moved);
-    std::fflush(stdout);
 }
 
 /* Held pool, no job running: each is parked in io_wait or ready to
@@ -245,8 +181,8 @@ void profile(const char *path)
  * are counted. */
 void quiet(std::vector<job> &jobs)
 {
-    bool first_seen[NTENANTS] = {false, false, false};
-    int parked[NTENANTS] = {0, 0, 0};
+    bool first_seen[TASK_TENANTS] = {false, false, false};
+    int parked[TASK_TENANTS] = {0, 0, 0};
     hold_pool(true);
     std::lock_guard<std::mutex> l(mu);
     for (job &j : jobs) {
@@ -260,47 +196,20 @@ void quiet(std::vector<job> &jobs)
         j.handle.destroy();
         j.ended = true;
     }
-    std::printf("quiet");
-    for (int t = 0; t < NTENANTS; t++)
-        std::printf(" %s=%d", tenant_names[t], parked[t]);
-    std::printf("\n");
-    std::fflush(stdout);
+    task_print_quiet(parked);
 }
 
 } // namespace
 
 int main(int argc, char **argv)
 {
-    const char *addr = nullptr, *path = nullptr;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--addr") == 0)
-            addr = argv[i + 1];
-        else if (std::strcmp(argv[i], "--profile") == 0)
-            path = argv[i + 1];
-    }
-    if (!addr || !path) {
-        std::fprintf(stderr, "usage: task_coro --addr HOST:PORT --profile FILE\n");
-        return 2;
-    }
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, nullptr);
-    check(cpprof_set("cpu_hz", "1000"), "cpu_hz");
-    int rc = cpprof_http_start(addr);
-    if (rc != 0) {
-        std::fprintf(stderr, "task_coro: %s\n", cpprof_strerror(rc));
-        return 1;
-    }
-    std::printf("serving http://%s/debug/pprof/\n", addr);
-    std::fflush(stdout);
-
+    const char *path = task_start(argc, argv);
     std::vector<job> jobs(3 + 4 + 5);
     size_t n = 0;
-    for (int t = 0; t < NTENANTS; t++) {
+    for (int t = 0; t < TASK_TENANTS; t++) {
         /* The coroutines take the labels in force where they are made. */
-        cpprof::scope tenant(cpprof::labels{{"tenant", tenant_names[t]}});
-        for (int k = 0; k < tenant_jobs[t]; k++) {
+        cpprof::scope tenant(cpprof::labels{{"tenant", task_tenant_names[t]}});
+        for (int k = 0; k < task_tenant_jobs[t]; k++) {
             job &j = jobs[n++];
             j.tenant = t;
             j.handle = run_job(&j).handle;
@@ -320,8 +229,7 @@ int main(int argc, char **argv)
     profile(path);
     quiet(jobs);
 
-    int sig;
-    sigwait(&term, &sig);
+    task_await_term();
     {
         std::lock_guard<std::mutex> l(mu);
         stopping = true;
@@ -334,5 +242,5 @@ int main(int argc, char **argv)
         if (!j.ended)
             j.handle.destroy();
     cpprof_http_stop();
-    return failures ? 1 : 0;
+    return 0;
 }

@@ -15,7 +15,7 @@
  * before leave, and adds it to its tenant's truth.
  *
  * The run: 1 s to settle, then a CPU profile (cpprof_cpu_profile_start and
- * stop, in the process) of PROFILE_S seconds, written to FILE, which the
+ * stop, in the process) of TASK_PROFILE_S seconds, written to FILE, which the
  * truth covers exactly: the pool is held, with no job running, while the
  * profile starts and stops.  Then one line
  *
@@ -29,10 +29,12 @@
  *   quiet acme=2 globex=3 initech=4
  *
  * The script takes the census then.  SIGTERM (blocked in every thread,
- * taken by main with sigwait) ends the tasks and the run; the exit status
- * is 1 when any task call failed.
+ * taken by main with sigwait) ends the tasks and the run; a task call that
+ * fails ends the program at once, saying which (task_run.h).
  */
 #define _GNU_SOURCE
+#include "task_run.h"
+
 #include <cpprof.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,14 +47,7 @@
 #include <unistd.h>
 
 #define WORKERS 3
-#define PROFILE_S 8
 #define IO_NS 2000000
-#define NTENANTS 3
-
-static const char *const tenant_names[NTENANTS] = {"acme", "globex",
-                                                   "initech"};
-static const int tenant_jobs[NTENANTS] = {3, 4, 5};
-static const int64_t tenant_cost_ns[NTENANTS] = {5000000, 10000000, 25000000};
 
 struct job {
     cpprof_task task;
@@ -68,24 +63,8 @@ static pthread_cond_t ready_cv = PTHREAD_COND_INITIALIZER;
 static struct job *ready_head, *ready_tail, *io_list;
 static bool hold, stopping;
 static int running_jobs;
-static atomic_int failures;
-static _Atomic int64_t truth_ns[NTENANTS];
+static _Atomic int64_t truth_ns[TASK_TENANTS];
 static atomic_long migrations;
-
-static int64_t clock_of(clockid_t c)
-{
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "task_pool: %s: %s\n", what, cpprof_strerror(rc));
-        atomic_fetch_add(&failures, 1);
-    }
-}
 
 /* Under mu. */
 static void push_ready(struct job *j)
@@ -99,55 +78,20 @@ static void push_ready(struct job *j)
     pthread_cond_broadcast(&ready_cv);
 }
 
-/* ---- The work ------------------------------------------------------------ */
-
-static __thread volatile uint64_t sink; /* per thread: workers race on nothing */
-
-/* Burns `ns` of this thread's CPU. */
-static void spin(int64_t ns)
-{
-    int64_t end = clock_of(CLOCK_THREAD_CPUTIME_ID) + ns;
-    uint64_t x = sink;
-    do
-        for (int i = 0; i < 20000; i++)
-            x = x * 6364136223846793005u + 1442695040888963407u;
-    while (clock_of(CLOCK_THREAD_CPUTIME_ID) < end);
-    sink = x;
-}
-
-/* One function per tenant: a sample's stack says whose work it is.  Each
- * keeps its frame (no tail call) and differs from the others (so the
- * compiler does not fold them into one). */
-#define WORK(name, tag)                                            \
-    static __attribute__((noinline)) void name(int64_t ns)         \
-    {                                                              \
-        spin(ns);                                                  \
-        sink += tag;                                               \
-        __asm__ volatile("" ::: "memory");                         \
-    }
-WORK(work_acme, 1)
-WORK(work_globex, 2)
-WORK(work_initech, 3)
-static void (*const work[NTENANTS])(int64_t) = {work_acme, work_globex,
-                                                 work_initech};
-
 /* Where every job parks: the census must show it. */
 static __attribute__((noinline)) void await_io(struct job *j)
 {
-    check(cpprof_task_leave(j->task, "io", 0), "leave");
+    task_check(cpprof_task_leave(j->task, "io", 0), "leave");
     __asm__ volatile(""); /* not a tail call */
 }
 
 static void run_step(struct job *j, pid_t self)
 {
-    check(cpprof_task_enter(j->task), "enter");
-    int64_t start = clock_of(CLOCK_THREAD_CPUTIME_ID);
+    task_check(cpprof_task_enter(j->task), "enter");
     if (j->last_thread && j->last_thread != self)
         atomic_fetch_add(&migrations, 1);
     j->last_thread = self;
-    work[j->tenant](tenant_cost_ns[j->tenant]);
-    atomic_fetch_add(&truth_ns[j->tenant],
-                     clock_of(CLOCK_THREAD_CPUTIME_ID) - start);
+    atomic_fetch_add(&truth_ns[j->tenant], task_work(j->tenant));
     await_io(j);
 }
 
@@ -171,7 +115,7 @@ static void *pool_main(void *arg)
         run_step(j, self);
         pthread_mutex_lock(&mu);
         running_jobs--;
-        j->due = clock_of(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
+        j->due = task_clock_ns(CLOCK_MONOTONIC) + IO_NS + rand_r(&seed) % IO_NS;
         j->next = io_list;
         io_list = j;
         pthread_cond_broadcast(&ready_cv);
@@ -186,7 +130,7 @@ static void *io_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&mu);
     while (!stopping) {
-        int64_t now = clock_of(CLOCK_MONOTONIC);
+        int64_t now = task_clock_ns(CLOCK_MONOTONIC);
         for (struct job **p = &io_list; *p;) {
             struct job *j = *p;
             if (j->due <= now) {
@@ -222,97 +166,56 @@ static void hold_pool(bool on)
 
 static void profile(const char *path)
 {
-    int64_t before[NTENANTS], after[NTENANTS];
+    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
     hold_pool(true);
-    check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < NTENANTS; t++)
+    task_check(cpprof_cpu_profile_start(), "profile start");
+    for (int t = 0; t < TASK_TENANTS; t++)
         before[t] = atomic_load(&truth_ns[t]);
     long moved = atomic_load(&migrations);
     hold_pool(false);
-    sleep(PROFILE_S);
+    sleep(TASK_PROFILE_S);
     hold_pool(true);
-    for (int t = 0; t < NTENANTS; t++)
+    for (int t = 0; t < TASK_TENANTS; t++)
         after[t] = atomic_load(&truth_ns[t]);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    check(cpprof_cpu_profile_stop(&buf, &len), "profile stop");
+    task_profile_end(path, before, after, atomic_load(&migrations) - moved);
     hold_pool(false);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-    free(buf);
-    printf("truth");
-    for (int t = 0; t < NTENANTS; t++)
-        printf(" %s=%lld", tenant_names[t], (long long)(after[t] - before[t]));
-    printf(" migrations=%ld\n", atomic_load(&migrations) - moved);
-    fflush(stdout);
 }
 
 /* Ends each tenant's first job, holds the pool and waits until no job
  * runs; prints how many are parked per tenant. */
 static void quiet(struct job *jobs, int njobs)
 {
-    bool first_seen[NTENANTS] = {false};
-    int parked[NTENANTS] = {0};
+    bool first_seen[TASK_TENANTS] = {false};
+    int parked[TASK_TENANTS] = {0};
     hold_pool(true);
     pthread_mutex_lock(&mu);
     for (int i = 0; i < njobs; i++) {
         struct job *j = &jobs[i];
         if (!first_seen[j->tenant]) {
             first_seen[j->tenant] = true;
-            check(cpprof_task_end(j->task), "end");
+            task_check(cpprof_task_end(j->task), "end");
             j->ended = true;
         } else {
             parked[j->tenant]++;
         }
     }
     pthread_mutex_unlock(&mu);
-    printf("quiet");
-    for (int t = 0; t < NTENANTS; t++)
-        printf(" %s=%d", tenant_names[t], parked[t]);
-    printf("\n");
-    fflush(stdout);
+    task_print_quiet(parked);
 }
 
 int main(int argc, char **argv)
 {
-    const char *addr = NULL, *path = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--addr") == 0)
-            addr = argv[i + 1];
-        else if (strcmp(argv[i], "--profile") == 0)
-            path = argv[i + 1];
-    }
-    if (!addr || !path) {
-        fprintf(stderr, "usage: task_pool --addr HOST:PORT --profile FILE\n");
-        return 2;
-    }
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, NULL);
-    /* Samples fine enough that a tenant's share is its CPU's, not chance. */
-    check(cpprof_set("cpu_hz", "1000"), "cpu_hz");
-    int rc = cpprof_http_start(addr);
-    if (rc != 0) {
-        fprintf(stderr, "task_pool: %s\n", cpprof_strerror(rc));
-        return 1;
-    }
-    printf("serving http://%s/debug/pprof/\n", addr);
-    fflush(stdout);
-
+    const char *path = task_start(argc, argv);
     struct job jobs[3 + 4 + 5];
     int njobs = 0;
-    for (int t = 0; t < NTENANTS; t++) {
-        const char *kv[] = {"tenant", tenant_names[t]};
+    for (int t = 0; t < TASK_TENANTS; t++) {
+        const char *kv[] = {"tenant", task_tenant_names[t]};
         cpprof_labelset *set;
-        check(cpprof_labels(&set, 2, kv), "labels");
-        for (int k = 0; k < tenant_jobs[t]; k++) {
+        task_check(cpprof_labels(&set, 2, kv), "labels");
+        for (int k = 0; k < task_tenant_jobs[t]; k++) {
             struct job *j = &jobs[njobs++];
             *j = (struct job){.tenant = t};
-            check(cpprof_task_create(&j->task, set), "create");
+            task_check(cpprof_task_create(&j->task, set), "create");
         }
         cpprof_labelset_release(set);
     }
@@ -329,8 +232,7 @@ int main(int argc, char **argv)
     profile(path);
     quiet(jobs, njobs);
 
-    int sig;
-    sigwait(&term, &sig);
+    task_await_term();
     pthread_mutex_lock(&mu);
     stopping = true;
     pthread_cond_broadcast(&ready_cv);
@@ -340,7 +242,7 @@ int main(int argc, char **argv)
     pthread_join(io, NULL);
     for (int i = 0; i < njobs; i++)
         if (!jobs[i].ended)
-            check(cpprof_task_end(jobs[i].task), "end");
+            task_check(cpprof_task_end(jobs[i].task), "end");
     cpprof_http_stop();
-    return atomic_load(&failures) ? 1 : 0;
+    return 0;
 }

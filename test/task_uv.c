@@ -25,6 +25,8 @@
  * other connection waits for a request.
  */
 #define _GNU_SOURCE
+#include "task_run.h"
+
 #include <cpprof.h>
 #include <uv.h>
 
@@ -41,63 +43,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROFILE_S 8
 #define THINK_NS 2000000
-#define NTENANTS 3
 #define NCONNS (3 + 4 + 5)
 
-static const char *const tenant_names[NTENANTS] = {"acme", "globex",
-                                                   "initech"};
-static const int tenant_conns[NTENANTS] = {3, 4, 5};
-static const int64_t tenant_cost_ns[NTENANTS] = {5000000, 10000000, 25000000};
-
-static atomic_int failures;
-static _Atomic int64_t truth_ns[NTENANTS];
+static _Atomic int64_t truth_ns[TASK_TENANTS];
 static atomic_int ended; /* connections whose task the server ended */
+static atomic_int write_errors;
 static int port;
-
-static int64_t clock_of(clockid_t c)
-{
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "task_uv: %s: %s\n", what, cpprof_strerror(rc));
-        atomic_fetch_add(&failures, 1);
-    }
-}
-
-/* ---- The work ------------------------------------------------------------ */
-
-static volatile uint64_t sink;
-
-static void spin(int64_t ns)
-{
-    int64_t end = clock_of(CLOCK_THREAD_CPUTIME_ID) + ns;
-    uint64_t x = sink;
-    do
-        for (int i = 0; i < 20000; i++)
-            x = x * 6364136223846793005u + 1442695040888963407u;
-    while (clock_of(CLOCK_THREAD_CPUTIME_ID) < end);
-    sink = x;
-}
-
-#define WORK(name, tag)                                            \
-    static __attribute__((noinline)) void name(int64_t ns)         \
-    {                                                              \
-        spin(ns);                                                  \
-        sink += tag;                                               \
-        __asm__ volatile("" ::: "memory");                         \
-    }
-WORK(work_acme, 1)
-WORK(work_globex, 2)
-WORK(work_initech, 3)
-static void (*const work[NTENANTS])(int64_t) = {work_acme, work_globex,
-                                                 work_initech};
 
 /* ---- The server: one loop, a task per connection ------------------------ */
 
@@ -125,28 +77,25 @@ static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *out)
 static void on_written(uv_write_t *w, int status)
 {
     if (status < 0)
-        atomic_fetch_add(&failures, 1);
+        atomic_fetch_add(&write_errors, 1);
     free(w);
 }
 
 /* Where a connection waits for its next request: the census shows it. */
 static __attribute__((noinline)) void await_request(struct conn *c)
 {
-    check(cpprof_task_leave(c->task, "io", 0), "leave");
+    task_check(cpprof_task_leave(c->task, "io", 0), "leave");
     __asm__ volatile(""); /* not a tail call */
 }
 
 static void serve_request(struct conn *c)
 {
-    check(cpprof_task_enter(c->task), "enter");
-    int64_t start = clock_of(CLOCK_THREAD_CPUTIME_ID);
-    work[c->tenant](tenant_cost_ns[c->tenant]);
-    atomic_fetch_add(&truth_ns[c->tenant],
-                     clock_of(CLOCK_THREAD_CPUTIME_ID) - start);
+    task_check(cpprof_task_enter(c->task), "enter");
+    atomic_fetch_add(&truth_ns[c->tenant], task_work(c->tenant));
     uv_write_t *w = malloc(sizeof *w);
     uv_buf_t b = uv_buf_init((char *)&answer, 1);
     if (!w || uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
-        atomic_fetch_add(&failures, 1);
+        atomic_fetch_add(&write_errors, 1);
     await_request(c);
 }
 
@@ -155,7 +104,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     struct conn *c = s->data;
     if (n < 0) { /* the client closed: its task ends */
         if (c->task.id) {
-            check(cpprof_task_end(c->task), "end");
+            task_check(cpprof_task_end(c->task), "end");
             atomic_fetch_add(&ended, 1);
         }
         uv_close((uv_handle_t *)s, on_closed);
@@ -164,10 +113,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     for (ssize_t i = 0; i < n; i++) {
         if (c->task.id == 0) { /* the first byte: the tenant */
             c->tenant = b->base[i] - '0';
-            const char *kv[] = {"tenant", tenant_names[c->tenant]};
+            const char *kv[] = {"tenant", task_tenant_names[c->tenant]};
             cpprof_labelset *set;
-            check(cpprof_labels(&set, 2, kv), "labels");
-            check(cpprof_task_create(&c->task, set), "create");
+            task_check(cpprof_labels(&set, 2, kv), "labels");
+            task_check(cpprof_task_create(&c->task, set), "create");
             cpprof_labelset_release(set);
         } else {
             serve_request(c);
@@ -179,9 +128,8 @@ static void on_connection(uv_stream_t *srv, int status)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (status < 0 || !c) {
-        atomic_fetch_add(&failures, 1);
-        free(c);
-        return;
+        fprintf(stderr, "task_uv: a connection was not accepted\n");
+        exit(1);
     }
     uv_tcp_init(&loop, &c->tcp);
     c->tcp.data = c;
@@ -258,8 +206,10 @@ static void *client_main(void *arg)
     unsigned seed = (unsigned)cl->index;
     int fd = connect_server();
     char tenant = (char)('0' + cl->tenant), req = 'w', got;
-    if (write(fd, &tenant, 1) != 1)
-        atomic_fetch_add(&failures, 1);
+    if (write(fd, &tenant, 1) != 1) {
+        perror("task_uv: the tenant byte");
+        exit(1);
+    }
     for (;;) {
         pthread_mutex_lock(&mu);
         while (hold && !stopping && !closing[cl->index])
@@ -270,8 +220,10 @@ static void *client_main(void *arg)
         }
         in_flight++;
         pthread_mutex_unlock(&mu);
-        if (write(fd, &req, 1) != 1 || read(fd, &got, 1) != 1)
-            atomic_fetch_add(&failures, 1);
+        if (write(fd, &req, 1) != 1 || read(fd, &got, 1) != 1) {
+            perror("task_uv: a request");
+            exit(1);
+        }
         pthread_mutex_lock(&mu);
         in_flight--;
         pthread_cond_broadcast(&cv);
@@ -299,39 +251,26 @@ static void hold_clients(bool on)
 
 static void profile(const char *path)
 {
-    int64_t before[NTENANTS], after[NTENANTS];
+    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
     hold_clients(true);
-    check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < NTENANTS; t++)
+    task_check(cpprof_cpu_profile_start(), "profile start");
+    for (int t = 0; t < TASK_TENANTS; t++)
         before[t] = atomic_load(&truth_ns[t]);
     hold_clients(false);
-    sleep(PROFILE_S);
+    sleep(TASK_PROFILE_S);
     hold_clients(true);
-    for (int t = 0; t < NTENANTS; t++)
+    for (int t = 0; t < TASK_TENANTS; t++)
         after[t] = atomic_load(&truth_ns[t]);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    check(cpprof_cpu_profile_stop(&buf, &len), "profile stop");
+    task_profile_end(path, before, after, 0);
     hold_clients(false);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-    free(buf);
-    printf("truth");
-    for (int t = 0; t < NTENANTS; t++)
-        printf(" %s=%lld", tenant_names[t], (long long)(after[t] - before[t]));
-    printf(" migrations=0\n");
-    fflush(stdout);
 }
 
 /* Each tenant's first client closes; once the server has ended those
  * tasks, every other connection waits for its next request. */
 static void quiet(const struct client *clients)
 {
-    int parked[NTENANTS] = {0};
-    bool first_seen[NTENANTS] = {false};
+    int parked[TASK_TENANTS] = {0};
+    bool first_seen[TASK_TENANTS] = {false};
     hold_clients(true);
     pthread_mutex_lock(&mu);
     for (int i = 0; i < NCONNS; i++) {
@@ -345,40 +284,14 @@ static void quiet(const struct client *clients)
     }
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
-    for (int tick = 0; tick < 6000 && atomic_load(&ended) < NTENANTS; tick++)
+    for (int tick = 0; tick < 6000 && atomic_load(&ended) < TASK_TENANTS; tick++)
         usleep(10000);
-    printf("quiet");
-    for (int t = 0; t < NTENANTS; t++)
-        printf(" %s=%d", tenant_names[t], parked[t]);
-    printf("\n");
-    fflush(stdout);
+    task_print_quiet(parked);
 }
 
 int main(int argc, char **argv)
 {
-    const char *addr = NULL, *path = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--addr") == 0)
-            addr = argv[i + 1];
-        else if (strcmp(argv[i], "--profile") == 0)
-            path = argv[i + 1];
-    }
-    if (!addr || !path) {
-        fprintf(stderr, "usage: task_uv --addr HOST:PORT --profile FILE\n");
-        return 2;
-    }
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, NULL);
-    check(cpprof_set("cpu_hz", "1000"), "cpu_hz");
-    int rc = cpprof_http_start(addr);
-    if (rc != 0) {
-        fprintf(stderr, "task_uv: %s\n", cpprof_strerror(rc));
-        return 1;
-    }
-    printf("serving http://%s/debug/pprof/\n", addr);
-    fflush(stdout);
+    const char *path = task_start(argc, argv);
     if (start_server() != 0) {
         fprintf(stderr, "task_uv: the libuv server did not start\n");
         return 1;
@@ -387,8 +300,8 @@ int main(int argc, char **argv)
     pthread_create(&loop_thread, NULL, loop_main, NULL);
     static struct client clients[NCONNS];
     int n = 0;
-    for (int t = 0; t < NTENANTS; t++)
-        for (int k = 0; k < tenant_conns[t]; k++, n++) {
+    for (int t = 0; t < TASK_TENANTS; t++)
+        for (int k = 0; k < task_tenant_jobs[t]; k++, n++) {
             clients[n] = (struct client){n, t};
             pthread_create(&client_threads[n], NULL, client_main, &clients[n]);
         }
@@ -397,8 +310,7 @@ int main(int argc, char **argv)
     profile(path);
     quiet(clients);
 
-    int sig;
-    sigwait(&term, &sig);
+    task_await_term();
     pthread_mutex_lock(&mu);
     stopping = true;
     pthread_cond_broadcast(&cv);
@@ -409,5 +321,5 @@ int main(int argc, char **argv)
     pthread_join(loop_thread, NULL);
     uv_loop_close(&loop);
     cpprof_http_stop();
-    return atomic_load(&failures) ? 1 : 0;
+    return atomic_load(&write_errors) ? 1 : 0;
 }
