@@ -214,10 +214,10 @@ func jobmix(seconds int) {
 	fmt.Printf("go_sampled_cpu_ratio %.4f\n", sampledNs/float64(cpu1-cpu0))
 }
 
-// goroutines parks n goroutines inside labelled scopes, then times the
-// goroutine profile (the median of 5).
-func goroutines(n int) {
-	release := make(chan struct{})
+// parkLabelled parks n goroutines inside labelled scopes (tenant by
+// turn), each in a channel receive until release is closed.
+func parkLabelled(n int) (release chan struct{}) {
+	release = make(chan struct{})
 	var parked sync.WaitGroup
 	for i := 0; i < n; i++ {
 		parked.Add(1)
@@ -228,6 +228,13 @@ func goroutines(n int) {
 			})
 	}
 	parked.Wait()
+	return release
+}
+
+// goroutines parks n goroutines inside labelled scopes, then times the
+// goroutine profile (the median of 5).
+func goroutines(n int) {
+	release := parkLabelled(n)
 	var rounds []float64
 	for r := 0; r < 5; r++ {
 		t0 := time.Now()
@@ -273,17 +280,7 @@ func sampleLikeFgprof(hz int, stop <-chan struct{}) int {
 
 func fgprofCost(n int) {
 	const window = 3 * time.Second
-	release := make(chan struct{})
-	var parked sync.WaitGroup
-	for i := 0; i < n; i++ {
-		parked.Add(1)
-		go pprof.Do(context.Background(), pprof.Labels("tenant", tenants[i%3]),
-			func(context.Context) {
-				parked.Done()
-				<-release
-			})
-	}
-	parked.Wait()
+	release := parkLabelled(n)
 	var workersStop int32
 	for w := 0; w < 2; w++ {
 		go func() {
