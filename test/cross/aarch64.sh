@@ -237,7 +237,12 @@ build_cross() {
   local targets=(libcpprof.la libcpprof-upper.la examples/jobrunner test/gocheck/gocheck
     test/reuse_plugin_a.la test/reuse_plugin_b.la) t
   for t in "${unit_tests[@]}"; do targets+=("test/$t"); done
-  make -C "$out" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
+  # The generated sources first: make builds BUILT_SOURCES before `all`
+  # and `check`, not before targets named on its command line, and a
+  # parallel build reached builder.c before profile.pb-c.h existed (once).
+  { make -C "$out" -s print-built -f Makefile -f - <<<'print-built: ; @echo $(BUILT_SOURCES)' |
+      xargs make -C "$out" &&
+    make -C "$out" -j"$(nproc)" "${targets[@]}"; } >"$out/build.log" 2>&1 ||
     { tail -n 30 "$out/build.log" >&2; die "build failed (see $out/build.log)"; }
 }
 
