@@ -162,7 +162,9 @@ extern const char cpprof_background_parent[];
  * thread's labels on another: cpprof_scope_end then changes no thread's
  * labels, says so on stderr once, and returns CPPROF_ESCOPEMOVED (as does
  * cpprof_do, after its function ran).  docs/tasks.md shows the fix.
- * Errors of begin (nothing applied): -EINVAL, -ENOMEM, -EDEADLK. */
+ * Errors of begin (nothing applied): -EINVAL, -ENOMEM, -EDEADLK; of end:
+ * CPPROF_ESCOPEMOVED, -EINVAL for a scope ended already (nothing
+ * changed).  A scope's struct must be zeroed or begun before its end. */
 typedef struct cpprof_scope {
     void *opaque_[6];
 } cpprof_scope;

@@ -323,12 +323,13 @@ static void warn_scope_moved(const struct scope *s,
  * scope's to change: nothing is, and the reference to `previous` goes. */
 int cpprof_scope_end(cpprof_scope *scope)
 {
-    if (!scope)
-        return -EINVAL;
     struct scope *s = (struct scope *)(void *)scope;
-    struct thread_entry *now = self;
+    if (!s || !s->entry)
+        return -EINVAL; /* never begun, or ended already */
+    struct thread_entry *began = s->entry, *now = self;
+    s->entry = NULL; /* a second end finds nothing to put back */
     bool same_work = now && (s->task ? now->task == s->task
-                                     : now == s->entry && now->task == 0);
+                                     : now == began && now->task == 0);
     if (same_work) {
         install(now, s->previous);
         return 0;
@@ -338,12 +339,9 @@ int cpprof_scope_end(cpprof_scope *scope)
     return CPPROF_ESCOPEMOVED;
 }
 
-/* cpprof_do's cleanup (a forced unwind passes through it too). */
-static void do_end(cpprof_scope *scope)
-{
-    if (scope->opaque_[0])
-        cpprof_scope_end(scope);
-}
+/* cpprof_do's cleanup (a forced unwind passes through it too); after the
+ * explicit end, or a begin that failed, it finds nothing to end. */
+static void do_end(cpprof_scope *scope) { cpprof_scope_end(scope); }
 
 int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
               cpprof_do_fn fn, void *arg)
@@ -355,9 +353,7 @@ int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
     if (rc)
         return rc;
     fn(arg, atomic_load_explicit(&self->labels, memory_order_relaxed));
-    rc = cpprof_scope_end(&scope);
-    scope.opaque_[0] = NULL;
-    return rc;
+    return cpprof_scope_end(&scope);
 }
 
 /* ---- Threads that inherit their creator's labels ----------------------- */

@@ -231,6 +231,8 @@ START_TEST(a_scope_spans_the_tasks_moves)
     ck_assert_int_eq(worker_do(&w, t, ENTER), 0);
     w.scope = &scope;
     ck_assert_int_eq(worker_do(&w, t, SCOPE_END), 0);
+    /* Ended twice: refused, nothing put back again. */
+    ck_assert_int_eq(worker_do(&w, t, SCOPE_END), -EINVAL);
     ck_assert_int_eq(worker_do(&w, t, LEAVE), 0);
     ck_assert_int_eq(cpprof_task_enter(t), 0);
     ck_assert_str_eq(thread_value("tenant"), "acme");
