@@ -7,7 +7,7 @@
 # structs) at it: the reader finds OTEL_CTX in /proc/PID/maps, decodes the
 # process context, finds otel_thread_ctx_v1 through libcpprof.so's dynamic
 # symbols and TLS descriptor, stops each thread with ptrace and reads its
-# record with process_vm_readv.  50,000 reads (a third under a
+# record with process_vm_readv.  20,000 reads (a third under a
 # sanitizer): each must be empty (the producer thread has no labels) or a
 # record whose attributes are a set the
 # demo applies (tenant acme/globex/initech, kind reindex/export); a record
@@ -72,17 +72,17 @@ read_labels() {
         fail "too few custom-labels sets: $line"
 }
 
-# 50,000 reads of the demo and 25,000 of the churn: about 45 s on a
+# 20,000 reads of the demo and 10,000 of the churn: about 20 s on a
 # loaded two-core machine, and a torn read shows in the first thousands.
 # Under a sanitizer what is tested is the memory of the writer and the
 # reader, not the rate of torn reads: a third of the reads.
-demo_reads=50000 demo_min=500 churn_reads=25000 churn_min=1000
+demo_reads=20000 demo_min=200 churn_reads=10000 churn_min=400
 case ${CPPROF_SANITIZER:-none} in
-asan | tsan) demo_reads=17000 demo_min=170 churn_reads=8000 churn_min=330 ;;
+asan | tsan) demo_reads=7000 demo_min=70 churn_reads=3500 churn_min=140 ;;
 esac
 
 SERVICE=jobrunner-otel-test
-# --- The demo: 50,000 reads (17,000 under a sanitizer) --------------------
+# --- The demo: 20,000 reads (7,000 under a sanitizer) --------------------
 # Its workers wait for the producer part of the time (more so on a loaded
 # two-core machine, where the reader takes a core), so the floor on records
 # is low; every one of them must still be right.

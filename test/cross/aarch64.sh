@@ -50,7 +50,7 @@ provided=(libc6 libc6-dev libc-dev-bin libgcc-s1 libstdc++6 gcc-12-base
 unit_tests=(check_labels check_unwind check_inherit check_builder
   check_lifecycle check_sampler check_accounting check_http check_heap
   check_cxx check_json http_badinput check_symlines tick_yield check_procmaps)
-http_tests=(http_profile.sh http_go_details.sh http_goroutine.sh http_json.sh)
+http_tests=(http_profile.sh http_goroutine.sh)
 # Check test cases tagged (test/check_*.c) by what qemu-user 7.2 lacks,
 # each seen failing under it for that reason alone: TAG: reason.
 excluded_tags=(
@@ -128,6 +128,8 @@ left_out=(
   "prefork.sh: not wired (preloads the library into test/prefork and its forks)"
   "nginx.sh: not wired (preloads the library into the host's nginx)"
   "postgres.sh: not wired (preloads the library into the host's PostgreSQL)"
+  "http_json.sh: passes under qemu, but left out for time (14 s there): its JSON and heap forms are the builder's and the encoder's, which check_builder and check_json run here"
+  "http_go_details.sh: passes under qemu, but left out for time (11 s there): Go's text forms, which check_builder runs here"
   "wall_states.sh: not wired (starts test/wall_states; its shares are judged within 3 points, which qemu's own threads and timing would need trying)"
 )
 
@@ -220,13 +222,13 @@ make_sysroot() {
 
 # configure_cross: configures $out once for aarch64 against the sysroot;
 # shared library only: no test here links libcpprof.a, and libtool would
-# compile every source twice.
+# compile every source twice; no dependency tracking: a one-shot build.
 configure_cross() {
   [ -f "$out/Makefile" ] && return 0
   local libdirs="$sysroot/usr/lib/$triplet:$sysroot/lib/$triplet"
   (cd "$out" && "$top/configure" -q --host=$triplet \
     PKG_CONFIG_LIBDIR="$sysroot/usr/lib/$triplet/pkgconfig:$sysroot/usr/share/pkgconfig" \
-    PKG_CONFIG_SYSROOT_DIR="$sysroot" --disable-static \
+    PKG_CONFIG_SYSROOT_DIR="$sysroot" --disable-static --disable-dependency-tracking \
     LDFLAGS="-L$sysroot/usr/lib/$triplet -Wl,-rpath-link=${libdirs//:/ -Wl,-rpath-link=}") \
     >"$out/configure.log" 2>&1 ||
     { cat "$out/configure.log" >&2; die "configure failed (see $out/config.log)"; }
