@@ -414,7 +414,7 @@ run_demo() {
   local addr=127.0.0.1:6060
   demo_dir=$(mktemp -d)
   trap '[ -z "$demo_pid" ] || kill "$demo_pid" 2>/dev/null; rm -rf "$demo_dir"' EXIT
-  ./build/examples/jobrunner --workers 4 --for 15 --addr "$addr" &
+  ./build/examples/jobrunner --workers 4 --tasks --for 15 --addr "$addr" &
   demo_pid=$!
   sleep 1
   echo "demo: fetching a 5-second CPU profile from http://$addr/debug/pprof/profile"
@@ -424,6 +424,10 @@ run_demo() {
   echo "demo: go tool pprof -top -tagfocus=tenant=initech:"
   HOME=$demo_dir GOCACHE=$demo_dir/go PPROF_TMPDIR=$demo_dir \
     go tool pprof -top -nodecount=5 -tagfocus=tenant=initech "$demo_dir/profile" 2>/dev/null
+  echo "demo: go tool pprof -tags on the goroutine profile (threads, and the"
+  echo "      jobs parked on I/O as tasks, by tenant):"
+  curl -sf -o "$demo_dir/goroutine" "http://$addr/debug/pprof/goroutine"
+  HOME=$demo_dir GOCACHE=$demo_dir/go PPROF_TMPDIR=$demo_dir go tool pprof -tags "$demo_dir/goroutine" 2>/dev/null
   echo "demo: the job runner's own measurement of each tenant's CPU time:"
   wait "$demo_pid"
   demo_pid=

@@ -38,12 +38,25 @@
  * --park-tasks N, N tasks per tenant (docs/tasks.md) wait in a queue from
  * the start, parked with the reason "queue" in queue_job: queued work that
  * has no thread, which the census lists as tasks.
+ *
+ * With --tasks every job is a task (docs/tasks.md), as in a service whose
+ * work waits on I/O without holding a thread: a worker runs the job's first
+ * half, parks it on simulated I/O (await_io, reason "io") for 10-90 ms, and
+ * whichever worker is free when the I/O completes runs the rest.  The
+ * job's labels go with it from thread to thread, and the census lists the
+ * parked jobs by tenant.  The truth adds, per tenant, how many of its jobs
+ * were parked on I/O on average (from leave until a worker enters the task
+ * again, as the census sees them; sampled every 5 ms) and how many moved
+ * threads:
+ *
+ *   tenant acme parked_tasks_mean 12.3 moved 456
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -64,6 +77,9 @@ static const unsigned unit_iterations = 40;
 struct job {
     int tenant, kind;
     unsigned iterations; /* of decode_block() */
+    cpprof_task task;    /* --tasks: the job's task, else id 0 */
+    int started;         /* --tasks: its first half has run */
+    pthread_t ran_on;    /* --tasks: the thread that ran its first half */
 };
 
 /* A bounded queue: the producer waits when it is full, workers when it is
@@ -75,13 +91,14 @@ static struct {
     size_t head, len;
     int closed;
 } queue = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-           PTHREAD_COND_INITIALIZER, {{0, 0, 0}}, 0, 0, 0};
+           PTHREAD_COND_INITIALIZER, {{0}}, 0, 0, 0};
 
 static cpprof_labelset *job_labels[NTENANTS][NKINDS];
 static cpprof_labelset *wait_labels[NTENANTS];
 static atomic_llong tenant_cpu_ns[NTENANTS];
 static atomic_llong tenant_jobs[NTENANTS];
 static atomic_llong jobs_done;
+static int task_mode; /* --tasks */
 static volatile sig_atomic_t stop_requested;
 
 static int64_t clock_ns(clockid_t clock)
@@ -130,6 +147,11 @@ static size_t job_alloc_bytes(int tenant)
     return 4096 * (size_t)tenant_cost[tenant];
 }
 
+static uint32_t do_work(int kind, unsigned iterations)
+{
+    return kind == 0 ? reindex(iterations) : export_rows(iterations);
+}
+
 static void run_job(void *arg, const cpprof_labelset *labels)
 {
     (void)labels;
@@ -138,8 +160,7 @@ static void run_job(void *arg, const cpprof_labelset *labels)
     if (!scratch)
         abort();
     atomic_store_explicit(&scratch_escape, scratch, memory_order_relaxed);
-    scratch[0] = (uint8_t)(j->kind == 0 ? reindex(j->iterations)
-                                            : export_rows(j->iterations));
+    scratch[0] = (uint8_t)do_work(j->kind, j->iterations);
     atomic_store_explicit(&sink, scratch[0], memory_order_relaxed);
     free(scratch);
     cpprof_counter_add("jobs", 1);
@@ -187,14 +208,22 @@ static struct job next_job(unsigned n)
     int tenant = (int)(n % NTENANTS);
     unsigned mean = (unsigned)tenant_cost[tenant] * unit_iterations;
     unsigned iterations = mean / 2 + (unsigned)rand_r(&seed) % (mean + 1);
-    return (struct job){tenant, (int)(n / 3 % NKINDS), iterations};
+    return (struct job){.tenant = tenant,
+                        .kind = (int)(n / 3 % NKINDS),
+                        .iterations = iterations};
 }
+
+static void run_job_part(struct job *j);
 
 static void *worker(void *arg)
 {
     (void)arg;
     struct job j;
     while (queue_pop(&j)) {
+        if (j.task.id) {
+            run_job_part(&j);
+            continue;
+        }
         int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         int rc = cpprof_do(NULL, job_labels[j.tenant][j.kind], run_job, &j);
         if (rc) {
@@ -207,6 +236,151 @@ static void *worker(void *arg)
         atomic_fetch_add(&tenant_jobs[j.tenant], 1);
     }
     return NULL;
+}
+
+/* --tasks: jobs parked on simulated I/O, in a list the I/O thread scans
+ * every 5 ms for the ones whose I/O is done, and the counts of the truth. */
+struct io_wait {
+    struct job job;
+    int64_t done_ns; /* CLOCK_MONOTONIC */
+    struct io_wait *next;
+};
+static struct {
+    pthread_mutex_t mu;
+    struct io_wait *head;
+    int stopping;
+} io = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+/* Jobs in flight at once: the producer waits for a slot, so that jobs back
+ * from I/O are not outrun by new ones without bound. */
+enum { TASKS_IN_FLIGHT = 256 };
+static sem_t in_flight_slots;
+static atomic_long tenant_parked_now[NTENANTS];
+static long long tenant_parked_sum[NTENANTS], parked_samples;
+static atomic_llong tenant_moved[NTENANTS];
+
+static void die_on(int rc, const char *what)
+{
+    if (rc) {
+        fprintf(stderr, "jobrunner: %s: %s\n", what, cpprof_strerror(rc));
+        exit(1);
+    }
+}
+
+/* Where a job waits for its I/O: the stack its task parks with. */
+static __attribute__((noinline)) void await_io(struct job *j)
+{
+    struct io_wait *w = malloc(sizeof *w);
+    if (!w)
+        abort();
+    static _Thread_local unsigned seed;
+    seed = seed ? seed : (unsigned)(uintptr_t)&seed;
+    *w = (struct io_wait){*j, clock_ns(CLOCK_MONOTONIC) +
+                                  (10 + rand_r(&seed) % 81) * 1000000LL,
+                          NULL};
+    atomic_fetch_add(&tenant_parked_now[j->tenant], 1);
+    die_on(cpprof_task_leave(j->task, "io", 0), "cpprof_task_leave");
+    pthread_mutex_lock(&io.mu);
+    w->next = io.head;
+    io.head = w;
+    pthread_mutex_unlock(&io.mu);
+}
+
+/* One half of a --tasks job, in its task: the first ends parked on I/O,
+ * the second ends the job and its task.  CPU is counted from enter to
+ * leave, the task's own time on this thread. */
+static void run_job_part(struct job *j)
+{
+    int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    die_on(cpprof_task_enter(j->task), "cpprof_task_enter");
+    if (!j->started) {
+        j->started = 1;
+        j->ran_on = pthread_self();
+        atomic_store_explicit(&sink, do_work(j->kind, j->iterations / 2),
+                              memory_order_relaxed);
+        j->iterations -= j->iterations / 2;
+        await_io(j);
+        atomic_fetch_add(&tenant_cpu_ns[j->tenant],
+                         clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0);
+        return;
+    }
+    atomic_fetch_sub(&tenant_parked_now[j->tenant], 1);
+    if (!pthread_equal(j->ran_on, pthread_self()))
+        atomic_fetch_add(&tenant_moved[j->tenant], 1);
+    run_job(j, NULL);
+    die_on(cpprof_task_end(j->task), "cpprof_task_end");
+    atomic_fetch_add(&tenant_cpu_ns[j->tenant],
+                     clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0);
+    atomic_fetch_add(&jobs_done, 1);
+    atomic_fetch_add(&tenant_jobs[j->tenant], 1);
+    sem_post(&in_flight_slots);
+}
+
+/* Takes the waits whose I/O is done off the list. */
+static struct io_wait *io_take_done(int64_t now)
+{
+    struct io_wait *done = NULL, **p = &io.head;
+    pthread_mutex_lock(&io.mu);
+    while (*p) {
+        struct io_wait *w = *p;
+        if (w->done_ns <= now) {
+            *p = w->next;
+            w->next = done;
+            done = w;
+        } else {
+            p = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&io.mu);
+    return done;
+}
+
+/* The I/O thread: every 5 ms, the jobs whose I/O is done go back to the
+ * queue for whichever worker is free, and the parked counts are sampled. */
+static void *io_completer(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+        for (int t = 0; t < NTENANTS; t++)
+            tenant_parked_sum[t] += atomic_load(&tenant_parked_now[t]);
+        parked_samples++;
+        for (struct io_wait *w = io_take_done(clock_ns(CLOCK_MONOTONIC)), *next;
+             w; w = next) {
+            next = w->next;
+            queue_push(w->job);
+            free(w);
+        }
+        pthread_mutex_lock(&io.mu);
+        int stop = io.stopping && !io.head;
+        pthread_mutex_unlock(&io.mu);
+        if (stop)
+            return NULL;
+    }
+}
+
+/* --tasks: the n-th job, as a task with its labels. */
+static struct job next_task_job(unsigned n)
+{
+    while (sem_wait(&in_flight_slots) != 0)
+        ;
+    struct job j = next_job(n);
+    die_on(cpprof_task_create(&j.task, job_labels[j.tenant][j.kind]),
+           "cpprof_task_create");
+    return j;
+}
+
+/* --tasks: the producer is done; every job in flight ends (the I/O
+ * thread still completing their waits) before the workers are told to
+ * finish. */
+static void drain_tasks(pthread_t completer)
+{
+    for (int i = 0; i < TASKS_IN_FLIGHT; i++)
+        while (sem_wait(&in_flight_slots) != 0)
+            ;
+    pthread_mutex_lock(&io.mu);
+    io.stopping = 1;
+    pthread_mutex_unlock(&io.mu);
+    pthread_join(completer, NULL);
 }
 
 /* --park: labelled threads blocked until the run ends. */
@@ -321,6 +495,11 @@ static void print_truth(double wall_seconds)
         printf("tenant %s alloc_bytes %lld jobs %lld\n", tenants[t],
                jobs * (long long)job_alloc_bytes(t), jobs);
     }
+    for (int t = 0; task_mode && t < NTENANTS; t++)
+        printf("tenant %s parked_tasks_mean %.1f moved %lld\n", tenants[t],
+               parked_samples ? (double)tenant_parked_sum[t] / parked_samples
+                              : 0.0,
+               (long long)atomic_load(&tenant_moved[t]));
     printf("jobs %lld\n", (long long)atomic_load(&jobs_done));
     printf("jobs_per_second %.1f\n", atomic_load(&jobs_done) / wall_seconds);
 }
@@ -335,7 +514,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
                     "[--addr HOST:PORT] [--park N] [--park-after S] "
-                    "[--park-note TEXT] [--park-tasks N] [--hold]\n");
+                    "[--park-note TEXT] [--park-tasks N] [--tasks] [--hold]\n");
     exit(2);
 }
 
@@ -373,6 +552,8 @@ int main(int argc, char **argv)
             park_note = v, i++;
         else if (!strcmp(argv[i], "--hold"))
             hold = 1;
+        else if (!strcmp(argv[i], "--tasks"))
+            task_mode = 1;
         else if (!strcmp(argv[i], "--addr") && v)
             addr = v, i++;
         else
@@ -390,7 +571,15 @@ int main(int argc, char **argv)
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
 
-    pthread_t threads[MAX_WORKERS], parked_threads[MAX_WORKERS];
+    pthread_t threads[MAX_WORKERS], parked_threads[MAX_WORKERS], completer;
+    if (task_mode && sem_init(&in_flight_slots, 0, TASKS_IN_FLIGHT) != 0)
+        rc = -errno;
+    if (task_mode && !rc)
+        rc = cpprof_thread_create(&completer, NULL, io_completer, NULL);
+    if (rc) {
+        fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
+        return 1;
+    }
     for (long i = 0; i < workers; i++)
         if ((rc = cpprof_thread_create(&threads[i], NULL, worker, NULL))) {
             fprintf(stderr, "jobrunner: %s\n", cpprof_strerror(rc));
@@ -412,7 +601,9 @@ int main(int argc, char **argv)
     int64_t end = start + seconds * 1000000000LL;
     for (unsigned n = 0; !stop_requested && clock_ns(CLOCK_MONOTONIC) < end;
          n++)
-        queue_push(next_job(n));
+        queue_push(task_mode ? next_task_job(n) : next_job(n));
+    if (task_mode)
+        drain_tasks(completer);
     queue_close();
     for (long i = 0; i < workers; i++)
         pthread_join(threads[i], NULL);

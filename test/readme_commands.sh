@@ -5,7 +5,7 @@
 # race):
 #   - the quick start's demo command in this source tree (its build exists
 #     by then, so it runs the demo): go tool pprof's table by tenant must
-#     name the three tenants;
+#     name the three tenants, and its goroutine table parked tasks;
 #   - the "From git" install command in a fresh `git clone` of this tree,
 #     with one substitution, said here: `sudo` is a stand-in that runs
 #     `make install DESTDIR=<temporary directory>`, so that a test never
@@ -36,7 +36,9 @@ for tenant in acme globex initech; do
     grep -Eq "[0-9]%\): $tenant\$" "$tmp/demo.out" ||
         { cat "$tmp/demo.out" >&2; fail "$demo: no CPU share for $tenant"; }
 done
-echo "ok: $demo shows the CPU time of acme, globex and initech"
+grep -Eq "[0-9]%\): parked\$" "$tmp/demo.out" ||
+    { cat "$tmp/demo.out" >&2; fail "$demo: no parked tasks in the goroutine profile"; }
+echo "ok: $demo shows the CPU time of acme, globex and initech, and parked tasks"
 
 # --- Install from git, in a fresh clone -----------------------------------------
 install=$(readme_block "$README" "Install" 2)
