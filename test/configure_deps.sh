@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 library_deps="libmicrohttpd libprotobuf-c zlib jansson libdw gnutls"
 test_only="check golang-go curl jq chromium cmake meson ninja-build
   libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev libuv1-dev
-  libboost-dev
+  libboost-dev libboost-fiber-dev
   golang-github-google-pprof-dev"
 
 # The library's .pc files and everything they require, transitively.

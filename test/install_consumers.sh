@@ -48,7 +48,8 @@ prefix=${libdir%/lib*}
 for f in "$libdir/libcpprof.so" "$libdir/libcpprof.a" \
     "$libdir/cmake/cpprof/cpprofConfig.cmake" \
     "$libdir/cmake/cpprof/cpprofConfigVersion.cmake" \
-    "$prefix/include/cpprof.h" "$prefix/include/cpprof.hpp"; do
+    "$prefix/include/cpprof.h" "$prefix/include/cpprof.hpp" \
+    "$prefix/include/cpprof_fiber.hpp"; do
     [ -f "$f" ] || fail "not installed: ${f#$stage}"
 done
 export PKG_CONFIG_PATH="$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"

@@ -98,6 +98,7 @@ left_out=(
   "task_coro.sh: not wired (starts test/task_coro, as task_pool.sh)"
   "task_uv.sh: not wired (starts test/task_uv, which needs the target's libuv, not in the sysroot)"
   "task_asio.sh: not wired (starts test/task_asio, as task_pool.sh)"
+  "task_fiber.sh: not wired (starts test/task_fiber, as task_pool.sh)"
   "check_tasks: not yet tried under qemu (its tasks move between threads and it walks the calling thread's stack; the unwinder's arm64 walk should serve it)"
   "dlclose_reuse: not wired; loads its plugins from test/.libs and runs google/pprof's parser (test/gocheck, a host program) on its profile"
   "symbolize_addr2line.sh: not wired; builds its generated programs with the host's gcc and compares with the host's addr2line"
