@@ -6,7 +6,7 @@
  * tasks.
  *
  * A task read under the registry lock (task_foreach_parked) costs a hash
- * of its stack and a look in two tables, not a copy of its stack: a
+ * of its stack and a look in two tables, not a record of its own: a
  * stack seen before is found in the first, and its group (stack, set,
  * reason) in the second.  A distinct stack is kept once, in one flat
  * array of PCs, however many groups share it, as tasks labelled per
