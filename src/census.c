@@ -116,6 +116,7 @@
 #include "census.h"
 #include "atfork.h"
 #include "census_crew.h"
+#include "census_tasks.h"
 #include "collect.h"
 #include "own.h"
 #include "config.h"
@@ -596,43 +597,6 @@ static int attach_labels(census *c)
 
 /* ---- Tasks: parked ones listed, running ones marked ---------------------- */
 
-/* The census being extended, and its room. */
-struct growing {
-    census *c;
-    size_t cap;
-};
-
-/* Runs under the registry lock (task_foreach_parked): memory only. */
-static int add_parked(const struct task_parked *p, void *arg)
-{
-    struct growing *g = arg;
-    census *c = g->c;
-    /* The entries are large: grown by a quarter, not doubled. */
-    if (c->n == g->cap) {
-        size_t cap = g->cap + g->cap / 4 + 64;
-        census_thread *v = realloc(c->threads, cap * sizeof *v);
-        if (!v) {
-            labelset_drop(p->labels);
-            return -ENOMEM;
-        }
-        c->threads = v;
-        g->cap = cap;
-    }
-    census_thread *t = &c->threads[c->n++];
-    memset(t, 0, offsetof(census_thread, pcs));
-    t->syscall = CENSUS_UNREAD;
-    t->task = p->number;
-    t->labels = p->labels;
-    t->task_reason = p->reason;
-    t->parked_ns = p->parked_ns;
-    t->depth = p->depth;
-    t->flags = p->flags;
-    memcpy(t->pcs, p->pcs, p->depth * sizeof *p->pcs);
-    if (!p->depth)
-        snprintf(t->missing, sizeof t->missing, "left without its stack");
-    return 0;
-}
-
 /* `set` plus CENSUS_TASK_KEY=`kind` (and CENSUS_WAIT_KEY=`reason` when
  * not NULL), replacing *set's reference with the merged set's. */
 static int mark_task(const cpprof_labelset **set, const char *kind,
@@ -682,9 +646,10 @@ static int mark_runners(census *c)
     return rc;
 }
 
-/* The marked sets made so far in one census: parked tasks share few
- * (set, reason) pairs, and merging interns a set (a lock and a hash) that
- * the pair's first task made already. */
+/* The marked sets made so far in one census: the groups of parked tasks
+ * share few (set, reason) pairs (a pair has a group per stack it parks
+ * at), and merging interns a set (a lock and a hash) that the pair's
+ * first group made already. */
 struct marked {
     const cpprof_labelset *set; /* the task's, without a reference */
     const char *reason;
@@ -709,26 +674,18 @@ static int mark_parked(struct marked *cache, size_t *n,
     return rc;
 }
 
-/* Appends the parked tasks to the census's threads, marking them.  The
- * room for them is made at once (a few more may park meanwhile). */
-static int add_tasks(census *c)
+/* Adds the parked tasks to the census, in groups (census_tasks.h), and
+ * with `each` one by one, marking their sets. */
+static int add_tasks(census *c, bool each)
 {
     int rc = mark_runners(c);
-    size_t threads = c->n;
-    struct growing g = {c, c->n};
-    size_t want = c->n + task_live_count() + 64;
-    census_thread *v = rc == 0 ? realloc(c->threads, want * sizeof *v) : NULL;
-    if (v) {
-        c->threads = v;
-        g.cap = want;
-    }
     if (rc == 0)
-        rc = task_foreach_parked(add_parked, &g);
+        rc = census_read_parked(c, each);
     struct marked cache[MARKED_CACHE];
     size_t cached = 0;
-    for (size_t i = threads; rc == 0 && i < c->n; i++)
-        rc = mark_parked(cache, &cached, &c->threads[i].labels,
-                         c->threads[i].task_reason);
+    for (size_t i = 0; rc == 0 && i < c->n_parked; i++)
+        rc = mark_parked(cache, &cached, &c->parked[i].labels,
+                         c->parked[i].reason);
     for (size_t i = 0; i < cached; i++)
         labelset_drop(cache[i].merged);
     return rc;
@@ -1602,7 +1559,7 @@ static int take_locked(census *out, bool details)
     close(td.fd);
     if (rc == 0) {
         keep_still(out, renames);
-        rc = add_tasks(out);
+        rc = add_tasks(out, details);
     }
     if (rc)
         census_release(out);
@@ -1671,6 +1628,11 @@ void census_release(census *c)
 {
     for (size_t i = 0; i < c->n; i++)
         labelset_drop(c->threads[i].labels);
+    for (size_t i = 0; i < c->n_parked; i++)
+        labelset_drop(c->parked[i].labels);
     free(c->threads);
+    free(c->parked);
+    free(c->tasks);
+    free(c->parked_pcs);
     *c = (census){0};
 }

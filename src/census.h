@@ -52,19 +52,12 @@ typedef struct {
     /* Where the stack was read: the system call (number) the thread was
      * blocked in when walked from outside, -1 blocked outside one (a page
      * fault); CENSUS_RAN when it walked its own stack (it was running);
-     * CENSUS_UNREAD when there is no stack, or for a task. */
+     * CENSUS_UNREAD when there is no stack. */
     long syscall;
     /* Found running and signalled, it blocked before its signal came and
      * was walked from outside (up to the census's recheck interval
      * later): its stack and syscall are of that later moment. */
     bool walked_late;
-    /* A parked task (task.h) rather than a thread (tid 0): its number,
-     * the program's reason string and how long it has been parked.  Its
-     * labels carry CENSUS_TASK_KEY=parked and CENSUS_WAIT_KEY=reason; a
-     * thread running a task, CENSUS_TASK_KEY=running. */
-    uint64_t task;
-    const char *task_reason;
-    int64_t parked_ns;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
 
@@ -76,31 +69,69 @@ typedef struct {
 #define CENSUS_TASK_KEY "pprof_task"
 #define CENSUS_WAIT_KEY "pprof_wait"
 
+/* Why a parked task has no stack (depth 0): it left with
+ * CPPROF_TASK_NO_STACK, or its thread exited or ended it while in it. */
+#define CENSUS_TASK_NO_STACK "left without its stack"
+
+/* Parked tasks (task.h) with one stack, label set and reason.  The census
+ * groups them as it reads them, so that a hundred thousand tasks parked
+ * at a few places are a few groups to every form that shows stacks.  Two
+ * groups may still end with the same stack and (marked) set, when their
+ * reasons are equal strings at two addresses, or their own sets differed
+ * only under the keys the marking sets: a reader that groups by stack and
+ * set merges them. */
+typedef struct {
+    /* The tasks' set plus CENSUS_TASK_KEY=parked and
+     * CENSUS_WAIT_KEY=reason (a thread running a task carries
+     * CENSUS_TASK_KEY=running); holds a reference. */
+    const cpprof_labelset *labels;
+    const char *reason;    /* the program's string, by address */
+    size_t count;          /* tasks, at least 1 */
+    unsigned depth, flags; /* depth 0: CENSUS_TASK_NO_STACK */
+    const uintptr_t *pcs;  /* the census's, shared by groups */
+} census_parked;
+
+/* One parked task: census_take lists each (Go's debug=2 dumps each). */
+typedef struct {
+    uint64_t number;   /* 1, 2, ... in order of creation */
+    int64_t parked_ns; /* how long it has been parked */
+    size_t group;      /* census.parked[group] */
+} census_task;
+
 typedef struct {
     size_t n;
     census_thread *threads; /* sorted by tid */
+    size_t n_parked;
+    census_parked *parked; /* in the order of their first task's slot */
+    size_t parked_tasks;   /* the groups' counts summed */
+    size_t n_tasks;
+    census_task *tasks;    /* census_take's: each, in slot order; else NULL */
+    uintptr_t *parked_pcs; /* the groups' stacks */
 } census;
 
-/* Takes a census of every thread now in /proc/self/task, and of every
- * parked task (after the threads, which are sorted by tid), waiting at most
- * the "census_timeout_ms" setting for their stacks; a thread that exits
- * meanwhile is left out.  One census runs at a time; a second caller waits
- * for the first.  Errors: CPPROF_ESIGTAKEN (the "census_signal" has a
- * handler that is not ours), -ENOMEM, -errno. */
+/* Takes a census of every thread now in /proc/self/task and of every
+ * parked task, waiting at most the "census_timeout_ms" setting for the
+ * threads' stacks; a thread that exits meanwhile is left out, and so is a
+ * task entered meanwhile (it shows as its thread).  One census runs at a
+ * time; a second caller waits for the first.  Errors: CPPROF_ESIGTAKEN
+ * (the "census_signal" has a handler that is not ours), -ENOMEM,
+ * -errno. */
 int census_take(census *out);
 
 /* The same census without the name, state and wait channel of a thread
- * blocked in the kernel (name "", state 0): one /proc file per such
- * thread instead of three, for the forms that show stacks and labels only
- * (the goroutine profile's proto, debug=1 and delta).  A thread stopped by
- * a debugger is walked from outside rather than given the reason "thread
- * stopped", which takes its state.  Same errors. */
+ * blocked in the kernel (name "", state 0), and with the parked tasks in
+ * their groups only (tasks NULL): one /proc file per such thread instead
+ * of three, and no record per task, for the forms that show stacks and
+ * labels only (the goroutine profile's proto, debug=1 and delta, the
+ * wall profile).  A thread stopped by a debugger is walked from outside
+ * rather than given the reason "thread stopped", which takes its state.
+ * Same errors. */
 int census_take_stacks(census *out);
 
 /* The threads now in /proc/self/task with their label sets only: no
  * name, state, wait channel or stack (each is missing ""), and nothing
- * read per thread but the registry, so no thread is signalled either.
- * What /debug/pprof/labels counts.  Errors: -ENOMEM, -errno. */
+ * read per thread but the registry, so no thread is signalled either; no
+ * tasks.  What /debug/pprof/labels counts.  Errors: -ENOMEM, -errno. */
 int census_take_labels(census *out);
 
 /* Whether the program has a handler of its own on the census's signal
@@ -108,7 +139,7 @@ int census_take_labels(census *out);
  * (CPPROF_ESIGTAKEN): for the index. */
 bool census_signal_is_programs(void);
 
-/* Releases the label references and frees the threads. */
+/* Releases the label references and frees the threads and tasks. */
 void census_release(census *c);
 
 #endif

@@ -51,14 +51,20 @@
 #include <string.h>
 #include <time.h>
 
-/* Threads with the same stack and label set. */
+/* Threads, or parked tasks, with the same stack and label set: one
+ * record of debug=0 and debug=1. */
 struct group {
-    const census_thread *first;
+    const cpprof_labelset *labels;
+    const char *missing; /* "" when pcs hold the stack; else why not */
+    const uintptr_t *pcs;
+    unsigned depth, flags;
     int64_t count;
+    size_t first; /* its first member's place: threads, then tasks */
 };
 
-static int same_stack_key(const census_thread *a, const census_thread *b)
+static int by_stack_key(const void *x, const void *y)
 {
+    const struct group *a = x, *b = y;
     if (a->labels != b->labels)
         return (uintptr_t)a->labels < (uintptr_t)b->labels ? -1 : 1;
     int c = strcmp(a->missing, b->missing);
@@ -68,68 +74,78 @@ static int same_stack_key(const census_thread *a, const census_thread *b)
         return a->flags < b->flags ? -1 : 1;
     if (a->depth != b->depth)
         return a->depth < b->depth ? -1 : 1;
-    return memcmp(a->pcs, b->pcs, a->depth * sizeof *a->pcs);
+    return a->depth ? memcmp(a->pcs, b->pcs, a->depth * sizeof *a->pcs) : 0;
 }
 
-static int by_stack_key(const void *a, const void *b)
-{
-    return same_stack_key(*(census_thread *const *)a,
-                          *(census_thread *const *)b);
-}
-
-/* Largest group first; equal counts in thread order, so output is stable. */
+/* Largest group first; equal counts in census order, so output is
+ * stable. */
 static int by_count(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
-    return (x->first->tid > y->first->tid) - (x->first->tid < y->first->tid);
+    return (x->first > y->first) - (x->first < y->first);
 }
 
-/* Groups the census's threads by (stack, label set), largest first. */
-static int group_threads(const census *c, struct group **out, size_t *n)
+/* Why a parked task's group has no stack, or "". */
+static const char *parked_missing(const census_parked *p)
 {
-    const census_thread **order = malloc((c->n + 1) * sizeof *order);
-    struct group *groups = malloc((c->n + 1) * sizeof *groups);
-    if (!order || !groups) {
-        free(order);
-        free(groups);
+    return p->depth ? "" : CENSUS_TASK_NO_STACK;
+}
+
+/* Groups the census's threads and parked tasks by (stack, label set),
+ * largest first.  The census grouped the tasks already: what is sorted
+ * here is a record per thread and per group of tasks. */
+static int group_stacks(const census *c, struct group **out, size_t *n)
+{
+    size_t all = c->n + c->n_parked;
+    struct group *groups = malloc((all + 1) * sizeof *groups);
+    if (!groups)
         return -ENOMEM;
-    }
-    for (size_t i = 0; i < c->n; i++)
-        order[i] = &c->threads[i];
-    qsort(order, c->n, sizeof *order, by_stack_key);
-    *n = 0;
     for (size_t i = 0; i < c->n; i++) {
-        if (*n && same_stack_key(groups[*n - 1].first, order[i]) == 0) {
-            groups[*n - 1].count++;
+        const census_thread *t = &c->threads[i];
+        groups[i] = (struct group){t->labels, t->missing, t->pcs, t->depth,
+                                   t->flags, 1, i};
+    }
+    for (size_t i = 0; i < c->n_parked; i++) {
+        const census_parked *p = &c->parked[i];
+        groups[c->n + i] = (struct group){p->labels, parked_missing(p),
+                                          p->pcs, p->depth, p->flags,
+                                          (int64_t)p->count, c->n + i};
+    }
+    qsort(groups, all, sizeof *groups, by_stack_key);
+    *n = 0;
+    for (size_t i = 0; i < all; i++) {
+        struct group *last = *n ? &groups[*n - 1] : NULL;
+        if (last && by_stack_key(last, &groups[i]) == 0) {
+            last->count += groups[i].count;
+            if (groups[i].first < last->first)
+                last->first = groups[i].first;
             continue;
         }
-        groups[(*n)++] = (struct group){order[i], 1};
+        groups[(*n)++] = groups[i];
     }
-    free(order);
     qsort(groups, *n, sizeof *groups, by_count);
     *out = groups;
     return 0;
 }
 
 /* The frame that stands for a missing stack. */
-static void no_stack_frame(const census_thread *t, char *buf, size_t len)
+static void no_stack_frame(const char *missing, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s (%s)", CENSUS_NO_STACK, t->missing);
+    snprintf(buf, len, "%s (%s)", CENSUS_NO_STACK, missing);
 }
 
 /* ---- debug=0 ------------------------------------------------------------ */
 
 static int add_group(builder *b, const struct group *g)
 {
-    const census_thread *t = g->first;
-    if (!t->missing[0])
-        return builder_add_sample(b, t->pcs, t->depth, t->flags, &g->count,
-                                  t->labels, NULL, 0);
+    if (!g->missing[0])
+        return builder_add_sample(b, g->pcs, g->depth, g->flags, &g->count,
+                                  g->labels, NULL, 0);
     char frame[CENSUS_NO_STACK_FRAME_MAX];
-    no_stack_frame(t, frame, sizeof frame);
-    return builder_add_labelled_pseudo_sample(b, frame, &g->count, t->labels);
+    no_stack_frame(g->missing, frame, sizeof frame);
+    return builder_add_labelled_pseudo_sample(b, frame, &g->count, g->labels);
 }
 
 /* Go's sample type and period for the goroutine profile. */
@@ -159,10 +175,10 @@ static int encode_proto(const struct group *groups, size_t n,
 
 /* The address to symbolize: a return address is looked up one byte back,
  * so that the line is the call's. */
-static uintptr_t lookup_pc(const census_thread *t, size_t i)
+static uintptr_t lookup_pc(const uintptr_t *pcs, unsigned flags, size_t i)
 {
-    bool exact = i == 0 && (t->flags & STACK_LEAF_EXACT);
-    return exact || t->pcs[i] == 0 ? t->pcs[i] : t->pcs[i] - 1;
+    bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
+    return exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
 }
 
 static const char *file_or_unknown(const symbolize_frame *f)
@@ -179,11 +195,11 @@ struct debug1 {
 static void group_head(FILE *f, size_t i, void *arg, text_record *rec)
 {
     struct debug1 *d = arg;
-    const census_thread *t = d->groups[i].first;
-    fprintf(f, "%" PRId64, d->groups[i].count);
-    *rec = (text_record){t->pcs, t->depth, t->flags, 0, t->labels, NULL};
-    if (t->missing[0]) {
-        no_stack_frame(t, d->frame, sizeof d->frame);
+    const struct group *g = &d->groups[i];
+    fprintf(f, "%" PRId64, g->count);
+    *rec = (text_record){g->pcs, g->depth, g->flags, 0, g->labels, NULL};
+    if (g->missing[0]) {
+        no_stack_frame(g->missing, d->frame, sizeof d->frame);
         rec->pseudo_frame = d->frame;
     }
 }
@@ -191,7 +207,7 @@ static void group_head(FILE *f, size_t i, void *arg, text_record *rec)
 static void print_debug1(FILE *f, const census *c, const struct group *groups,
                          size_t n)
 {
-    fprintf(f, "goroutine profile: total %zu\n", c->n);
+    fprintf(f, "goroutine profile: total %zu\n", c->n + c->parked_tasks);
     struct debug1 d = {groups, ""};
     text_write_records(f, n, group_head, &d);
 }
@@ -239,21 +255,23 @@ static void print_thread_header(FILE *f, const census_thread *t)
     fputs("]:\n", f);
 }
 
-/* FUNC(...) then \tFILE:LINE +0xOFF, per frame (inlined ones first). */
-static void print_debug2_frames(FILE *f, const census_thread *t)
+/* FUNC(...) then \tFILE:LINE +0xOFF, per frame (inlined ones first);
+ * the stand-in frame when the stack is `missing`. */
+static void print_debug2_frames(FILE *f, const uintptr_t *pcs, size_t depth,
+                                unsigned flags, const char *missing)
 {
-    if (t->missing[0]) {
+    if (missing[0]) {
         char frame[CENSUS_NO_STACK_FRAME_MAX];
-        no_stack_frame(t, frame, sizeof frame);
+        no_stack_frame(missing, frame, sizeof frame);
         fprintf(f, "%s\n", frame);
         return;
     }
-    for (size_t i = 0; i <= t->depth; i++) {
-        if ((t->flags & STACK_GUESSED) && i == STACK_GUESS_AT(t->flags))
+    for (size_t i = 0; i <= depth; i++) {
+        if ((flags & STACK_GUESSED) && i == STACK_GUESS_AT(flags))
             fprintf(f, "%s(...)\n\t?:0 +0x0\n", STACK_GUESSED_FRAME);
-        if (i == t->depth)
+        if (i == depth)
             break;
-        const symbolize_result *s = symbolize_pc(lookup_pc(t, i));
+        const symbolize_result *s = symbolize_pc(lookup_pc(pcs, flags, i));
         for (size_t j = 0; j < s->nframes; j++) {
             text_put_escaped(f, s->frames[j].name, false);
             fputs("(...)\n\t", f);
@@ -277,26 +295,34 @@ static void print_parked_for(FILE *f, int64_t ns)
 
 /* task N [REASON, D, labels:{...}]: -- a parked task as Go's goroutine
  * header: its reason in place of Go's wait reason ("chan receive"). */
-static void print_task_header(FILE *f, const census_thread *t)
+static void print_task_header(FILE *f, const census_task *t,
+                              const census_parked *p)
 {
-    fprintf(f, "task %" PRIu64 " [", t->task);
-    text_put_escaped(f, t->task_reason, false);
+    fprintf(f, "task %" PRIu64 " [", t->number);
+    text_put_escaped(f, p->reason, false);
     print_parked_for(f, t->parked_ns);
-    print_header_labels(f, t->labels);
+    print_header_labels(f, p->labels);
     fputs("]:\n", f);
 }
 
+/* Every thread, then every parked task (census_take lists each). */
 static void print_debug2(FILE *f, const census *c)
 {
     symbolize_begin();
     for (size_t i = 0; i < c->n; i++) {
+        const census_thread *t = &c->threads[i];
         if (i)
             fputc('\n', f);
-        if (c->threads[i].task)
-            print_task_header(f, &c->threads[i]);
-        else
-            print_thread_header(f, &c->threads[i]);
-        print_debug2_frames(f, &c->threads[i]);
+        print_thread_header(f, t);
+        print_debug2_frames(f, t->pcs, t->depth, t->flags, t->missing);
+    }
+    for (size_t i = 0; i < c->n_tasks; i++) {
+        const census_parked *p = &c->parked[c->tasks[i].group];
+        if (i || c->n)
+            fputc('\n', f);
+        print_task_header(f, &c->tasks[i], p);
+        print_debug2_frames(f, p->pcs, p->depth, p->flags,
+                            parked_missing(p));
     }
     symbolize_end();
 }
@@ -306,7 +332,7 @@ static int render_text(const census *c, long debug, char **buf, size_t *len)
 {
     struct group *groups = NULL;
     size_t n = 0;
-    if (debug == 1 && group_threads(c, &groups, &n) != 0)
+    if (debug == 1 && group_stacks(c, &groups, &n) != 0)
         return -ENOMEM;
     FILE *f = open_memstream(buf, len);
     if (!f) {
@@ -325,7 +351,7 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
 {
     struct group *groups;
     size_t n;
-    int rc = group_threads(c, &groups, &n);
+    int rc = group_stacks(c, &groups, &n);
     if (rc == 0)
         rc = encode_proto(groups, n, buf, len);
     free(groups);
@@ -334,8 +360,8 @@ static int render_proto(const census *c, unsigned char **buf, size_t *len)
 
 /* ---- seconds=N ---------------------------------------------------------- */
 
-/* The census as (stack, label set) -> thread count; a thread without a
- * stack under the empty stack. */
+/* The census as (stack, label set) -> thread and task count; a thread
+ * or task without a stack under the empty stack. */
 static int delta_snapshot(sampleset **out)
 {
     census c;
@@ -350,6 +376,12 @@ static int delta_snapshot(sampleset **out)
         bool stack = !t->missing[0];
         rc = sampleset_add(s, t->pcs, stack ? t->depth : 0,
                            stack ? t->flags : 0, 0, t->labels, 0, &one);
+    }
+    for (size_t i = 0; rc == 0 && i < c.n_parked; i++) {
+        const census_parked *p = &c.parked[i];
+        const int64_t count = (int64_t)p->count;
+        rc = sampleset_add(s, p->pcs, p->depth, p->flags, 0, p->labels, 0,
+                           &count);
     }
     census_release(&c);
     if (rc != 0) {

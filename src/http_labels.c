@@ -95,7 +95,7 @@ static bool tally_thread_label(const char *key, const char *value, void *arg)
  * (task_foreach_parked) and tallied after it. */
 struct parked_list {
     struct parked_entry {
-        const cpprof_labelset *labels; /* holds the walk's reference */
+        const cpprof_labelset *labels; /* a reference of the list's */
         const char *reason;
     } *v;
     size_t n, cap;
@@ -104,11 +104,9 @@ struct parked_list {
 static int gather_parked(const struct task_parked *t, void *arg)
 {
     struct parked_list *l = arg;
-    if (ARRAY_RESERVE(l->v, l->n, l->cap, 1) != 0) {
-        labelset_drop(t->labels);
+    if (ARRAY_RESERVE(l->v, l->n, l->cap, 1) != 0)
         return -ENOMEM;
-    }
-    l->v[l->n++] = (struct parked_entry){t->labels, t->reason};
+    l->v[l->n++] = (struct parked_entry){labelset_hold(t->labels), t->reason};
     return 0;
 }
 

@@ -26,9 +26,10 @@
  * any enter, park or end between changes it, and the slot is skipped as
  * not parked then.  The fields are atomics, stored with release and
  * loaded with acquire (plain moves on x86-64), so that a census that read
- * a field written after an enter also reads that enter's word.  It reads under the
- * registry lock, which keeps any set it saw from being freed before it
- * takes its reference (labels.h).
+ * a field written after an enter also reads that enter's word.  It reads
+ * under the registry lock, a chunk of slots at a time so that a census of
+ * many tasks holds up no task's end for long, and the lock keeps any set
+ * it saw from being freed before its reader takes a reference (labels.h).
  *
  * The parked stack is walked by the collectors' walker (collect_stack)
  * into the slot: at most STACK_MAX_FRAMES return addresses, the walk's
@@ -49,6 +50,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <time.h>
 
 enum { FREE = 0, RUNNING = 1, PARKED = 2, STATE_MASK = 3, PARK_ONE = 4 };
@@ -417,23 +419,54 @@ static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
     if (at == 0 && atomic_compare_exchange_strong(&k->parked_at, &at, now))
         at = now;
     t->parked_ns = at && now > at ? now - at : 0;
-    t->labels = labelset_hold(labels);
+    t->labels = labels;
     return true;
+}
+
+/* A census reads every slot in order, the word and up to 30 frames of
+ * each, five cache lines: once the table outgrows the caches (100,000
+ * slots are 64 MB) each read waits on memory, so the slot PREFETCH_AHEAD
+ * places on is asked for first.  With 100,000 tasks parked a while, the
+ * goroutine profile's fastest answer went from 13-24 ms to 6-10 ms. */
+#define PREFETCH_AHEAD 4
+
+static void prefetch_ahead(uint32_t i, uint32_t to)
+{
+    const struct task *k = i + PREFETCH_AHEAD < to
+                               ? slot_of(i + PREFETCH_AHEAD) : NULL;
+    for (size_t at = 0; k && at < offsetof(struct task, pcs[30]); at += 64)
+        __builtin_prefetch((const char *)k + at);
+}
+
+/* The slots of one chunk, parked ones to fn, under the registry lock:
+ * about 25 us for 256 slots parked at 30 frames (bench/tasks), which is
+ * what a task's end may wait on it. */
+static int foreach_parked_in(uint32_t from, uint32_t to, task_parked_fn fn,
+                             void *arg)
+{
+    struct task_parked t;
+    int rc = 0;
+    labels_registry_lock();
+    int64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    for (uint32_t i = from; rc == 0 && i < to; i++) {
+        struct task *k = slot_of(i);
+        prefetch_ahead(i, to);
+        if (k && read_parked(k, &t, now))
+            rc = fn(&t, arg);
+    }
+    labels_registry_unlock();
+    return rc;
 }
 
 int task_foreach_parked(task_parked_fn fn, void *arg)
 {
     uint32_t n = atomic_load(&fresh);
-    struct task_parked t;
+    if (n > TASK_SLOTS_MAX)
+        n = TASK_SLOTS_MAX;
     int rc = 0;
-    labels_registry_lock();
-    int64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
-    for (uint32_t i = 0; rc == 0 && i < n && i < TASK_SLOTS_MAX; i++) {
-        struct task *k = slot_of(i);
-        if (k && read_parked(k, &t, now))
-            rc = fn(&t, arg);
-    }
-    labels_registry_unlock();
+    for (uint32_t i = 0; rc == 0 && i < n; i += TASK_CHUNK)
+        rc = foreach_parked_in(i, n - i < TASK_CHUNK ? n : i + TASK_CHUNK, fn,
+                               arg);
     return rc;
 }
 

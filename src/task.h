@@ -15,18 +15,21 @@
 /* A parked task as a census sees it. */
 struct task_parked {
     uint64_t number;               /* 1, 2, ... in order of creation */
-    const cpprof_labelset *labels; /* with a reference for the reader */
+    const cpprof_labelset *labels; /* the task's, alive while fn runs */
     const char *reason;            /* the program's string, by address */
     int64_t parked_ns;             /* how long it has been parked */
     unsigned depth, flags;         /* depth 0: left without its stack */
     uintptr_t pcs[STACK_MAX_FRAMES];
 };
 
-/* Calls fn(t, arg) for every task parked now, under the registry lock
- * (labels.h): fn must not call into the registry; it owns t->labels's
- * reference.  A task entered meanwhile is left out: it is running then,
- * and shows as its thread.  fn returning non-zero stops the walk with
- * that value; else 0. */
+/* Calls fn(t, arg) for every task parked now, in slot order, under the
+ * registry lock (labels.h), which is taken for 256 slots at a time: fn
+ * must not call into the registry, and should do little more than copy
+ * (the program's threads wait on the lock to end a task meanwhile).
+ * t->labels may be freed once the lock is let go: fn holds it
+ * (labelset_hold) to keep it.  A task entered meanwhile is left out: it
+ * is running then, and shows as its thread.  fn returning non-zero stops
+ * the walk with that value; else 0. */
 typedef int (*task_parked_fn)(const struct task_parked *t, void *arg);
 int task_foreach_parked(task_parked_fn fn, void *arg);
 

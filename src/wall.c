@@ -156,8 +156,6 @@ static const char *numbered_name(long nr)
 
 static const char *thread_state(const census_thread *t)
 {
-    if (t->task)
-        return t->task_reason ? t->task_reason : "parked";
     if (t->syscall == CENSUS_RAN || t->walked_late)
         return "running";
     if (t->syscall == CENSUS_UNREAD)
@@ -251,6 +249,22 @@ static int add_thread(wall_profile *w, const census_thread *t,
     return stacktab_add(w->tab, t->pcs, t->depth, t->flags, 0, set, values);
 }
 
+/* A group of parked tasks, its state their reason, each weighted as a
+ * thread is. */
+static int add_parked(wall_profile *w, const census_parked *p,
+                      int64_t weight_ns)
+{
+    const cpprof_labelset *set;
+    int rc = state_set(w, p->labels, p->reason, &set);
+    if (rc)
+        return rc;
+    const int64_t values[2] = {(int64_t)p->count,
+                               (int64_t)p->count * weight_ns};
+    if (p->depth == 0)
+        return add_missing(w, CENSUS_TASK_NO_STACK, set, values);
+    return stacktab_add(w->tab, p->pcs, p->depth, p->flags, 0, set, values);
+}
+
 static int64_t census_cpu_ns(void)
 {
     unsigned helpers;
@@ -273,6 +287,8 @@ static int tick(wall_profile *w, int64_t at, int64_t weight_ns)
         return rc;
     for (size_t i = 0; rc == 0 && i < c.n; i++)
         rc = add_thread(w, &c.threads[i], weight_ns);
+    for (size_t i = 0; rc == 0 && i < c.n_parked; i++)
+        rc = add_parked(w, &c.parked[i], weight_ns);
     census_release(&c);
     cpu = census_cpu_ns() - cpu;
     if (w->stats.ticks == 0)

@@ -18,7 +18,9 @@
  *     CPPROF_ESCOPEMOVED, changing no thread's labels;
  *   - the census lists parked tasks with their labels, the marks
  *     pprof_task=parked and pprof_wait=REASON, and the stack where they
- *     parked; a thread running a task carries pprof_task=running.
+ *     parked, grouped by (stack, labels, reason) with a count, and with
+ *     census_take each task in its group; a thread running a task carries
+ *     pprof_task=running.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -408,16 +410,16 @@ START_TEST(leaving_a_task_not_run_here_is_refused)
 }
 END_TEST
 
-/* The census's parked task numbered like no other with `tenant`, or NULL. */
-static const census_thread *parked_with(const census *c, const char *tenant)
+/* The census's one group of parked tasks with `tenant`, or NULL. */
+static const census_parked *parked_with(const census *c, const char *tenant)
 {
-    const census_thread *found = NULL;
-    for (size_t i = 0; i < c->n; i++) {
-        const census_thread *t = &c->threads[i];
-        const char *v = t->labels ? value_of(t->labels, "tenant") : NULL;
-        if (t->task && v && strcmp(v, tenant) == 0) {
+    const census_parked *found = NULL;
+    for (size_t i = 0; i < c->n_parked; i++) {
+        const census_parked *p = &c->parked[i];
+        const char *v = p->labels ? value_of(p->labels, "tenant") : NULL;
+        if (v && strcmp(v, tenant) == 0) {
             ck_assert_ptr_null(found);
-            found = t;
+            found = p;
         }
     }
     return found;
@@ -434,9 +436,10 @@ START_TEST(a_thread_exiting_in_a_task_loses_nothing)
     worker_exit(&w); /* still inside the task */
     census c;
     ck_assert_int_eq(census_take_stacks(&c), 0);
-    const census_thread *p = parked_with(&c, "exiting");
+    const census_parked *p = parked_with(&c, "exiting");
     ck_assert_ptr_nonnull(p);
-    ck_assert_str_eq(p->task_reason, "thread exited");
+    ck_assert_uint_eq(p->count, 1);
+    ck_assert_str_eq(p->reason, "thread exited");
     ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "thread exited");
     census_release(&c);
     /* Enterable elsewhere, its labels whole. */
@@ -476,12 +479,12 @@ static __attribute__((noinline)) void wait_for_disk(cpprof_task t)
 }
 
 /* Whether one of the stack's frames is in `function`. */
-static bool stack_has(const census_thread *t, const char *function)
+static bool stack_has(const census_parked *p, const char *function)
 {
     symbolize_begin();
     bool found = false;
-    for (unsigned i = 0; i < t->depth && !found; i++) {
-        const symbolize_result *s = symbolize_pc(t->pcs[i] - (i > 0));
+    for (unsigned i = 0; i < p->depth && !found; i++) {
+        const symbolize_result *s = symbolize_pc(p->pcs[i] - (i > 0));
         for (size_t j = 0; j < s->nframes; j++)
             if (strcmp(s->frames[j].name, function) == 0)
                 found = true;
@@ -501,16 +504,25 @@ START_TEST(the_census_lists_parked_tasks)
     wait_for_disk(parked);
     ck_assert_int_eq(cpprof_task_enter(runs), 0);
     census c;
-    ck_assert_int_eq(census_take_stacks(&c), 0);
-    const census_thread *p = parked_with(&c, "census-a");
+    ck_assert_int_eq(census_take(&c), 0);
+    const census_parked *p = parked_with(&c, "census-a");
     ck_assert_ptr_nonnull(p);
-    ck_assert_str_eq(p->task_reason, "io");
+    ck_assert_uint_eq(p->count, 1);
+    ck_assert_str_eq(p->reason, "io");
     ck_assert_str_eq(value_of(p->labels, "pprof_task"), "parked");
     ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "io");
-    ck_assert_int_eq(p->missing[0], 0);
+    ck_assert_uint_gt(p->depth, 0);
     ck_assert(stack_has(p, "wait_for_disk"));
     ck_assert(stack_has(p, "cpprof_task_leave"));
-    ck_assert_int_ge(p->parked_ns, 0);
+    /* census_take lists the task itself, in its group. */
+    size_t listed = 0;
+    for (size_t i = 0; i < c.n_tasks; i++)
+        if (&c.parked[c.tasks[i].group] == p) {
+            listed++;
+            ck_assert_uint_gt(c.tasks[i].number, 0);
+            ck_assert_int_ge(c.tasks[i].parked_ns, 0);
+        }
+    ck_assert_uint_eq(listed, 1);
     /* The running one is this thread, marked, with the task's labels. */
     ck_assert_ptr_null(parked_with(&c, "census-b"));
     pid_t me = gettid();
@@ -533,7 +545,8 @@ START_TEST(the_census_lists_parked_tasks)
     ck_assert_int_eq(census_take_stacks(&c), 0);
     p = parked_with(&c, "census-a");
     ck_assert_ptr_nonnull(p);
-    ck_assert_str_eq(p->missing, "left without its stack");
+    ck_assert_uint_eq(p->depth, 0);
+    ck_assert_str_eq(p->reason, "timer");
     ck_assert_str_eq(value_of(p->labels, "pprof_wait"), "timer");
     census_release(&c);
     ck_assert_int_eq(cpprof_task_end(parked), 0);
@@ -542,6 +555,85 @@ START_TEST(the_census_lists_parked_tasks)
     census_release(&c);
     cpprof_labelset_release(a);
     cpprof_labelset_release(b);
+}
+END_TEST
+
+/* Parks t with `reason` at another place than wait_for_disk. */
+static __attribute__((noinline)) void wait_elsewhere(cpprof_task t,
+                                                     const char *reason)
+{
+    ck_assert_int_eq(cpprof_task_leave(t, reason, 0), 0);
+    __asm__ volatile(""); /* not a tail call */
+}
+
+/* The census's groups with `tenant`: how many, the first `max` in g. */
+static size_t groups_with(const census *c, const char *tenant,
+                          const census_parked **g, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_parked; i++) {
+        const census_parked *p = &c->parked[i];
+        const char *v = p->labels ? value_of(p->labels, "tenant") : NULL;
+        if (v && strcmp(v, tenant) == 0 && n++ < max)
+            g[n - 1] = p;
+    }
+    return n;
+}
+
+START_TEST(the_census_groups_tasks_parked_alike)
+{
+    enum { ALIKE = 50, ALL = ALIKE + 2 };
+    cpprof_labelset *a = make("tenant", "grouped");
+    static const char *const reasons[ALL - ALIKE] = {"timer", "io"};
+    cpprof_task t[ALL];
+    for (int i = 0; i < ALL; i++) {
+        ck_assert_int_eq(cpprof_task_create(&t[i], a), 0);
+        ck_assert_int_eq(cpprof_task_enter(t[i]), 0);
+        if (i < ALIKE)
+            wait_for_disk(t[i]);
+        else /* one stack, two reasons */
+            wait_elsewhere(t[i], reasons[i - ALIKE]);
+    }
+    /* Without the list of tasks: a group per (stack, set, reason). */
+    census c;
+    ck_assert_int_eq(census_take_stacks(&c), 0);
+    ck_assert_ptr_null(c.tasks);
+    ck_assert_uint_eq(c.n_tasks, 0);
+    ck_assert_uint_ge(c.parked_tasks, ALL);
+    const census_parked *g[4];
+    ck_assert_uint_eq(groups_with(&c, "grouped", g, 4), 3);
+    ck_assert_uint_eq(g[0]->count, ALIKE);
+    ck_assert_str_eq(g[0]->reason, "io");
+    ck_assert(stack_has(g[0], "wait_for_disk"));
+    for (int k = 1; k < 3; k++) {
+        ck_assert_uint_eq(g[k]->count, 1);
+        ck_assert(stack_has(g[k], "wait_elsewhere"));
+        ck_assert_str_eq(value_of(g[k]->labels, "pprof_wait"),
+                         k == 1 ? "timer" : "io");
+    }
+    ck_assert_uint_eq(g[1]->depth, g[2]->depth);
+    ck_assert_mem_eq(g[1]->pcs, g[2]->pcs, g[1]->depth * sizeof *g[1]->pcs);
+    census_release(&c);
+    /* With it: every task once, in its group, in order of creation. */
+    ck_assert_int_eq(census_take(&c), 0);
+    ck_assert_uint_eq(groups_with(&c, "grouped", g, 4), 3);
+    ck_assert_uint_eq(c.n_tasks, c.parked_tasks);
+    size_t listed[3] = {0};
+    uint64_t last = 0;
+    for (size_t i = 0; i < c.n_tasks; i++)
+        for (int k = 0; k < 3; k++)
+            if (&c.parked[c.tasks[i].group] == g[k]) {
+                listed[k]++;
+                ck_assert_uint_gt(c.tasks[i].number, last);
+                last = c.tasks[i].number;
+            }
+    ck_assert_uint_eq(listed[0], ALIKE);
+    ck_assert_uint_eq(listed[1], 1);
+    ck_assert_uint_eq(listed[2], 1);
+    census_release(&c);
+    for (int i = 0; i < ALL; i++)
+        ck_assert_int_eq(cpprof_task_end(t[i]), 0);
+    cpprof_labelset_release(a);
 }
 END_TEST
 
@@ -564,6 +656,7 @@ int main(void)
     tcase_add_test(tc, a_thread_exiting_in_a_task_loses_nothing);
     tcase_add_test(tc, the_limit_is_refused_clearly);
     tcase_add_test(tc, the_census_lists_parked_tasks);
+    tcase_add_test(tc, the_census_groups_tasks_parked_alike);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

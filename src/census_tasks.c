@@ -1,0 +1,270 @@
+/*
+ * census_tasks.c -- the census's reading of the parked tasks: grouped by
+ * stack, label set and reason as they are read, so that what the census
+ * keeps, and what every form of the goroutine profile then symbolizes,
+ * encodes and sorts, grows with the distinct stacks rather than with the
+ * tasks.
+ *
+ * A task read under the registry lock (task_foreach_parked) costs a hash
+ * of its stack and a look in two tables, not a record of its own: a
+ * stack seen before is found in the first, and its group (stack, set,
+ * reason) in the second.  A distinct stack is kept once, in one flat
+ * array of PCs, however many groups share it, as tasks labelled per
+ * request do.  With `each` (census_take, for debug=2, which shows every
+ * task) each task is listed too, 24 bytes with its group's number, the
+ * room for all made before the walk, so that none is copied under the
+ * lock as the list grows.
+ *
+ * The groups hold their tasks' own sets; census.c marks them afterwards
+ * (CENSUS_TASK_KEY, CENSUS_WAIT_KEY): that interns a merged set, which is
+ * calling into the registry, and it costs one merge a group, not a task.
+ */
+#include "census_tasks.h"
+#include "labels.h"
+#include "task.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A distinct stack: depth PCs at pcs[at]. */
+struct stack {
+    size_t at;
+    unsigned depth, flags;
+};
+
+/* A group as read: its stack's number, and its tasks' set (a reference of
+ * the reading's) and reason. */
+struct group {
+    uint32_t stack;
+    const cpprof_labelset *labels;
+    const char *reason;
+    size_t count;
+};
+
+/* An open-addressing index of entry numbers + 1 (0: an empty slot), with
+ * each entry's hash beside it, kept at most half full. */
+struct index_slot {
+    uint32_t entry;
+    uint32_t hash;
+};
+
+struct index {
+    struct index_slot *slots;
+    size_t n_slots, used;
+};
+
+struct reading {
+    census *c;
+    bool each;
+    struct stack *stacks;
+    size_t n_stacks, cap_stacks;
+    uintptr_t *pcs;
+    size_t n_pcs, cap_pcs;
+    struct group *groups;
+    size_t n_groups, cap_groups;
+    size_t cap_tasks;
+    struct index stack_index, group_index;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xFF51AFD7ED558CCDull;
+}
+
+/* Makes room for one more entry, the index doubled and refilled from the
+ * hashes it keeps when it would be more than half full. */
+static int index_reserve(struct index *x)
+{
+    if (2 * (x->used + 1) <= x->n_slots)
+        return 0;
+    size_t n = x->n_slots ? 2 * x->n_slots : 256;
+    struct index_slot *slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < x->n_slots; i++) {
+        if (!x->slots[i].entry)
+            continue;
+        size_t j = x->slots[i].hash & (n - 1);
+        while (slots[j].entry)
+            j = (j + 1) & (n - 1);
+        slots[j] = x->slots[i];
+    }
+    free(x->slots);
+    x->slots = slots;
+    x->n_slots = n;
+    return 0;
+}
+
+/* The slot of the entry with `hash` for which same(r, entry, key), or the
+ * empty slot where it goes. */
+static struct index_slot *index_find(const struct index *x, uint32_t hash,
+                                     bool (*same)(const struct reading *r,
+                                                  uint32_t entry,
+                                                  const void *key),
+                                     const struct reading *r, const void *key)
+{
+    size_t mask = x->n_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        struct index_slot *s = &x->slots[i];
+        if (!s->entry || (s->hash == hash && same(r, s->entry - 1, key)))
+            return s;
+    }
+}
+
+static uint64_t stack_hash(const struct task_parked *t)
+{
+    uint64_t h = mix(t->depth, t->flags);
+    for (unsigned i = 0; i < t->depth; i++)
+        h = mix(h, t->pcs[i]);
+    return h ^ (h >> 29);
+}
+
+static bool same_stack(const struct reading *r, uint32_t entry,
+                       const void *key)
+{
+    const struct task_parked *t = key;
+    const struct stack *s = &r->stacks[entry];
+    return s->depth == t->depth && s->flags == t->flags &&
+           (t->depth == 0 ||
+            memcmp(&r->pcs[s->at], t->pcs, t->depth * sizeof *t->pcs) == 0);
+}
+
+/* The number of t's stack, kept when new. */
+static int intern_stack(struct reading *r, const struct task_parked *t,
+                        uint32_t *number)
+{
+    int rc = index_reserve(&r->stack_index);
+    if (rc)
+        return rc;
+    uint32_t hash = (uint32_t)stack_hash(t);
+    struct index_slot *slot = index_find(&r->stack_index, hash, same_stack,
+                                         r, t);
+    if (!slot->entry) {
+        if ((rc = ARRAY_RESERVE(r->stacks, r->n_stacks, r->cap_stacks, 1)) ||
+            (rc = ARRAY_RESERVE(r->pcs, r->n_pcs, r->cap_pcs, t->depth)))
+            return rc;
+        r->stacks[r->n_stacks] = (struct stack){r->n_pcs, t->depth, t->flags};
+        if (t->depth)
+            memcpy(&r->pcs[r->n_pcs], t->pcs, t->depth * sizeof *t->pcs);
+        r->n_pcs += t->depth;
+        *slot = (struct index_slot){(uint32_t)++r->n_stacks, hash};
+        r->stack_index.used++;
+    }
+    *number = slot->entry - 1;
+    return 0;
+}
+
+/* A group's key. */
+struct group_key {
+    uint32_t stack;
+    const cpprof_labelset *labels;
+    const char *reason;
+};
+
+static bool same_group(const struct reading *r, uint32_t entry,
+                       const void *key)
+{
+    const struct group_key *k = key;
+    const struct group *g = &r->groups[entry];
+    return g->stack == k->stack && g->labels == k->labels &&
+           g->reason == k->reason;
+}
+
+/* The number of t's group, counted in it; made when new. */
+static int count_in_group(struct reading *r, const struct task_parked *t,
+                          uint32_t stack, uint32_t *number)
+{
+    int rc = index_reserve(&r->group_index);
+    if (rc)
+        return rc;
+    struct group_key key = {stack, t->labels, t->reason};
+    uint64_t h = mix(mix(stack, (uintptr_t)t->labels), (uintptr_t)t->reason);
+    uint32_t hash = (uint32_t)(h ^ (h >> 29));
+    struct index_slot *slot = index_find(&r->group_index, hash, same_group,
+                                         r, &key);
+    if (!slot->entry) {
+        if ((rc = ARRAY_RESERVE(r->groups, r->n_groups, r->cap_groups, 1)))
+            return rc;
+        r->groups[r->n_groups] = (struct group){
+            stack, labelset_hold(t->labels), t->reason, 0};
+        *slot = (struct index_slot){(uint32_t)++r->n_groups, hash};
+        r->group_index.used++;
+    }
+    *number = slot->entry - 1;
+    r->groups[*number].count++;
+    return 0;
+}
+
+/* Lists t, with its group's number.  The list grows here only past the
+ * room made before the walk (tasks created meanwhile). */
+static int list_task(struct reading *r, const struct task_parked *t,
+                     uint32_t group)
+{
+    census *c = r->c;
+    int rc = ARRAY_RESERVE(c->tasks, c->n_tasks, r->cap_tasks, 1);
+    if (rc == 0)
+        c->tasks[c->n_tasks++] = (census_task){t->number, t->parked_ns,
+                                               group};
+    return rc;
+}
+
+/* task_foreach_parked's fn, under the registry lock: memory only. */
+static int read_one(const struct task_parked *t, void *arg)
+{
+    struct reading *r = arg;
+    uint32_t stack, group;
+    int rc = intern_stack(r, t, &stack);
+    if (rc == 0)
+        rc = count_in_group(r, t, stack, &group);
+    if (rc == 0 && r->each)
+        rc = list_task(r, t, group);
+    return rc;
+}
+
+/* Gives the groups read to the census, with their stacks. */
+static int hand_over(struct reading *r)
+{
+    census *c = r->c;
+    c->parked = malloc((r->n_groups + 1) * sizeof *c->parked);
+    if (!c->parked) {
+        for (size_t i = 0; i < r->n_groups; i++)
+            labelset_drop(r->groups[i].labels);
+        free(r->pcs);
+        return -ENOMEM;
+    }
+    c->parked_pcs = r->pcs;
+    for (size_t i = 0; i < r->n_groups; i++) {
+        const struct group *g = &r->groups[i];
+        const struct stack *s = &r->stacks[g->stack];
+        c->parked[i] = (census_parked){g->labels, g->reason, g->count,
+                                       s->depth, s->flags,
+                                       s->depth ? &r->pcs[s->at] : NULL};
+        c->parked_tasks += g->count;
+    }
+    c->n_parked = r->n_groups;
+    return 0;
+}
+
+int census_read_parked(census *c, bool each)
+{
+    struct reading r = {.c = c, .each = each};
+    int rc = 0;
+    if (each) {
+        /* A few more may park meanwhile. */
+        r.cap_tasks = task_live_count() + 64;
+        c->tasks = malloc(r.cap_tasks * sizeof *c->tasks);
+        rc = c->tasks ? 0 : -ENOMEM;
+    }
+    if (rc == 0)
+        rc = task_foreach_parked(read_one, &r);
+    int handed = hand_over(&r);
+    free(r.stacks);
+    free(r.groups);
+    free(r.stack_index.slots);
+    free(r.group_index.slots);
+    return rc ? rc : handed;
+}
