@@ -126,22 +126,6 @@ void hold_jobs(bool on)
     cv.wait(l, [on] { return !on || running_jobs == 0; });
 }
 
-void profile(const char *path)
-{
-    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
-    hold_jobs(true);
-    task_check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < TASK_TENANTS; t++)
-        before[t] = truth_ns[t];
-    long moved = migrations;
-    hold_jobs(false);
-    sleep(TASK_PROFILE_S);
-    hold_jobs(true);
-    for (int t = 0; t < TASK_TENANTS; t++)
-        after[t] = truth_ns[t];
-    task_profile_end(path, before, after, migrations - moved);
-    hold_jobs(false);
-}
 
 /* Every job stops at its next wait, parked; then each tenant's first job
  * ends. */
@@ -185,7 +169,9 @@ int main(int argc, char **argv)
         threads.emplace_back([&ioc] { ioc.run(); });
 
     sleep(1);
-    profile(path);
+    task_profile(
+        path, hold_jobs, [](int t) -> int64_t { return truth_ns[t]; },
+        [] { return long(migrations); });
     quiet(jobs);
 
     task_await_term();

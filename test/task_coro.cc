@@ -159,22 +159,6 @@ void hold_pool(bool on)
     ready_cv.wait(l, [on] { return !on || running_jobs == 0; });
 }
 
-void profile(const char *path)
-{
-    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
-    hold_pool(true);
-    task_check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < TASK_TENANTS; t++)
-        before[t] = truth_ns[t];
-    long moved = migrations;
-    hold_pool(false);
-    sleep(TASK_PROFILE_S);
-    hold_pool(true);
-    for (int t = 0; t < TASK_TENANTS; t++)
-        after[t] = truth_ns[t];
-    task_profile_end(path, before, after, migrations - moved);
-    hold_pool(false);
-}
 
 /* Held pool, no job running: each is parked in io_wait or ready to
  * resume.  A tenant's first job is destroyed (its task ends); the others
@@ -226,7 +210,9 @@ int main(int argc, char **argv)
     std::thread io(io_main);
 
     sleep(1);
-    profile(path);
+    task_profile(
+        path, hold_pool, [](int t) -> int64_t { return truth_ns[t]; },
+        [] { return long(migrations); });
     quiet(jobs);
 
     task_await_term();

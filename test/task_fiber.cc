@@ -134,22 +134,6 @@ void hold_jobs(bool on)
     cv.wait(l, [on] { return !on || running_jobs == 0; });
 }
 
-void profile(const char *path)
-{
-    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
-    hold_jobs(true);
-    task_check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < TASK_TENANTS; t++)
-        before[t] = truth_ns[t];
-    long moved = migrations;
-    hold_jobs(false);
-    sleep(TASK_PROFILE_S);
-    hold_jobs(true);
-    for (int t = 0; t < TASK_TENANTS; t++)
-        after[t] = truth_ns[t];
-    task_profile_end(path, before, after, migrations - moved);
-    hold_jobs(false);
-}
 
 /* Every job but the ended ones stops at its next wait, parked. */
 void quiet()
@@ -174,7 +158,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < THREADS; i++)
         threads.emplace_back(run_fibers, i == 0);
     sleep(1);
-    profile(path);
+    task_profile(
+        path, hold_jobs, [](int t) -> int64_t { return truth_ns[t]; },
+        [] { return long(migrations); });
     quiet();
     task_await_term();
     cpprof_http_stop();

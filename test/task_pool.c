@@ -164,22 +164,8 @@ static void hold_pool(bool on)
     pthread_mutex_unlock(&mu);
 }
 
-static void profile(const char *path)
-{
-    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
-    hold_pool(true);
-    task_check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < TASK_TENANTS; t++)
-        before[t] = atomic_load(&truth_ns[t]);
-    long moved = atomic_load(&migrations);
-    hold_pool(false);
-    sleep(TASK_PROFILE_S);
-    hold_pool(true);
-    for (int t = 0; t < TASK_TENANTS; t++)
-        after[t] = atomic_load(&truth_ns[t]);
-    task_profile_end(path, before, after, atomic_load(&migrations) - moved);
-    hold_pool(false);
-}
+static int64_t truth_of(int t) { return atomic_load(&truth_ns[t]); }
+static long migrations_so_far(void) { return atomic_load(&migrations); }
 
 /* Ends each tenant's first job, holds the pool and waits until no job
  * runs; prints how many are parked per tenant. */
@@ -229,7 +215,7 @@ int main(int argc, char **argv)
     pthread_create(&io, NULL, io_main, NULL);
 
     sleep(1);
-    profile(path);
+    task_profile(path, hold_pool, truth_of, migrations_so_far);
     quiet(jobs, njobs);
 
     task_await_term();

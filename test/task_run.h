@@ -3,7 +3,7 @@
  * task_coro.cc, task_uv.c, task_asio.cc: test/task_pool.sh's checks on
  * each): the three tenants and their jobs' costs, the work that burns a
  * tenant's cost in a function of the tenant's own, the start (arguments,
- * the server) and the lines the script reads.  Each program keeps only
+ * the server), the profile's window and the lines the script reads.  Each program keeps only
  * how its jobs are scheduled, which is what each test is about.  C that
  * compiles as C++ too.
  *
@@ -21,11 +21,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TASK_TENANTS 3
 #define TASK_PROFILE_S 8 /* the CPU profile's window */
@@ -149,6 +151,31 @@ static inline void task_profile_end(const char *path, const int64_t *before,
                (long long)(after[t] - before[t]));
     printf(" migrations=%ld\n", migrations);
     fflush(stdout);
+}
+
+/* The CPU profile's window, the same in every program: the jobs are held
+ * (hold(true) returns once none runs) while the profile starts and stops
+ * and the truth is read, so that both cover the same work; between, they
+ * run for TASK_PROFILE_S.  truth(t): tenant t's CPU so far, ns;
+ * migrations(): the moves between threads so far (NULL: one thread). */
+static inline void task_profile(const char *path, void (*hold)(bool),
+                                int64_t (*truth)(int),
+                                long (*migrations)(void))
+{
+    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
+    hold(true);
+    task_check(cpprof_cpu_profile_start(), "profile start");
+    for (int t = 0; t < TASK_TENANTS; t++)
+        before[t] = truth(t);
+    long moved = migrations ? migrations() : 0;
+    hold(false);
+    sleep(TASK_PROFILE_S);
+    hold(true);
+    for (int t = 0; t < TASK_TENANTS; t++)
+        after[t] = truth(t);
+    task_profile_end(path, before, after,
+                     (migrations ? migrations() : 0) - moved);
+    hold(false);
 }
 
 /* The quiet line: the tasks parked per tenant. */

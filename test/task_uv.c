@@ -249,21 +249,7 @@ static void hold_clients(bool on)
 
 /* ---- The run ------------------------------------------------------------- */
 
-static void profile(const char *path)
-{
-    int64_t before[TASK_TENANTS], after[TASK_TENANTS];
-    hold_clients(true);
-    task_check(cpprof_cpu_profile_start(), "profile start");
-    for (int t = 0; t < TASK_TENANTS; t++)
-        before[t] = atomic_load(&truth_ns[t]);
-    hold_clients(false);
-    sleep(TASK_PROFILE_S);
-    hold_clients(true);
-    for (int t = 0; t < TASK_TENANTS; t++)
-        after[t] = atomic_load(&truth_ns[t]);
-    task_profile_end(path, before, after, 0);
-    hold_clients(false);
-}
+static int64_t truth_of(int t) { return atomic_load(&truth_ns[t]); }
 
 /* Each tenant's first client closes; once the server has ended those
  * tasks, every other connection waits for its next request. */
@@ -307,7 +293,7 @@ int main(int argc, char **argv)
         }
 
     sleep(1);
-    profile(path);
+    task_profile(path, hold_clients, truth_of, NULL);
     quiet(clients);
 
     task_await_term();
