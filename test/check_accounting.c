@@ -123,6 +123,51 @@ START_TEST(thread_exit_flushes)
 }
 END_TEST
 
+/* A task's work on each thread that runs it: 10 blocks of 555 bytes.
+ * Checked after the leave: an assertion allocates (Check reports where
+ * it got to), which the task would be charged. */
+static void *allocate_in_task(void *arg)
+{
+    cpprof_task task = *(cpprof_task *)arg;
+    int entered = cpprof_task_enter(task);
+    for (int i = 0; i < 10; i++) {
+        escape = malloc(555);
+        free(escape);
+    }
+    int left = cpprof_task_leave(task, "io", CPPROF_TASK_NO_STACK);
+    ck_assert_int_eq(entered, 0);
+    ck_assert_int_eq(left, 0);
+    return NULL;
+}
+
+/* Accounting follows the work: a task run by two threads in turn charges
+ * its set from both, and neither thread's own set. */
+START_TEST(a_task_is_charged_on_every_thread)
+{
+    ck_assert_int_eq(cpprof_accounting_enable(), 0);
+    cpprof_labelset *t = set_of("tenant", "tasked");
+    cpprof_labelset *own = set_of("tenant", "thread");
+    cpprof_task task;
+    ck_assert_int_eq(cpprof_task_create(&task, t), 0);
+    for (int run = 0; run < 2; run++) {
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, allocate_in_task, &task), 0);
+        pthread_join(th, NULL);
+    }
+    cpprof_set_thread_labels(own);
+    allocate_in_task(&task);
+    cpprof_set_thread_labels(NULL);
+    ck_assert_int_eq(cpprof_task_end(task), 0);
+    ck_assert_uint_eq(atomic_load(&counters(t)->alloc_bytes), 3 * 5550);
+    ck_assert_uint_eq(atomic_load(&counters(t)->alloc_objects), 30);
+    /* The main thread's own set has only Check's small blocks from the
+     * assertions after the leave, none of the task's 555-byte ones. */
+    ck_assert_uint_lt(atomic_load(&counters(own)->alloc_bytes), 555);
+    cpprof_labelset_release(t);
+    cpprof_labelset_release(own);
+}
+END_TEST
+
 /* ---- CPU --------------------------------------------------------------- */
 
 /* truth: the CPU each scope's function burned, measured inside it; outer:
@@ -972,6 +1017,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, allocations_are_exact_per_set);
     tcase_add_test(tc, thread_exit_flushes);
+    tcase_add_test(tc, a_task_is_charged_on_every_thread);
     tcase_add_test(tc, cpu_short_and_long_scopes);
     tcase_add_test(tc, pending_charges_reach_readers);
     tcase_add_loop_test(tc, tick_charges_a_thread_that_keeps_its_set, 0, 2);
