@@ -1,11 +1,11 @@
 /*
  * task_run.h -- what the programs of the task tests share (task_pool.c,
- * task_coro.cc, task_uv.c, task_asio.cc: test/task_pool.sh's checks on
- * each): the three tenants and their jobs' costs, the work that burns a
- * tenant's cost in a function of the tenant's own, the start (arguments,
- * the server), the profile's window and the lines the script reads.  Each program keeps only
- * how its jobs are scheduled, which is what each test is about.  C that
- * compiles as C++ too.
+ * task_coro.cc, task_uv.c, task_asio.cc, task_fiber.cc: test/task_pool.sh's
+ * checks on each): the three tenants and their jobs' costs, the work that
+ * burns a tenant's cost in a function of the tenant's own, the start
+ * (arguments, the server), the profile's window and the lines the script
+ * reads.  Each program keeps only how its jobs are scheduled, which is
+ * what each test is about.  C that compiles as C++ too.
  *
  *   PROGRAM --addr HOST:PORT --profile FILE
  *
