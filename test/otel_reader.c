@@ -265,6 +265,7 @@ struct tls_var {
     bool found;
     uint64_t tlsdesc_got;
     int64_t tp_offset;
+    char file[4096]; /* where it was found, for the unresolved report */
 };
 
 struct elf_file {
@@ -327,8 +328,9 @@ static uint64_t tls_block_size(const struct elf_file *e)
 /* Looks `name` up in .dynsym; fills *var when it is a defined TLS symbol
  * reachable through a TLSDESC relocation (or, in the executable, at its
  * static offset). */
-static void find_tls_var(const struct elf_file *e, uint64_t bias,
-                         bool is_exe, const char *name, struct tls_var *var)
+static void find_tls_var(const struct elf_file *e, const char *file,
+                         uint64_t bias, bool is_exe, const char *name,
+                         struct tls_var *var)
 {
     for (unsigned s = 0; s < e->eh->e_shnum; s++) {
         const Elf64_Shdr *sh = section(e, s);
@@ -341,6 +343,7 @@ static void find_tls_var(const struct elf_file *e, uint64_t bias,
             if (ELF64_ST_TYPE(syms[i].st_info) != STT_TLS ||
                 syms[i].st_shndx == SHN_UNDEF || strcmp(str + syms[i].st_name, name))
                 continue;
+            snprintf(var->file, sizeof var->file, "%s", file);
             if (is_exe) {
                 var->found = true;
                 var->tp_offset = (int64_t)syms[i].st_value -
@@ -396,9 +399,9 @@ static void find_tls_vars(void)
         bool is_exe = !strcmp(file, exe);
         uint64_t bias = e.eh->e_type == ET_EXEC ? 0 : start - first_load_vaddr(&e);
         if (!otel_var.found)
-            find_tls_var(&e, bias, is_exe, "otel_thread_ctx_v1", &otel_var);
+            find_tls_var(&e, file, bias, is_exe, "otel_thread_ctx_v1", &otel_var);
         if (!labels_var.found)
-            find_tls_var(&e, bias, is_exe, "custom_labels_current_set",
+            find_tls_var(&e, file, bias, is_exe, "custom_labels_current_set",
                          &labels_var);
         munmap((void *)e.data, e.size);
     }
@@ -702,6 +705,18 @@ int main(int argc, char **argv)
     for (int i = 0; i < nallowed; i++)
         if (!seen[i])
             printf("never read: %s\n", allowed[i]);
+    if (count.unresolved) {
+        /* Seen once, on a loaded machine: every read unresolved for the
+         * whole run.  What the descriptor held then, to tell why. */
+        uint64_t desc[2] = {0, 0};
+        bool read = otel_var.tlsdesc_got &&
+                    peek(otel_var.tlsdesc_got, desc, sizeof desc);
+        printf("unresolved: otel_thread_ctx_v1 in %s: TLS descriptor at "
+               "%#llx %s {%#llx, %#llx}\n", otel_var.file,
+               (unsigned long long)otel_var.tlsdesc_got,
+               read ? "holds" : "unreadable", (unsigned long long)desc[0],
+               (unsigned long long)desc[1]);
+    }
     printf("reads %lu records %lu empty %lu torn %lu retried %lu "
            "unresolved %lu key_refreshes %lu custom_labels %lu "
            "custom_labels_torn %lu\n",
