@@ -12,7 +12,8 @@
  *
  * on every thread that runs fibers, with the algorithm it would have used
  * (round_robin, shared_work, work_stealing: fiber_tasks passes its own
- * constructor's arguments on).  Then:
+ * constructor's arguments on; test/task_fiber.sh runs shared_work, the
+ * others are untried).  Then:
  *   - each fiber is a task made with the labels of the code that launched
  *     it (as a goroutine inherits its creator's) and ended with the fiber;
  *   - the task is entered on the thread the scheduler resumes the fiber on
