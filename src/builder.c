@@ -52,69 +52,6 @@ typedef Perftools__Profiles__Function Function;
  * UNWIND_GONE_KEPT). */
 #define UNLOADED_FRAME "[unloaded]"
 
-/* ---- Hash index --------------------------------------------------------- */
-
-/* Open addressing over item numbers; the caller's `same` compares an item
- * with the key looked up. */
-struct index {
-    struct slot {
-        uint64_t hash;
-        size_t item; /* item number + 1; 0 is empty */
-    } *slots;
-    size_t nslots, n;
-};
-
-typedef bool (*same_fn)(const builder *b, size_t item, const void *key);
-
-static int index_grow(struct index *ix)
-{
-    size_t nslots = ix->nslots ? ix->nslots * 2 : 256;
-    struct slot *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < ix->nslots; i++) {
-        if (!ix->slots[i].item)
-            continue;
-        size_t j = ix->slots[i].hash & (nslots - 1);
-        while (slots[j].item)
-            j = (j + 1) & (nslots - 1);
-        slots[j] = ix->slots[i];
-    }
-    free(ix->slots);
-    ix->slots = slots;
-    ix->nslots = nslots;
-    return 0;
-}
-
-/* The slot of the item matching key, or the empty slot for it (after making
- * room for one more); NULL when out of memory. */
-static struct slot *index_find(struct index *ix, uint64_t hash, same_fn same,
-                               const builder *b, const void *key)
-{
-    if (2 * (ix->n + 1) > ix->nslots && index_grow(ix) != 0)
-        return NULL;
-    for (size_t i = hash & (ix->nslots - 1);;
-         i = (i + 1) & (ix->nslots - 1)) {
-        struct slot *s = &ix->slots[i];
-        if (!s->item || (s->hash == hash && same(b, s->item - 1, key)))
-            return s;
-    }
-}
-
-static void index_set(struct index *ix, struct slot *s, uint64_t hash,
-                      size_t item)
-{
-    s->hash = hash;
-    s->item = item + 1;
-    ix->n++;
-}
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return (h * 0xFF51AFD7ED558CCDull) ^ (h >> 31);
-}
-
 static uint64_t string_hash(const char *s)
 {
     uint64_t h = 0xCBF29CE484222325ull;
@@ -156,7 +93,7 @@ struct set_labels {
 struct builder {
     char **strings;
     size_t nstrings, capstrings;
-    struct index string_index;
+    struct hashindex string_index;
 
     ValueType *sample_types;
     size_t nsample_types, capsample_types;
@@ -168,11 +105,11 @@ struct builder {
 
     Function *functions;
     size_t nfunctions, capfunctions;
-    struct index function_index;
+    struct hashindex function_index;
 
     struct loc *locs;
     size_t nlocs, caplocs;
-    struct index loc_index;
+    struct hashindex loc_index;
     Line *lines;
     size_t nlines, caplines;
 
@@ -186,7 +123,7 @@ struct builder {
     size_t nlabels, caplabels;
     struct set_labels *sets;
     size_t nsets, capsets;
-    struct index set_index;
+    struct hashindex set_index;
 
     struct gone_map *gone;
     size_t ngone, capgone;
@@ -197,8 +134,9 @@ struct builder {
 
 /* ---- Strings ------------------------------------------------------------ */
 
-static bool same_string(const builder *b, size_t item, const void *key)
+static bool same_string(const void *ctx, size_t item, const void *key)
 {
+    const builder *b = ctx;
     return strcmp(b->strings[item], key) == 0;
 }
 
@@ -206,7 +144,8 @@ static bool same_string(const builder *b, size_t item, const void *key)
 static int64_t string_id(builder *b, const char *s)
 {
     uint64_t hash = string_hash(s);
-    struct slot *slot = index_find(&b->string_index, hash, same_string, b, s);
+    struct hashindex_slot *slot =
+        hashindex_find(&b->string_index, hash, same_string, b, s);
     if (!slot)
         return -ENOMEM;
     if (slot->item)
@@ -218,7 +157,7 @@ static int64_t string_id(builder *b, const char *s)
         return -ENOMEM;
     }
     b->strings[b->nstrings] = copy;
-    index_set(&b->string_index, slot, hash, b->nstrings);
+    hashindex_set(&b->string_index, slot, hash, b->nstrings);
     return (int64_t)b->nstrings++;
 }
 
@@ -334,13 +273,14 @@ int builder_add_comment(builder *b, const char *text)
 
 static uint64_t function_hash(const Function *f)
 {
-    return mix(mix(mix(mix(0, (uint64_t)f->name), (uint64_t)f->system_name),
+    return hash_mix(hash_mix(hash_mix(hash_mix(0, (uint64_t)f->name), (uint64_t)f->system_name),
                    (uint64_t)f->filename),
                (uint64_t)f->start_line);
 }
 
-static bool same_function(const builder *b, size_t item, const void *key)
+static bool same_function(const void *ctx, size_t item, const void *key)
 {
+    const builder *b = ctx;
     const Function *f = &b->functions[item], *k = key;
     return f->name == k->name && f->system_name == k->system_name &&
            f->filename == k->filename && f->start_line == k->start_line;
@@ -359,8 +299,8 @@ static uint64_t function_id(builder *b, const char *name,
     if (key.name < 0 || key.system_name < 0 || key.filename < 0)
         return 0;
     uint64_t hash = function_hash(&key);
-    struct slot *slot =
-        index_find(&b->function_index, hash, same_function, b, &key);
+    struct hashindex_slot *slot =
+        hashindex_find(&b->function_index, hash, same_function, b, &key);
     if (!slot)
         return 0;
     if (slot->item)
@@ -369,7 +309,7 @@ static uint64_t function_id(builder *b, const char *name,
         return 0;
     key.id = b->nfunctions + 1;
     b->functions[b->nfunctions] = key;
-    index_set(&b->function_index, slot, hash, b->nfunctions++);
+    hashindex_set(&b->function_index, slot, hash, b->nfunctions++);
     return key.id;
 }
 
@@ -381,8 +321,9 @@ struct loc_key {
     size_t gone;
 };
 
-static bool same_loc(const builder *b, size_t item, const void *key)
+static bool same_loc(const void *ctx, size_t item, const void *key)
 {
+    const builder *b = ctx;
     const struct loc *l = &b->locs[item];
     const struct loc_key *k = key;
     return l->address == k->address &&
@@ -393,8 +334,9 @@ static bool same_loc(const builder *b, size_t item, const void *key)
  * of memory. */
 static uint64_t location_id(builder *b, struct loc_key key)
 {
-    uint64_t hash = mix(mix(key.address, key.pseudo_function), key.gone);
-    struct slot *slot = index_find(&b->loc_index, hash, same_loc, b, &key);
+    uint64_t hash = hash_mix(hash_mix(key.address, key.pseudo_function), key.gone);
+    struct hashindex_slot *slot =
+        hashindex_find(&b->loc_index, hash, same_loc, b, &key);
     if (!slot)
         return 0;
     if (slot->item)
@@ -405,7 +347,7 @@ static uint64_t location_id(builder *b, struct loc_key key)
                                      .pseudo_function = key.pseudo_function,
                                      .gone = key.gone,
                                      .mapping = -1};
-    index_set(&b->loc_index, slot, hash, b->nlocs++);
+    hashindex_set(&b->loc_index, slot, hash, b->nlocs++);
     return b->nlocs;
 }
 
@@ -556,8 +498,9 @@ static int add_set_labels(builder *b, const cpprof_labelset *set)
     return 0;
 }
 
-static bool same_set(const builder *b, size_t item, const void *key)
+static bool same_set(const void *ctx, size_t item, const void *key)
 {
+    const builder *b = ctx;
     return b->sets[item].set == key;
 }
 
@@ -566,8 +509,9 @@ static bool same_set(const builder *b, size_t item, const void *key)
 static const struct set_labels *set_labels(builder *b,
                                            const cpprof_labelset *set)
 {
-    uint64_t hash = mix(0, (uintptr_t)set);
-    struct slot *slot = index_find(&b->set_index, hash, same_set, b, set);
+    uint64_t hash = hash_mix(0, (uintptr_t)set);
+    struct hashindex_slot *slot =
+        hashindex_find(&b->set_index, hash, same_set, b, set);
     if (!slot)
         return NULL;
     if (slot->item)
@@ -578,7 +522,7 @@ static const struct set_labels *set_labels(builder *b,
         return NULL;
     struct set_labels *s = &b->sets[b->nsets];
     *s = (struct set_labels){labelset_hold(set), at, b->nlabels - at};
-    index_set(&b->set_index, slot, hash, b->nsets++);
+    hashindex_set(&b->set_index, slot, hash, b->nsets++);
     return s;
 }
 

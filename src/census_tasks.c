@@ -44,18 +44,6 @@ struct group {
     size_t count;
 };
 
-/* An open-addressing index of entry numbers + 1 (0: an empty slot), with
- * each entry's hash beside it, kept at most half full. */
-struct index_slot {
-    uint32_t entry;
-    uint32_t hash;
-};
-
-struct index {
-    struct index_slot *slots;
-    size_t n_slots, used;
-};
-
 struct reading {
     census *c;
     bool each;
@@ -66,66 +54,20 @@ struct reading {
     struct group *groups;
     size_t n_groups, cap_groups;
     size_t cap_tasks;
-    struct index stack_index, group_index;
+    struct hashindex stack_index, group_index;
 };
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return h * 0xFF51AFD7ED558CCDull;
-}
-
-/* Makes room for one more entry, the index doubled and refilled from the
- * hashes it keeps when it would be more than half full. */
-static int index_reserve(struct index *x)
-{
-    if (2 * (x->used + 1) <= x->n_slots)
-        return 0;
-    size_t n = x->n_slots ? 2 * x->n_slots : 256;
-    struct index_slot *slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < x->n_slots; i++) {
-        if (!x->slots[i].entry)
-            continue;
-        size_t j = x->slots[i].hash & (n - 1);
-        while (slots[j].entry)
-            j = (j + 1) & (n - 1);
-        slots[j] = x->slots[i];
-    }
-    free(x->slots);
-    x->slots = slots;
-    x->n_slots = n;
-    return 0;
-}
-
-/* The slot of the entry with `hash` for which same(r, entry, key), or the
- * empty slot where it goes. */
-static struct index_slot *index_find(const struct index *x, uint32_t hash,
-                                     bool (*same)(const struct reading *r,
-                                                  uint32_t entry,
-                                                  const void *key),
-                                     const struct reading *r, const void *key)
-{
-    size_t mask = x->n_slots - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        struct index_slot *s = &x->slots[i];
-        if (!s->entry || (s->hash == hash && same(r, s->entry - 1, key)))
-            return s;
-    }
-}
 
 static uint64_t stack_hash(const struct task_parked *t)
 {
-    uint64_t h = mix(t->depth, t->flags);
+    uint64_t h = hash_mix(t->depth, t->flags);
     for (unsigned i = 0; i < t->depth; i++)
-        h = mix(h, t->pcs[i]);
-    return h ^ (h >> 29);
+        h = hash_mix(h, t->pcs[i]);
+    return h;
 }
 
-static bool same_stack(const struct reading *r, uint32_t entry,
-                       const void *key)
+static bool same_stack(const void *ctx, size_t entry, const void *key)
 {
+    const struct reading *r = ctx;
     const struct task_parked *t = key;
     const struct stack *s = &r->stacks[entry];
     return s->depth == t->depth && s->flags == t->flags &&
@@ -137,13 +79,13 @@ static bool same_stack(const struct reading *r, uint32_t entry,
 static int intern_stack(struct reading *r, const struct task_parked *t,
                         uint32_t *number)
 {
-    int rc = index_reserve(&r->stack_index);
-    if (rc)
-        return rc;
-    uint32_t hash = (uint32_t)stack_hash(t);
-    struct index_slot *slot = index_find(&r->stack_index, hash, same_stack,
-                                         r, t);
-    if (!slot->entry) {
+    uint64_t hash = stack_hash(t);
+    struct hashindex_slot *slot =
+        hashindex_find(&r->stack_index, hash, same_stack, r, t);
+    if (!slot)
+        return -ENOMEM;
+    if (!slot->item) {
+        int rc;
         if ((rc = ARRAY_RESERVE(r->stacks, r->n_stacks, r->cap_stacks, 1)) ||
             (rc = ARRAY_RESERVE(r->pcs, r->n_pcs, r->cap_pcs, t->depth)))
             return rc;
@@ -151,10 +93,9 @@ static int intern_stack(struct reading *r, const struct task_parked *t,
         if (t->depth)
             memcpy(&r->pcs[r->n_pcs], t->pcs, t->depth * sizeof *t->pcs);
         r->n_pcs += t->depth;
-        *slot = (struct index_slot){(uint32_t)++r->n_stacks, hash};
-        r->stack_index.used++;
+        hashindex_set(&r->stack_index, slot, hash, r->n_stacks++);
     }
-    *number = slot->entry - 1;
+    *number = (uint32_t)(slot->item - 1);
     return 0;
 }
 
@@ -165,9 +106,9 @@ struct group_key {
     const char *reason;
 };
 
-static bool same_group(const struct reading *r, uint32_t entry,
-                       const void *key)
+static bool same_group(const void *ctx, size_t entry, const void *key)
 {
+    const struct reading *r = ctx;
     const struct group_key *k = key;
     const struct group *g = &r->groups[entry];
     return g->stack == k->stack && g->labels == k->labels &&
@@ -178,23 +119,22 @@ static bool same_group(const struct reading *r, uint32_t entry,
 static int count_in_group(struct reading *r, const struct task_parked *t,
                           uint32_t stack, uint32_t *number)
 {
-    int rc = index_reserve(&r->group_index);
-    if (rc)
-        return rc;
     struct group_key key = {stack, t->labels, t->reason};
-    uint64_t h = mix(mix(stack, (uintptr_t)t->labels), (uintptr_t)t->reason);
-    uint32_t hash = (uint32_t)(h ^ (h >> 29));
-    struct index_slot *slot = index_find(&r->group_index, hash, same_group,
-                                         r, &key);
-    if (!slot->entry) {
-        if ((rc = ARRAY_RESERVE(r->groups, r->n_groups, r->cap_groups, 1)))
+    uint64_t hash =
+        hash_mix(hash_mix(stack, (uintptr_t)t->labels), (uintptr_t)t->reason);
+    struct hashindex_slot *slot =
+        hashindex_find(&r->group_index, hash, same_group, r, &key);
+    if (!slot)
+        return -ENOMEM;
+    if (!slot->item) {
+        int rc = ARRAY_RESERVE(r->groups, r->n_groups, r->cap_groups, 1);
+        if (rc)
             return rc;
         r->groups[r->n_groups] = (struct group){
             stack, labelset_hold(t->labels), t->reason, 0};
-        *slot = (struct index_slot){(uint32_t)++r->n_groups, hash};
-        r->group_index.used++;
+        hashindex_set(&r->group_index, slot, hash, r->n_groups++);
     }
-    *number = slot->entry - 1;
+    *number = (uint32_t)(slot->item - 1);
     r->groups[*number].count++;
     return 0;
 }

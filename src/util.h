@@ -1,6 +1,7 @@
 /*
  * util.h -- the small utilities every module would otherwise write again:
- * a growable array, clock readings in nanoseconds and futex waits.  One
+ * a growable array, a hash index, clock readings in nanoseconds and futex
+ * waits.  One
  * copy each, inline, so a hot path (a label switch, a signal handler)
  * pays no call for them.  Core level: includes nothing of cpprof's.
  */
@@ -9,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +50,73 @@ static inline int array_reserve(void *arrp, size_t *cap, size_t n,
 
 #define ARRAY_RESERVE(arr, n, cap, more)                                     \
     array_reserve(&(arr), &(cap), (n), (more), sizeof *(arr))
+
+/* An open-addressing index of item numbers, for tables that intern (the
+ * builder's strings and locations, the census's task stacks): the table
+ * keeps the items, the index only their numbers + 1 (0: an empty slot)
+ * and hashes, at most half full, so that a lookup is one probe run. */
+struct hashindex {
+    struct hashindex_slot {
+        uint64_t hash;
+        size_t item;
+    } *slots;
+    size_t n_slots, used;
+};
+
+/* Folds v into the hash h. */
+static inline uint64_t hash_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return (h * 0xFF51AFD7ED558CCDull) ^ (h >> 31);
+}
+
+/* Whether item number `item` of the caller's table (at ctx) is `key`. */
+typedef bool (*hashindex_same_fn)(const void *ctx, size_t item,
+                                  const void *key);
+
+/* The slot of the item equal to key (slot->item is its number + 1), or the
+ * empty slot where it goes (slot->item == 0), after making room for one
+ * more; NULL when out of memory. */
+static inline struct hashindex_slot *
+hashindex_find(struct hashindex *x, uint64_t hash, hashindex_same_fn same,
+               const void *ctx, const void *key)
+{
+    if (2 * (x->used + 1) > x->n_slots) {
+        size_t n = x->n_slots ? 2 * x->n_slots : 256;
+        struct hashindex_slot *slots = calloc(n, sizeof *slots);
+        if (!slots)
+            return NULL;
+        for (size_t i = 0; i < x->n_slots; i++) {
+            if (!x->slots[i].item)
+                continue;
+            size_t j = x->slots[i].hash & (n - 1);
+            while (slots[j].item)
+                j = (j + 1) & (n - 1);
+            slots[j] = x->slots[i];
+        }
+        free(x->slots);
+        x->slots = slots;
+        x->n_slots = n;
+    }
+    size_t mask = x->n_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        struct hashindex_slot *s = &x->slots[i];
+        if (!s->item || (s->hash == hash && same(ctx, s->item - 1, key)))
+            return s;
+    }
+}
+
+/* Fills the empty slot hashindex_find returned with item number `item`. */
+static inline void hashindex_set(struct hashindex *x,
+                                 struct hashindex_slot *s, uint64_t hash,
+                                 size_t item)
+{
+    s->hash = hash;
+    s->item = item + 1;
+    x->used++;
+}
+
+/* Clock readings. */
 
 /* SIGNAL-SAFE: clock_gettime is async-signal-safe. */
 static inline int64_t clock_ns(clockid_t clock)
