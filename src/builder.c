@@ -52,14 +52,6 @@ typedef Perftools__Profiles__Function Function;
  * UNWIND_GONE_KEPT). */
 #define UNLOADED_FRAME "[unloaded]"
 
-static uint64_t string_hash(const char *s)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
-
 /* ---- The builder -------------------------------------------------------- */
 
 /* A location before encoding: its lines and mapping are given by the
@@ -143,7 +135,7 @@ static bool same_string(const void *ctx, size_t item, const void *key)
 /* Index of s in the string table, added when new; negative on error. */
 static int64_t string_id(builder *b, const char *s)
 {
-    uint64_t hash = string_hash(s);
+    uint64_t hash = hash_string(s);
     struct hashindex_slot *slot =
         hashindex_find(&b->string_index, hash, same_string, b, s);
     if (!slot)
@@ -180,19 +172,19 @@ void builder_free(builder *b)
     for (size_t i = 0; i < b->nsets; i++)
         labelset_drop(b->sets[i].set);
     free(b->strings);
-    free(b->string_index.slots);
+    hashindex_free(&b->string_index);
     free(b->sample_types);
     free(b->functions);
-    free(b->function_index.slots);
+    hashindex_free(&b->function_index);
     free(b->locs);
-    free(b->loc_index.slots);
+    hashindex_free(&b->loc_index);
     free(b->lines);
     free(b->samples);
     free(b->location_ids);
     free(b->values);
     free(b->labels);
     free(b->sets);
-    free(b->set_index.slots);
+    hashindex_free(&b->set_index);
     for (size_t i = 0; i < b->ngone; i++)
         free(b->gone[i].path);
     free(b->gone);

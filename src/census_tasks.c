@@ -204,7 +204,7 @@ int census_read_parked(census *c, bool each)
     int handed = hand_over(&r);
     free(r.stacks);
     free(r.groups);
-    free(r.stack_index.slots);
-    free(r.group_index.slots);
+    hashindex_free(&r.stack_index);
+    hashindex_free(&r.group_index);
     return rc ? rc : handed;
 }

@@ -52,13 +52,19 @@ static inline int array_reserve(void *arrp, size_t *cap, size_t n,
     array_reserve(&(arr), &(cap), (n), (more), sizeof *(arr))
 
 /* An open-addressing index of item numbers, for tables that intern (the
- * builder's strings and locations, the census's task stacks): the table
+ * builder's strings and locations, the census's task stacks, the stack
+ * tables, sample sets, the symbolizer's caches): the table
  * keeps the items, the index only their numbers + 1 (0: an empty slot)
- * and hashes, at most half full, so that a lookup is one probe run. */
+ * and hashes, at most half full, so that a lookup is one probe run.  A
+ * slot is 8 bytes, the hash's low 32 bits beside the item's number, so
+ * that the index of a table of stacks (stacktab.c) costs no more than the
+ * hash each item would otherwise keep; at most 2^30 items.  It allocates
+ * with calloc: never use it from a signal handler or inside the program's
+ * malloc.  Zeroed is empty; its bytes are n_slots * sizeof *slots. */
 struct hashindex {
     struct hashindex_slot {
-        uint64_t hash;
-        size_t item;
+        uint32_t hash; /* the hash's low bits: enough to place it again */
+        uint32_t item;
     } *slots;
     size_t n_slots, used;
 };
@@ -68,6 +74,15 @@ static inline uint64_t hash_mix(uint64_t h, uint64_t v)
 {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     return (h * 0xFF51AFD7ED558CCDull) ^ (h >> 31);
+}
+
+/* The hash of a NUL-terminated string (FNV-1a). */
+static inline uint64_t hash_string(const char *s)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return h;
 }
 
 /* Whether item number `item` of the caller's table (at ctx) is `key`. */
@@ -82,6 +97,8 @@ hashindex_find(struct hashindex *x, uint64_t hash, hashindex_same_fn same,
                const void *ctx, const void *key)
 {
     if (2 * (x->used + 1) > x->n_slots) {
+        if (x->n_slots > UINT32_MAX / 2)
+            return NULL;
         size_t n = x->n_slots ? 2 * x->n_slots : 256;
         struct hashindex_slot *slots = calloc(n, sizeof *slots);
         if (!slots)
@@ -101,7 +118,8 @@ hashindex_find(struct hashindex *x, uint64_t hash, hashindex_same_fn same,
     size_t mask = x->n_slots - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct hashindex_slot *s = &x->slots[i];
-        if (!s->item || (s->hash == hash && same(ctx, s->item - 1, key)))
+        if (!s->item ||
+            (s->hash == (uint32_t)hash && same(ctx, s->item - 1, key)))
             return s;
     }
 }
@@ -111,9 +129,16 @@ static inline void hashindex_set(struct hashindex *x,
                                  struct hashindex_slot *s, uint64_t hash,
                                  size_t item)
 {
-    s->hash = hash;
-    s->item = item + 1;
+    s->hash = (uint32_t)hash;
+    s->item = (uint32_t)(item + 1);
     x->used++;
+}
+
+/* Frees the index's slots and empties it, for reuse or for good. */
+static inline void hashindex_free(struct hashindex *x)
+{
+    free(x->slots);
+    *x = (struct hashindex){0};
 }
 
 /* Clock readings. */
