@@ -4,8 +4,8 @@
  *
  * Entries live in insertion order in one array, their PCs in one flat
  * array and their values in another, so that a table of a hundred thousand
- * stacks is a handful of allocations and iteration is a walk in order; an
- * open-addressing index of entry numbers finds an entry by key.  Label sets
+ * stacks is a handful of allocations and iteration is a walk in order;
+ * util.h's hash index of entry numbers finds an entry by key.  Label sets
  * are interned (labels.h), so the set's pointer is its identity in the key.
  */
 #include "stacktab.h"
@@ -17,7 +17,6 @@
 #include <string.h>
 
 struct entry {
-    uint64_t hash;
     size_t pcs_at; /* index of pcs[0] in t->pcs */
     size_t depth;
     unsigned flags;
@@ -33,23 +32,16 @@ struct stacktab {
     size_t capvalues;
     uintptr_t *pcs;
     size_t npcs, cappcs;
-    size_t *slots; /* entry number + 1; 0 is empty */
-    size_t nslots;
+    struct hashindex index; /* of the entries */
 };
 
-static uint64_t mix(uint64_t h, uint64_t v)
+uint64_t stacktab_key_hash(const stacktab_key *k)
 {
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return h * 0xFF51AFD7ED558CCDull;
-}
-
-static uint64_t key_hash(const uintptr_t *pcs, size_t depth, unsigned flags,
-                         uint64_t gen, const cpprof_labelset *labels)
-{
-    uint64_t h = mix(mix(mix(depth, flags), gen), (uintptr_t)labels);
-    for (size_t i = 0; i < depth; i++)
-        h = mix(h, pcs[i]);
-    return h ^ (h >> 29);
+    uint64_t h = hash_mix(hash_mix(hash_mix(k->depth, k->flags), k->gen),
+                          (uintptr_t)k->labels);
+    for (size_t i = 0; i < k->depth; i++)
+        h = hash_mix(h, k->pcs[i]);
+    return h;
 }
 
 stacktab *stacktab_new(size_t nvalues)
@@ -60,44 +52,15 @@ stacktab *stacktab_new(size_t nvalues)
     return t;
 }
 
-static bool entry_is(const stacktab *t, const struct entry *e, uint64_t hash,
-                     const uintptr_t *pcs, size_t depth, unsigned flags,
-                     uint64_t gen, const cpprof_labelset *labels)
+static bool same_key(const void *ctx, size_t item, const void *key)
 {
-    return e->hash == hash && e->depth == depth && e->flags == flags &&
-           e->gen == gen && e->labels == labels &&
-           (depth == 0 || memcmp(&t->pcs[e->pcs_at], pcs, depth * sizeof *pcs) == 0);
-}
-
-/* The slot holding the entry for the key, or the empty slot where it goes. */
-static size_t *find_slot(const stacktab *t, uint64_t hash,
-                         const uintptr_t *pcs, size_t depth, unsigned flags,
-                         uint64_t gen, const cpprof_labelset *labels)
-{
-    for (size_t i = hash & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
-        size_t *slot = &t->slots[i];
-        if (*slot == 0 || entry_is(t, &t->entries[*slot - 1], hash, pcs,
-                                   depth, flags, gen, labels))
-            return slot;
-    }
-}
-
-static int grow_index(stacktab *t)
-{
-    size_t nslots = t->nslots ? t->nslots * 2 : 256;
-    size_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -ENOMEM;
-    for (size_t e = 0; e < t->n; e++) {
-        size_t i = t->entries[e].hash & (nslots - 1);
-        while (slots[i])
-            i = (i + 1) & (nslots - 1);
-        slots[i] = e + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = nslots;
-    return 0;
+    const stacktab *t = ctx;
+    const struct entry *e = &t->entries[item];
+    const stacktab_key *k = key;
+    return e->depth == k->depth && e->flags == k->flags && e->gen == k->gen &&
+           e->labels == k->labels &&
+           (k->depth == 0 ||
+            memcmp(&t->pcs[e->pcs_at], k->pcs, k->depth * sizeof *k->pcs) == 0);
 }
 
 /* Makes room for one more entry of `depth` PCs. */
@@ -118,27 +81,26 @@ int stacktab_add(stacktab *t, const uintptr_t *pcs, size_t depth,
 {
     if (!t || (depth && !pcs) || (t->nvalues && !values))
         return -EINVAL;
-    if (2 * (t->n + 1) > t->nslots) {
-        int rc = grow_index(t);
-        if (rc)
-            return rc;
-    }
-    uint64_t hash = key_hash(pcs, depth, flags, gen, labels);
-    size_t *slot = find_slot(t, hash, pcs, depth, flags, gen, labels);
-    if (*slot == 0) {
+    stacktab_key key = {pcs, depth, flags, gen, labels};
+    uint64_t hash = stacktab_key_hash(&key);
+    struct hashindex_slot *slot =
+        hashindex_find(&t->index, hash, same_key, t, &key);
+    if (!slot)
+        return -ENOMEM;
+    if (!slot->item) {
         int rc = reserve(t, depth);
         if (rc)
             return rc;
-        t->entries[t->n] = (struct entry){hash, t->npcs, depth, flags, gen,
+        t->entries[t->n] = (struct entry){t->npcs, depth, flags, gen,
                                           labelset_hold(labels)};
         if (depth)
             memcpy(&t->pcs[t->npcs], pcs, depth * sizeof *pcs);
         t->npcs += depth;
         memset(&t->values[t->n * t->nvalues], 0,
                t->nvalues * sizeof *values);
-        *slot = ++t->n;
+        hashindex_set(&t->index, slot, hash, t->n++);
     }
-    int64_t *sum = &t->values[(*slot - 1) * t->nvalues];
+    int64_t *sum = &t->values[(slot->item - 1) * t->nvalues];
     for (size_t i = 0; i < t->nvalues; i++)
         sum[i] += values[i];
     return 0;
@@ -167,6 +129,6 @@ void stacktab_free(stacktab *t)
     free(t->entries);
     free(t->values);
     free(t->pcs);
-    free(t->slots);
+    hashindex_free(&t->index);
     free(t);
 }

@@ -14,6 +14,20 @@
 
 typedef struct stacktab stacktab;
 
+/* An entry's key: the stack pcs[0..depth), its flags, the generation of
+ * its mappings and its label set, as stacktab_add takes them (sample sets,
+ * sampleset.c, key their entries by it and a number). */
+typedef struct {
+    const uintptr_t *pcs;
+    size_t depth;
+    unsigned flags;
+    uint64_t gen;
+    const cpprof_labelset *labels;
+} stacktab_key;
+
+/* The key's hash, for util.h's hash index. */
+uint64_t stacktab_key_hash(const stacktab_key *k);
+
 /* A table whose entries carry `nvalues` int64 values each. */
 stacktab *stacktab_new(size_t nvalues);
 
