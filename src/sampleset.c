@@ -23,7 +23,6 @@
 #include <string.h>
 
 struct sset_entry {
-    uint64_t hash;
     uintptr_t *pcs;
     size_t depth;
     unsigned flags;
@@ -37,8 +36,7 @@ struct sampleset {
     size_t nvalues;
     struct sset_entry *e;
     size_t n, cap;
-    size_t *slots; /* entry index + 1; 0 is empty */
-    size_t nslots;
+    struct hashindex index; /* of the entries */
 };
 
 sampleset *sampleset_new(size_t nvalues)
@@ -59,78 +57,47 @@ void sampleset_free(sampleset *s)
         labelset_drop(s->e[i].labels);
     }
     free(s->e);
-    free(s->slots);
+    hashindex_free(&s->index);
     free(s);
 }
 
 /* A sample's key: what find_or_add looks up. */
 struct key {
-    const uintptr_t *pcs;
-    size_t depth;
-    unsigned flags;
-    uint64_t gen;
-    const cpprof_labelset *labels;
+    stacktab_key s;
     int64_t num;
 };
 
 static uint64_t key_hash(const struct key *k)
 {
-    uint64_t h = 1469598103934665603ull;
-    uint64_t words[] = {k->depth, k->flags, k->gen, (uintptr_t)k->labels,
-                        (uint64_t)k->num};
-    enum { NWORDS = sizeof words / sizeof words[0] };
-    for (size_t i = 0; i < NWORDS + k->depth; i++) {
-        h ^= i < NWORDS ? words[i] : k->pcs[i - NWORDS];
-        h *= 1099511628211ull;
-        h ^= h >> 29;
-    }
-    return h;
+    return hash_mix(stacktab_key_hash(&k->s), (uint64_t)k->num);
 }
 
-static bool key_equal(const struct sset_entry *e, uint64_t hash,
-                      const struct key *k)
+static bool same_key(const void *ctx, size_t item, const void *key)
 {
-    return e->hash == hash && e->depth == k->depth && e->flags == k->flags &&
-           e->gen == k->gen && e->labels == k->labels && e->num == k->num &&
-           memcmp(e->pcs, k->pcs, k->depth * sizeof *k->pcs) == 0;
+    const struct sset_entry *e = &((const sampleset *)ctx)->e[item];
+    const struct key *k = key;
+    return e->depth == k->s.depth && e->flags == k->s.flags &&
+           e->gen == k->s.gen && e->labels == k->s.labels && e->num == k->num &&
+           memcmp(e->pcs, k->s.pcs, k->s.depth * sizeof *k->s.pcs) == 0;
 }
 
-static int grow_slots(sampleset *s)
-{
-    size_t nslots = s->nslots ? 2 * s->nslots : 64;
-    size_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < s->n; i++) {
-        size_t j = s->e[i].hash & (nslots - 1);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = i + 1;
-    }
-    free(s->slots);
-    s->slots = slots;
-    s->nslots = nslots;
-    return 0;
-}
-
-static int append_entry(sampleset *s, uint64_t hash, const struct key *k)
+static int append_entry(sampleset *s, const struct key *k)
 {
     if (ARRAY_RESERVE(s->e, s->n, s->cap, 1) != 0)
         return -ENOMEM;
     struct sset_entry *e = &s->e[s->n];
-    e->pcs = malloc((k->depth ? k->depth : 1) * sizeof *k->pcs);
+    e->pcs = malloc((k->s.depth ? k->s.depth : 1) * sizeof *k->s.pcs);
     e->values = calloc(s->nvalues ? s->nvalues : 1, sizeof *e->values);
     if (!e->pcs || !e->values) {
         free(e->pcs);
         free(e->values);
         return -ENOMEM;
     }
-    memcpy(e->pcs, k->pcs, k->depth * sizeof *k->pcs);
-    e->hash = hash;
-    e->depth = k->depth;
-    e->flags = k->flags;
-    e->gen = k->gen;
-    e->labels = labelset_hold(k->labels);
+    memcpy(e->pcs, k->s.pcs, k->s.depth * sizeof *k->s.pcs);
+    e->depth = k->s.depth;
+    e->flags = k->s.flags;
+    e->gen = k->s.gen;
+    e->labels = labelset_hold(k->s.labels);
     e->num = k->num;
     return (int)s->n++;
 }
@@ -138,16 +105,16 @@ static int append_entry(sampleset *s, uint64_t hash, const struct key *k)
 /* The index of the entry with this key, created when missing. */
 static int find_or_add(sampleset *s, const struct key *k)
 {
-    if ((s->n + 1) * 2 > s->nslots && grow_slots(s) != 0)
-        return -ENOMEM;
     uint64_t hash = key_hash(k);
-    size_t j = hash & (s->nslots - 1);
-    for (; s->slots[j]; j = (j + 1) & (s->nslots - 1))
-        if (key_equal(&s->e[s->slots[j] - 1], hash, k))
-            return (int)(s->slots[j] - 1);
-    int i = append_entry(s, hash, k);
+    struct hashindex_slot *slot =
+        hashindex_find(&s->index, hash, same_key, s, k);
+    if (!slot)
+        return -ENOMEM;
+    if (slot->item)
+        return (int)(slot->item - 1);
+    int i = append_entry(s, k);
     if (i >= 0)
-        s->slots[j] = (size_t)i + 1;
+        hashindex_set(&s->index, slot, hash, (size_t)i);
     return i;
 }
 
@@ -155,7 +122,7 @@ int sampleset_add(sampleset *s, const uintptr_t *pcs, size_t depth,
                   unsigned flags, uint64_t gen, const cpprof_labelset *labels,
                   int64_t num, const int64_t *values)
 {
-    int i = find_or_add(s, &(struct key){pcs, depth, flags, gen, labels, num});
+    int i = find_or_add(s, &(struct key){{pcs, depth, flags, gen, labels}, num});
     if (i < 0)
         return i;
     for (size_t v = 0; v < s->nvalues; v++)
