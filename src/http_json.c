@@ -25,6 +25,7 @@
 #include "cpprof.h"
 #include "http.h"
 #include "profile.pb-c.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -153,8 +154,7 @@ typedef struct {
     bool bad;
     char **names;      /* distinct frame texts, in order of first use */
     size_t nnames, capnames;
-    size_t *slots;     /* open addressing on the texts: index + 1, 0 empty */
-    size_t nslots;     /* a power of two, over twice nnames */
+    struct hashindex index; /* of the names */
     size_t *loc_first; /* location i's frames: flat[loc_first[i] ..
                           loc_first[i + 1]), innermost first */
     size_t *flat;
@@ -169,37 +169,10 @@ static const char *str(frames *t, int64_t i)
     return t->p->string_table[i];
 }
 
-static size_t hash_text(const char *s)
+static bool same_name(const void *ctx, size_t item, const void *key)
 {
-    size_t h = 14695981039346656037ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* The slot where `text` is or would go. */
-static size_t *slot_of(const frames *t, const char *text)
-{
-    size_t mask = t->nslots - 1, i = hash_text(text) & mask;
-    while (t->slots[i] != 0 && strcmp(t->names[t->slots[i] - 1], text) != 0)
-        i = (i + 1) & mask;
-    return &t->slots[i];
-}
-
-static int grow_slots(frames *t)
-{
-    size_t n = t->nslots ? t->nslots * 2 : 1024;
-    size_t *old = t->slots, oldn = t->nslots;
-    if ((t->slots = calloc(n, sizeof *t->slots)) == NULL) {
-        t->slots = old;
-        return -ENOMEM;
-    }
-    t->nslots = n;
-    for (size_t i = 0; i < oldn; i++)
-        if (old[i] != 0)
-            *slot_of(t, t->names[old[i] - 1]) = old[i];
-    free(old);
-    return 0;
+    const frames *t = ctx;
+    return strcmp(t->names[item], key) == 0;
 }
 
 /* The index of frame `text` (malloc'd; taken over), interned on first use;
@@ -208,28 +181,20 @@ static ssize_t intern(frames *t, char *text)
 {
     if (text == NULL)
         return -ENOMEM;
-    if ((t->nnames + 1) * 2 > t->nslots && grow_slots(t) != 0) {
+    uint64_t hash = hash_string(text);
+    struct hashindex_slot *slot =
+        hashindex_find(&t->index, hash, same_name, t, text);
+    if (slot != NULL && slot->item != 0) {
+        free(text);
+        return (ssize_t)(slot->item - 1);
+    }
+    if (slot == NULL || ARRAY_RESERVE(t->names, t->nnames, t->capnames, 1)) {
         free(text);
         return -ENOMEM;
     }
-    size_t *slot = slot_of(t, text);
-    if (*slot != 0) {
-        free(text);
-        return (ssize_t)(*slot - 1);
-    }
-    if (t->nnames == t->capnames) {
-        size_t cap = t->capnames ? t->capnames * 2 : 1024;
-        char **grown = realloc(t->names, cap * sizeof *grown);
-        if (grown == NULL) {
-            free(text);
-            return -ENOMEM;
-        }
-        t->names = grown;
-        t->capnames = cap;
-    }
     t->names[t->nnames] = text;
-    *slot = ++t->nnames;
-    return (ssize_t)(t->nnames - 1);
+    hashindex_set(&t->index, slot, hash, t->nnames);
+    return (ssize_t)t->nnames++;
 }
 
 /* A frame as the JSON object it is written as (and interned by):
@@ -336,7 +301,7 @@ static void free_frames(frames *t)
     for (size_t i = 0; i < t->nnames; i++)
         free(t->names[i]);
     free(t->names);
-    free(t->slots);
+    hashindex_free(&t->index);
     free(t->loc_first);
     free(t->flat);
 }
