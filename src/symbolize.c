@@ -128,8 +128,9 @@ static struct {
     struct mapping *maps;
     size_t nmaps;
     loader_counts counts; /* the loader's, when maps was read */
-    struct entry **slots; /* open addressing on pc; NULL is empty */
-    size_t nslots, nentries;
+    struct entry **entries; /* the cache, in order of insertion */
+    size_t nentries, capentries;
+    struct hashindex index; /* of the entries, by pc */
     struct module *modules; /* those libdw reported and a lookup used */
     size_t nmodules, capmodules;
     char **owned; /* names made up here, freed with the cache */
@@ -138,7 +139,7 @@ static struct {
     size_t ngone, capgone;
     struct entry **gone_results; /* not cached; freed with the cache */
     size_t ngone_results, capgone_results;
-    size_t cache_bytes;      /* entries, slots and owned names */
+    size_t cache_bytes;      /* entries, index and owned names */
     int64_t last_used_ns; /* end of the last session, CLOCK_MONOTONIC */
     demangle_fn demangle;
     bool demangle_looked_up;
@@ -456,19 +457,14 @@ static const struct module *remember_module(Dwfl_Module *mod)
 
 /* ---- Cache -------------------------------------------------------------- */
 
-static size_t slot_of(uintptr_t pc, size_t nslots)
-{
-    return (size_t)(((uint64_t)pc * 0x9E3779B97F4A7C15ull) >> 17) &
-           (nslots - 1);
-}
-
 static void flush_cache(void)
 {
-    for (size_t i = 0; i < S.nslots; i++)
-        free(S.slots[i]);
-    free(S.slots);
-    S.slots = NULL;
-    S.nslots = S.nentries = S.cache_bytes = 0;
+    for (size_t i = 0; i < S.nentries; i++)
+        free(S.entries[i]);
+    free(S.entries);
+    S.entries = NULL;
+    S.nentries = S.capentries = S.cache_bytes = 0;
+    hashindex_free(&S.index);
     for (size_t i = 0; i < S.nowned; i++)
         free(S.owned[i]);
     free(S.owned);
@@ -481,47 +477,33 @@ static void flush_cache(void)
     S.ngone_results = S.capgone_results = 0;
 }
 
-static struct entry *cache_find(uintptr_t pc)
+static bool same_pc(const void *ctx, size_t item, const void *key)
 {
-    if (!S.nslots)
-        return NULL;
-    for (size_t i = slot_of(pc, S.nslots);; i = (i + 1) & (S.nslots - 1)) {
-        if (!S.slots[i] || S.slots[i]->pc == pc)
-            return S.slots[i];
-    }
+    (void)ctx;
+    return S.entries[item]->pc == *(const uintptr_t *)key;
 }
 
-static int cache_grow(void)
+/* The index's slot of pc's entry, or the empty one where it goes; NULL
+ * when out of memory. */
+static struct hashindex_slot *cache_slot(uintptr_t pc, uint64_t hash)
 {
-    size_t nslots = S.nslots ? S.nslots * 2 : 1024;
-    struct entry **slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < S.nslots; i++) {
-        struct entry *e = S.slots[i];
-        if (!e)
-            continue;
-        size_t j = slot_of(e->pc, nslots);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = e;
-    }
-    free(S.slots);
-    S.cache_bytes += (nslots - S.nslots) * sizeof *slots;
-    S.slots = slots;
-    S.nslots = nslots;
-    return 0;
+    size_t before = S.index.n_slots;
+    struct hashindex_slot *slot =
+        hashindex_find(&S.index, hash, same_pc, NULL, &pc);
+    S.cache_bytes += (S.index.n_slots - before) * sizeof *S.index.slots;
+    return slot;
 }
 
-static int cache_insert(struct entry *e)
+/* Puts e in the empty slot cache_slot gave. */
+static int cache_insert(struct hashindex_slot *slot, uint64_t hash,
+                        struct entry *e)
 {
-    if (2 * (S.nentries + 1) > S.nslots && cache_grow() != 0)
+    size_t before = S.capentries;
+    if (ARRAY_RESERVE(S.entries, S.nentries, S.capentries, 1) != 0)
         return -1;
-    size_t i = slot_of(e->pc, S.nslots);
-    while (S.slots[i])
-        i = (i + 1) & (S.nslots - 1);
-    S.slots[i] = e;
-    S.nentries++;
+    S.cache_bytes += (S.capentries - before) * sizeof *S.entries;
+    S.entries[S.nentries] = e;
+    hashindex_set(&S.index, slot, hash, S.nentries++);
     return 0;
 }
 
@@ -750,17 +732,21 @@ static bool in_file_code(uintptr_t pc)
 
 const symbolize_result *symbolize_pc(uintptr_t pc)
 {
-    struct entry *e = cache_find(pc);
-    if (e)
-        return &e->r;
+    /* The slot is held across the lookup, which adds to no cache. */
+    uint64_t hash = hash_mix(0, pc);
+    struct hashindex_slot *slot = cache_slot(pc, hash);
+    if (!slot)
+        return &unknown_result;
+    if (slot->item)
+        return &S.entries[slot->item - 1]->r;
     symbolize_frame frames[MAX_INLINE_FRAMES];
     symbolize_result r;
     struct lookup l = {0};
     if (in_file_code(pc) && !look_up_in_tables(pc, &l))
         look_up_in_libdw(pc, &l);
     make_result(pc, &l, &r, frames);
-    e = entry_of(pc, &r);
-    if (!e || cache_insert(e) != 0) {
+    struct entry *e = entry_of(pc, &r);
+    if (!e || cache_insert(slot, hash, e) != 0) {
         free(e);
         return &unknown_result;
     }
