@@ -82,6 +82,7 @@ struct symdw_unit {
     /* While decoding: libdw's strings already copied, by address. */
     struct copied *copied;
     size_t ncopied, capcopied;
+    struct hashindex copied_index;
 };
 
 struct copied {
@@ -98,8 +99,9 @@ struct unit_range {
 };
 
 static struct {
-    unit **slots; /* open addressing on (module, offset); NULL is empty */
-    size_t nslots, nunits;
+    unit **units; /* decoded, in order of decoding */
+    size_t nunits, capunits;
+    struct hashindex index; /* of the units, by (module, offset) */
     struct unit_range *ranges; /* of every decoded unit */
     size_t nranges, capranges;
     bool ranges_sorted;
@@ -124,31 +126,10 @@ static const char *die_name(Dwarf_Die *die)
     return name;
 }
 
-static size_t copied_slot(const char *libdw, size_t cap)
+static bool same_copied(const void *ctx, size_t item, const void *key)
 {
-    return (size_t)(((uint64_t)(uintptr_t)libdw * 0x9E3779B97F4A7C15ull) >>
-                    17) &
-           (cap - 1);
-}
-
-static bool grow_copied(unit *u)
-{
-    size_t cap = u->capcopied ? 2 * u->capcopied : 1024;
-    struct copied *table = calloc(cap, sizeof *table);
-    if (!table)
-        return false;
-    for (size_t i = 0; i < u->capcopied; i++) {
-        if (!u->copied[i].libdw)
-            continue;
-        size_t j = copied_slot(u->copied[i].libdw, cap);
-        while (table[j].libdw)
-            j = (j + 1) & (cap - 1);
-        table[j] = u->copied[i];
-    }
-    free(u->copied);
-    u->copied = table;
-    u->capcopied = cap;
-    return true;
+    const unit *u = ctx;
+    return u->copied[item].libdw == key;
 }
 
 /* Offset in u->names of a copy of libdw's string s (each string, which
@@ -158,14 +139,15 @@ static uint32_t copy_name(unit *u, const char *s, int *failed)
 {
     if (!s)
         return NO_NAME;
-    if (2 * (u->ncopied + 1) > u->capcopied && !grow_copied(u)) {
+    uint64_t hash = hash_mix(0, (uintptr_t)s);
+    struct hashindex_slot *slot =
+        hashindex_find(&u->copied_index, hash, same_copied, u, s);
+    if (slot && slot->item)
+        return u->copied[slot->item - 1].name;
+    if (!slot || ARRAY_RESERVE(u->copied, u->ncopied, u->capcopied, 1)) {
         *failed = -1;
         return NO_NAME;
     }
-    size_t i = copied_slot(s, u->capcopied);
-    for (; u->copied[i].libdw; i = (i + 1) & (u->capcopied - 1))
-        if (u->copied[i].libdw == s)
-            return u->copied[i].name;
     size_t len = strlen(s) + 1;
     while (u->names_size + len > u->names_cap) {
         size_t cap = u->names_cap ? 2 * u->names_cap : 4096;
@@ -180,8 +162,8 @@ static uint32_t copy_name(unit *u, const char *s, int *failed)
     uint32_t at = (uint32_t)u->names_size;
     memcpy(u->names + at, s, len);
     u->names_size += len;
-    u->copied[i] = (struct copied){s, at};
-    u->ncopied++;
+    u->copied[u->ncopied] = (struct copied){s, at};
+    hashindex_set(&u->copied_index, slot, hash, u->ncopied++);
     return at;
 }
 
@@ -309,6 +291,7 @@ static void free_unit(unit *u)
     free(u->ranges);
     free(u->names);
     free(u->copied);
+    hashindex_free(&u->copied_index);
     symln_free(u->lines);
     free(u);
 }
@@ -337,6 +320,7 @@ static void shrink_unit(unit *u)
     free(u->copied);
     u->copied = NULL;
     u->ncopied = u->capcopied = 0;
+    hashindex_free(&u->copied_index);
 }
 
 /* Says once, on stderr, that a unit's line table could not be used. */
@@ -405,41 +389,17 @@ static unit *decode_unit(Dwfl_Module *mod, uintptr_t module,
 
 /* ---- Units by module and offset ----------------------------------------- */
 
-static size_t slot_of(uintptr_t module, Dwarf_Off offset, size_t nslots)
-{
-    return (size_t)(((uint64_t)(module ^ offset) * 0x9E3779B97F4A7C15ull) >>
-                    17) &
-           (nslots - 1);
-}
+struct unit_key {
+    uintptr_t module;
+    Dwarf_Off offset;
+};
 
-static unit **unit_slot(uintptr_t module, Dwarf_Off offset)
+static bool same_unit(const void *ctx, size_t item, const void *key)
 {
-    for (size_t i = slot_of(module, offset, U.nslots);;
-         i = (i + 1) & (U.nslots - 1))
-        if (!U.slots[i] ||
-            (U.slots[i]->module == module && U.slots[i]->offset == offset))
-            return &U.slots[i];
-}
-
-static int grow_units(void)
-{
-    size_t nslots = U.nslots ? 2 * U.nslots : 64;
-    unit **slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < U.nslots; i++) {
-        if (!U.slots[i])
-            continue;
-        size_t j = slot_of(U.slots[i]->module, U.slots[i]->offset, nslots);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = U.slots[i];
-    }
-    free(U.slots);
-    U.bytes += (nslots - U.nslots) * sizeof *slots;
-    U.slots = slots;
-    U.nslots = nslots;
-    return 0;
+    const struct unit_key *k = key;
+    (void)ctx;
+    return U.units[item]->module == k->module &&
+           U.units[item]->offset == k->offset;
 }
 
 /* Remembers the unit's own address ranges, by which later sessions find
@@ -469,29 +429,40 @@ static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie, Dwarf_Addr bias)
 {
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
-    if (2 * (U.nunits + 1) > U.nslots && grow_units() != 0)
+    struct unit_key key = {(uintptr_t)low, dwarf_dieoffset(cudie)};
+    uint64_t hash = hash_mix(hash_mix(0, key.module), key.offset);
+    size_t before = U.index.n_slots;
+    struct hashindex_slot *slot =
+        hashindex_find(&U.index, hash, same_unit, NULL, &key);
+    U.bytes += (U.index.n_slots - before) * sizeof *U.index.slots;
+    if (!slot)
         return NULL;
-    unit **slot = unit_slot((uintptr_t)low, dwarf_dieoffset(cudie));
-    if (!*slot) {
-        *slot = decode_unit(mod, (uintptr_t)low, cudie, bias);
-        if (!*slot)
-            return NULL;
-        U.nunits++;
-        U.bytes += unit_bytes(*slot);
-        add_unit_ranges(*slot, cudie);
-    }
-    return *slot;
+    if (slot->item)
+        return U.units[slot->item - 1];
+    before = U.capunits;
+    if (ARRAY_RESERVE(U.units, U.nunits, U.capunits, 1) != 0)
+        return NULL;
+    U.bytes += (U.capunits - before) * sizeof *U.units;
+    unit *u = decode_unit(mod, key.module, cudie, bias);
+    if (!u)
+        return NULL;
+    U.units[U.nunits] = u;
+    hashindex_set(&U.index, slot, hash, U.nunits++);
+    U.bytes += unit_bytes(u);
+    add_unit_ranges(u, cudie);
+    return u;
 }
 
 void symdw_flush(void)
 {
-    for (size_t i = 0; i < U.nslots; i++)
-        free_unit(U.slots[i]);
-    free(U.slots);
+    for (size_t i = 0; i < U.nunits; i++)
+        free_unit(U.units[i]);
+    free(U.units);
     free(U.ranges);
-    U.slots = NULL;
+    hashindex_free(&U.index);
+    U.units = NULL;
     U.ranges = NULL;
-    U.nslots = U.nunits = U.bytes = U.nranges = U.capranges = 0;
+    U.nunits = U.capunits = U.bytes = U.nranges = U.capranges = 0;
 }
 
 size_t symdw_bytes(void)
