@@ -74,6 +74,7 @@
 #define stacktab_free cpprof__stacktab_free
 #define task_foreach_parked cpprof__task_foreach_parked
 #define task_parked_count cpprof__task_parked_count
+#define text_escape cpprof__text_escape
 #define text_put_escaped cpprof__text_put_escaped
 #define thread_own_role cpprof__thread_own_role
 #define threadcreate_snapshot cpprof__threadcreate_snapshot

@@ -122,7 +122,7 @@ def symbol_edges(srcdir, objdir, modules):
             continue  # the PIC twins of the same objects
         for f in files:
             m = re.match(r"libcpprof_\w+_la-(.+)\.o$", f)
-            if m and (m.group(1) == "profile.pb-c" or os.path.exists(
+            if m and (m.group(1).endswith(".pb-c") or os.path.exists(
                     os.path.join(srcdir, m.group(1) + ".c"))):
                 objs[os.path.join(root, f)] = m.group(1)
     if not objs:
