@@ -3,7 +3,7 @@
 # configure runs in a fresh directory where pkg-config sees
 # only libmicrohttpd, libprotobuf-c, zlib, jansson and libdw (with what
 # their own .pc files require), so check.pc is hidden, and where PATH has
-# no go, curl, jq, chromium, cmake, meson, ninja or C++ compiler.  It must
+# no go, curl, jq, chromium, cmake, meson, ninja, protoc or C++ compiler.  It must
 # succeed and its notice name each test-only package; `make check` there
 # must stop before building anything, naming them.  And the list is not too long either:
 # libcpprof-upper.so (the upper layers, src/upper.h) needs each of those
@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 library_deps="libmicrohttpd libprotobuf-c zlib jansson libdw gnutls"
 test_only="check golang-go curl jq chromium cmake meson ninja-build
   libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev libuv1-dev
-  libboost-dev libboost-fiber-dev
+  libboost-dev libboost-fiber-dev protobuf-compiler
   golang-github-google-pprof-dev"
 
 # The library's .pc files and everything they require, transitively.
@@ -43,7 +43,7 @@ done
 for d in /usr/bin /bin; do
     for f in "$d"/*; do
         name=${f##*/}
-        case " go curl jq chromium cmake meson ninja g++ c++ clang++ clang++-14 " in
+        case " go curl jq chromium cmake meson ninja protoc g++ c++ clang++ clang++-14 " in
         *" $name "*) continue ;;
         esac
         [ -e "$tmp/bin/$name" ] || ln -s "$f" "$tmp/bin/$name"
@@ -55,7 +55,8 @@ done
     { tail -n 20 "$tmp/build/configure.out" >&2; fail "configure failed"; }
 notice=$(grep 'make check also needs' "$tmp/build/configure.out") ||
     fail "configure gave no notice of what make check needs"
-for p in check g++ golang-go curl jq chromium cmake meson ninja-build; do
+for p in check g++ golang-go curl jq chromium cmake meson ninja-build \
+    protobuf-compiler; do
     echo "$notice" | grep -qw -- "$p" || fail "the notice leaves out $p: $notice"
 done
 echo "configure without test tools: $notice"
