@@ -496,7 +496,7 @@ void timeline_free(timeline *t)
     free(t->items);
     free(t->sets);
     free(t->stacks);
-    free(t->by_tid.slots);
-    free(t->by_task.slots);
+    hashindex_free(&t->by_tid);
+    hashindex_free(&t->by_task);
     *t = (timeline){.s = t->s};
 }

@@ -92,7 +92,7 @@ static int intern(strtab *tab, const char *s, uint64_t *iid, bool *fresh)
 static void strtab_free(strtab *tab)
 {
     free(tab->strs);
-    free(tab->index.slots);
+    hashindex_free(&tab->index);
 }
 
 /* ---- The writer ---------------------------------------------------------- */
