@@ -50,6 +50,12 @@
  * threads:
  *
  *   tenant acme parked_tasks_mean 12.3 moved 456
+ *
+ * With --job-log FILE every job (in --tasks, every part of a job run in
+ * its task) appends "TENANT START_NS END_NS" to FILE, on CLOCK_MONOTONIC,
+ * the clock of cpprof's traces: the truth a trace's label spans are held
+ * to over any window.  Each job's work is a trace region named after its
+ * kind (cpprof_trace_region_begin), which a trace draws under the span.
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
@@ -99,6 +105,8 @@ static atomic_llong tenant_cpu_ns[NTENANTS];
 static atomic_llong tenant_jobs[NTENANTS];
 static atomic_llong jobs_done;
 static int task_mode; /* --tasks */
+static FILE *job_log;  /* --job-log */
+static pthread_mutex_t job_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t stop_requested;
 
 static int64_t clock_ns(clockid_t clock)
@@ -152,10 +160,22 @@ static uint32_t do_work(int kind, unsigned iterations)
     return kind == 0 ? reindex(iterations) : export_rows(iterations);
 }
 
+/* --job-log: tenant t's job ran (in its labels) from t0 to t1. */
+static void log_job(int t, int64_t t0, int64_t t1)
+{
+    if (!job_log)
+        return;
+    pthread_mutex_lock(&job_log_mu);
+    fprintf(job_log, "%s %lld %lld\n", tenants[t], (long long)t0,
+            (long long)t1);
+    pthread_mutex_unlock(&job_log_mu);
+}
+
 static void run_job(void *arg, const cpprof_labelset *labels)
 {
     (void)labels;
     const struct job *j = arg;
+    cpprof_trace_region_begin(kinds[j->kind]);
     uint8_t *scratch = malloc(job_alloc_bytes(j->tenant));
     if (!scratch)
         abort();
@@ -164,6 +184,7 @@ static void run_job(void *arg, const cpprof_labelset *labels)
     atomic_store_explicit(&sink, scratch[0], memory_order_relaxed);
     free(scratch);
     cpprof_counter_add("jobs", 1);
+    cpprof_trace_region_end(kinds[j->kind]);
 }
 
 static int queue_pop(struct job *out)
@@ -225,7 +246,9 @@ static void *worker(void *arg)
             continue;
         }
         int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        int64_t began = clock_ns(CLOCK_MONOTONIC);
         int rc = cpprof_do(NULL, job_labels[j.tenant][j.kind], run_job, &j);
+        log_job(j.tenant, began, clock_ns(CLOCK_MONOTONIC));
         if (rc) {
             fprintf(stderr, "jobrunner: cpprof_do: %s\n", cpprof_strerror(rc));
             exit(1);
@@ -267,7 +290,7 @@ static void die_on(int rc, const char *what)
 }
 
 /* Where a job waits for its I/O: the stack its task parks with. */
-static __attribute__((noinline)) void await_io(struct job *j)
+static __attribute__((noinline)) void await_io(struct job *j, int64_t began)
 {
     struct io_wait *w = malloc(sizeof *w);
     if (!w)
@@ -279,6 +302,7 @@ static __attribute__((noinline)) void await_io(struct job *j)
                           NULL};
     atomic_fetch_add(&tenant_parked_now[j->tenant], 1);
     die_on(cpprof_task_leave(j->task, "io", 0), "cpprof_task_leave");
+    log_job(j->tenant, began, clock_ns(CLOCK_MONOTONIC));
     pthread_mutex_lock(&io.mu);
     w->next = io.head;
     io.head = w;
@@ -291,6 +315,7 @@ static __attribute__((noinline)) void await_io(struct job *j)
 static void run_job_part(struct job *j)
 {
     int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t began = clock_ns(CLOCK_MONOTONIC);
     die_on(cpprof_task_enter(j->task), "cpprof_task_enter");
     if (!j->started) {
         j->started = 1;
@@ -298,7 +323,7 @@ static void run_job_part(struct job *j)
         atomic_store_explicit(&sink, do_work(j->kind, j->iterations / 2),
                               memory_order_relaxed);
         j->iterations -= j->iterations / 2;
-        await_io(j);
+        await_io(j, began);
         atomic_fetch_add(&tenant_cpu_ns[j->tenant],
                          clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0);
         return;
@@ -308,6 +333,7 @@ static void run_job_part(struct job *j)
         atomic_fetch_add(&tenant_moved[j->tenant], 1);
     run_job(j, NULL);
     die_on(cpprof_task_end(j->task), "cpprof_task_end");
+    log_job(j->tenant, began, clock_ns(CLOCK_MONOTONIC));
     atomic_fetch_add(&tenant_cpu_ns[j->tenant],
                      clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0);
     atomic_fetch_add(&jobs_done, 1);
@@ -514,7 +540,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
                     "[--addr HOST:PORT] [--park N] [--park-after S] "
-                    "[--park-note TEXT] [--park-tasks N] [--tasks] [--hold]\n");
+                    "[--park-note TEXT] [--park-tasks N] [--tasks] [--hold] "
+                    "[--job-log FILE]\n");
     exit(2);
 }
 
@@ -552,6 +579,14 @@ int main(int argc, char **argv)
             park_note = v, i++;
         else if (!strcmp(argv[i], "--hold"))
             hold = 1;
+        else if (!strcmp(argv[i], "--job-log") && v) {
+            if (!(job_log = fopen(v, "w"))) {
+                perror(v);
+                exit(2);
+            }
+            setvbuf(job_log, NULL, _IOLBF, 0); /* read while it runs */
+            i++;
+        }
         else if (!strcmp(argv[i], "--tasks"))
             task_mode = 1;
         else if (!strcmp(argv[i], "--addr") && v)
@@ -610,6 +645,8 @@ int main(int argc, char **argv)
     release_parked();
     for (long i = 0; i < nparked; i++)
         pthread_join(parked_threads[i], NULL);
+    if (job_log)
+        fflush(job_log);
     print_truth((clock_ns(CLOCK_MONOTONIC) - start) / 1e9);
     fflush(stdout);
     while (hold && !stop_requested)

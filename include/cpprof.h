@@ -65,8 +65,10 @@ enum cpprof_error {
     CPPROF_EUPPER = -10026,      /* libcpprof-upper.so (the HTTP server, the
                                     CPU profile's encoder, the symbolizer)
                                     cannot be loaded; stderr says why */
-    CPPROF_ESCOPEMOVED = -10027  /* a label scope ended on another thread
+    CPPROF_ESCOPEMOVED = -10027, /* a label scope ended on another thread
                                     or task than it began on */
+    CPPROF_ENOTRACE = -10028     /* the flight recorder is off (setting
+                                    "trace_flight_seconds") */
 };
 
 /* A message for any code returned by cpprof (never NULL). */
@@ -365,6 +367,30 @@ int cpprof_http_start(const char *addr);
 
 /* Stops the server and frees everything it holds. */
 int cpprof_http_stop(void);
+
+/* ---- Traces (Go: runtime/trace; /debug/pprof/trace) --------------------- */
+
+/* Marks the start and end of a named region of the calling thread's work
+ * in a trace being recorded (Go: trace.StartRegion, Region.End): the
+ * trace's timeline draws it as a span.  Regions nest; end them in reverse
+ * order, by the same name.  Names are copied (at most 127 bytes kept).
+ * While no trace or flight recorder records: nothing but a branch.
+ * 0, or -EINVAL for a NULL name. */
+int cpprof_trace_region_begin(const char *name);
+int cpprof_trace_region_end(const char *name);
+
+/* An instant event with a message on the calling thread's timeline (Go:
+ * trace.Log); category may be NULL.  Texts are copied (127 bytes each).
+ * 0, or -EINVAL for a NULL message. */
+int cpprof_trace_log(const char *category, const char *message);
+
+/* Writes the flight recorder's last "trace_flight_seconds" (the setting,
+ * or CPPROF_TRACE_FLIGHT_SECONDS, which turns it on at load) to fd in
+ * Perfetto's format, for a program's own "something went wrong" path (not
+ * from a signal handler: it symbolizes and allocates).  0;
+ * CPPROF_ENOTRACE when the flight recorder is off; a negative errno when
+ * writing fails. */
+int cpprof_trace_flight_write(int fd);
 
 /* ---- Crash tracebacks (Go 1.27: labels in tracebacks) -------------------- */
 

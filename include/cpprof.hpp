@@ -496,6 +496,30 @@ template <class F> auto inherit_labels(F &&f)
     };
 }
 
+/* A named region of the calling thread's work in a trace (Go:
+ * trace.WithRegion), from construction to destruction. */
+class trace_region {
+public:
+    explicit trace_region(const char *name) : name_(name)
+    {
+        detail::throw_if_failed(cpprof_trace_region_begin(name),
+                                "cpprof_trace_region_begin");
+    }
+    ~trace_region() { cpprof_trace_region_end(name_); }
+    trace_region(const trace_region &) = delete;
+    trace_region &operator=(const trace_region &) = delete;
+
+private:
+    const char *name_;
+};
+
+/* An instant event with a message in a trace (Go: trace.Log). */
+inline void trace_log(const char *category, const char *message)
+{
+    detail::throw_if_failed(cpprof_trace_log(category, message),
+                            "cpprof_trace_log");
+}
+
 /* std::thread whose thread starts with its creator's labels: everything
  * else (join, detach, arguments copied, std::terminate on an escaping
  * exception) is std::thread's. */

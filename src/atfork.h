@@ -30,6 +30,7 @@ enum atfork_level {
     ATFORK_THREADCREATE,  /* threadcreate.c: its table */
     ATFORK_WRAPPER,       /* http_zerocode.c: no lock, a wrapper's fork noted */
     ATFORK_WALL,          /* wall.c: no lock, the parent's window forgotten */
+    ATFORK_TRACE,         /* trace.c: its start lock, the recording stopped */
     ATFORK_LEVELS
 };
 

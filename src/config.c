@@ -132,6 +132,17 @@ static struct setting settings[CFG__COUNT] = {
     /* Bounds a task table that grows on demand (task.c): a program that
      * leaks tasks is refused more, not given the machine's memory. */
     INT(CFG_TASKS_MAX, "tasks_max", "tasks live at once", 1, 4194304, 100000),
+    /* The trace recorder (trace.c): its memory in all, whatever the thread
+     * count; what the flight recorder keeps; the shortest wait traced. */
+    INT(CFG_TRACE_KB, "trace_kb",
+        "KiB of trace buffers in all (events past them are dropped, "
+        "counted)",
+        256, 4194304, 32768),
+    INT(CFG_TRACE_FLIGHT_SECONDS, "trace_flight_seconds",
+        "seconds of events the flight recorder keeps; 0: off", 0, 3600, 0),
+    INT(CFG_TRACE_LOCK_US, "trace_lock_us",
+        "shortest lock or condition wait a trace shows, microseconds", 0,
+        60000000, 10),
     INT(CFG_BLOCK_PROFILE_RATE, "block_profile_rate",
         "nanoseconds blocked per block sample", 0, 1L << 40, 0),
     INT(CFG_MUTEX_PROFILE_FRACTION, "mutex_profile_fraction",

@@ -56,6 +56,9 @@ typedef enum {
     CFG_SYMBOLIZE_MAX_KB,     /* symbolizer's tables and cache kept, KiB */
     CFG_SYMBOLIZE_IDLE_SECONDS, /* idle time before libdw's state goes */
     CFG_TASKS_MAX,            /* live tasks (cpprof_task_create) at once */
+    CFG_TRACE_KB,             /* the trace recorder's buffers, KiB in all */
+    CFG_TRACE_FLIGHT_SECONDS, /* the flight recorder keeps this much; 0 off */
+    CFG_TRACE_LOCK_US,        /* lock and condition waits traced from this */
     CFG__COUNT
 } cfg_id;
 

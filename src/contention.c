@@ -44,6 +44,7 @@
 #include "config.h"
 #include "interpose.h"
 #include "stacktab.h"
+#include "trace.h"
 #include "util.h"
 
 #include <errno.h>
@@ -139,7 +140,15 @@ static inline bool cpprofs_own(void)
 static inline bool profiling_off(void)
 {
     return cpprofs_own() || (cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0 &&
-                             cfg_int(CFG_MUTEX_PROFILE_FRACTION) <= 0);
+                             cfg_int(CFG_MUTEX_PROFILE_FRACTION) <= 0 &&
+                             !trace_recording());
+}
+
+/* Whether a condition wait is timed: for the block profile or a trace. */
+static inline bool cond_untimed(void)
+{
+    return cpprofs_own() ||
+           (cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0 && !trace_recording());
 }
 
 /* ---- Recording (with own_busy set) -------------------------------- */
@@ -252,6 +261,18 @@ static __attribute__((noinline)) void charge_unlocker(const pthread_mutex_t *m)
 /* ---- Contended paths ------------------------------------------------------ */
 
 typedef int (*lock_fn)(void *);
+/* A wait long enough to show in a trace being recorded. */
+static __attribute__((noinline)) void trace_wait_event(int64_t t0,
+                                                       int64_t t1,
+                                                       bool is_lock)
+{
+    uintptr_t pcs[STACK_MAX_FRAMES];
+    unsigned flags;
+    uint64_t gen;
+    /* As block_event: the interposer's caller is the leaf. */
+    size_t depth = collect_stack(3, pcs, STACK_MAX_FRAMES, &flags, &gen);
+    trace_lock_wait(t0, t1, is_lock, pcs, depth);
+}
 
 /* Waits with `lock` on a lock whose trylock failed: timed, the waiter
  * joined to the mutex profile's table when `mutex` is non-NULL and drawn.
@@ -275,6 +296,8 @@ static __attribute__((noinline)) int wait_timed(lock_fn lock, void *l,
         waiter_leave(mutex, t0);
     if (rc == 0)
         block_event(t1 - t0);
+    if (rc == 0 && trace_recording() && t1 - t0 >= trace_lock_threshold_ns())
+        trace_wait_event(t0, t1, is_lock);
     if (rc == 0 && is_lock)
         accounting_lock_wait(t1 - t0);
     own_busy = 0;
@@ -360,7 +383,7 @@ static int cond_timedwait_fn_(void *a)
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
     struct cond_args a = {c, m, NULL};
-    if (cpprofs_own() || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
+    if (cond_untimed())
         return cond_wait_fn_(&a);
     int rc = wait_timed(cond_wait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();
@@ -371,7 +394,7 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                   const struct timespec *abstime)
 {
     struct cond_args a = {c, m, abstime};
-    if (cpprofs_own() || cfg_int(CFG_BLOCK_PROFILE_RATE) <= 0)
+    if (cond_untimed())
         return cond_timedwait_fn_(&a);
     int rc = wait_timed(cond_timedwait_fn_, &a, NULL, false);
     COLLECT_NO_TAIL_CALL();

@@ -71,6 +71,9 @@ static const char *cpprof_code_message(int code)
         return "a label scope ended on another thread or task than it began "
                "on (held across a co_await or a fiber switch outside a "
                "task): no thread's labels were changed";
+    case CPPROF_ENOTRACE:
+        return "the flight recorder is off: set trace_flight_seconds (or "
+               "CPPROF_TRACE_FLIGHT_SECONDS) to keep the last seconds";
     case CPPROF_ENOPROC:
         return "/proc/self cannot be read: /proc is not mounted where "
                "this process can see it (a chroot without /proc?); the "

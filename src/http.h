@@ -138,6 +138,7 @@ int http_cmdline(http_req *r);     /* http_cmdline.c: .../cmdline */
 int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
 int http_wall(http_req *r);        /* http_wall.c: .../wall */
 int http_fgprof(http_req *r);      /* http_wall.c: /debug/fgprof */
+int http_trace(http_req *r);       /* http_trace.c: .../trace */
 
 /* The JSON form of the proto profiles (http_json.c; README, "JSON
  * profile").  http_profile_format_error checks `format` (absent or

@@ -63,6 +63,11 @@ static const http_route routes[] = {
      "Maps given program counters to function names. Counters can be "
      "specified in a GET raw query or POST body, multiple counters are "
      "separated by '+'.", NULL},
+    {"trace", HTTP_GET, http_trace,
+     "A trace of execution of the current program. You can specify the "
+     "duration in the seconds GET parameter. After you get the trace file, "
+     "open it in Perfetto (ui.perfetto.dev) to investigate the trace.",
+     NULL},
 };
 
 /* exit() tears down, under threads that keep running, what handlers use:
@@ -271,7 +276,8 @@ static const char *allowed_methods(unsigned methods)
 static bool waits_out_window(http_req *r, const http_route *route)
 {
     return route->handler == http_profile || route->handler == http_wall ||
-           route->handler == http_fgprof || http_query(r, "seconds") != NULL;
+           route->handler == http_fgprof || route->handler == http_trace ||
+           http_query(r, "seconds") != NULL;
 }
 
 /* Runs the route's handler; a handler that answered nothing gets a 500

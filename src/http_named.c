@@ -98,10 +98,20 @@ const char *http_stacks_unavailable(void)
 
 http_end http_wait_window(http_req *r, long seconds)
 {
+    return http_wait_window_ns(r, (int64_t)seconds * 1000000000);
+}
+
+http_end http_wait_window_ns(http_req *r, int64_t ns)
+{
     struct timespec now, end, next;
     clock_gettime(CLOCK_MONOTONIC, &now);
     end = now;
-    end.tv_sec += seconds;
+    end.tv_sec += ns / 1000000000;
+    end.tv_nsec += ns % 1000000000;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_nsec -= 1000000000L;
+        end.tv_sec++;
+    }
     next = now;
     for (;;) {
         next.tv_nsec += POLL_NS;

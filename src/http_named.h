@@ -62,6 +62,7 @@ const char *http_stacks_unavailable(void);
  * ended early (http_request_end); returns HTTP_GOING_ON when the whole
  * window ran, else what ended it. */
 http_end http_wait_window(http_req *r, long seconds);
+http_end http_wait_window_ns(http_req *r, int64_t ns);
 
 /* Answers a request whose window `end` cut short: `client_gone` (Go's
  * text for the endpoint) when its client went away, which nobody reads;

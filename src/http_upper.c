@@ -9,6 +9,8 @@
 
 #include "cpprof.h"
 #include "http_server.h"
+#include "trace.h"
+#include "util.h"
 
 int cpprof_cpu_profile_start(void)
 {
@@ -20,6 +22,17 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len)
 {
     const struct upper_entry *u = upper_load();
     return u ? u->cpu_profile_stop(buf, len) : CPPROF_EUPPER;
+}
+
+/* The recorder is in this library: off, the upper one is not loaded; on,
+ * the last seconds are those before the call, not before the load. */
+int cpprof_trace_flight_write(int fd)
+{
+    if (!trace_flight_on())
+        return CPPROF_ENOTRACE;
+    int64_t now = clock_mono_ns();
+    const struct upper_entry *u = upper_load();
+    return u ? u->trace_flight_write(fd, now) : CPPROF_EUPPER;
 }
 
 int cpprof_http_start(const char *addr)

@@ -7,6 +7,7 @@
 
 #include "cpprof.h"
 #include "http_server.h"
+#include "tracefile.h"
 
 extern const struct upper_entry cpprof_upper_entry;
 const struct upper_entry cpprof_upper_entry = {
@@ -16,4 +17,5 @@ const struct upper_entry cpprof_upper_entry = {
     .http_start = http_start,
     .http_stop = cpprof_http_stop,
     .http_refused_setting = http_refused_setting,
+    .trace_flight_write = tracefile_flight_write,
 };

@@ -91,11 +91,23 @@ static inline uint64_t acct_clock_ticks(void)
 
 typedef void label_set_hook(const cpprof_labelset *set);
 
+/* What label_hooks.traced is told. */
+enum label_trace_what {
+    LABEL_TRACE_SWITCH, /* the thread's current set became `set` */
+    LABEL_TRACE_START,  /* the thread starts, holding `set` */
+    LABEL_TRACE_EXIT    /* the thread exits */
+};
+
 struct label_hooks {
     /* otel.c, once the OpenTelemetry context is on: `set` (NULL: none)
      * becomes the calling thread's current set; called before the
      * replaced set's reference goes.  On every switch, so read inline. */
     label_set_hook *_Atomic set_current;
+    /* trace.c, only while a trace window or the flight recorder records
+     * (NULL otherwise): a label event on the calling thread, which runs
+     * task `task` (its id, 0: none).  On every switch, so read inline. */
+    void (*_Atomic traced)(enum label_trace_what what,
+                           const cpprof_labelset *set, uint64_t task);
     /* sampler.c: a thread created through the label core starts, before
      * its start function. */
     void (*_Atomic thread_started)(void);
@@ -120,7 +132,8 @@ struct label_hooks {
                                         const cpprof_labelset *leaving);
 };
 
-/* Registered by storing into the member (atomic_store); never cleared. */
+/* Registered by storing into the member (atomic_store); never cleared,
+ * but for `traced`, which is there only while it records. */
 extern struct label_hooks label_hooks;
 
 /* The calling thread is about to stop holding `leaving` (NULL: the empty

@@ -137,6 +137,7 @@
 #include "sigbudget.h"
 #include "sigowner.h"
 #include "thread.h"
+#include "trace.h"
 #include "unwind.h"
 #include "util.h"
 #include "warn.h"
@@ -182,6 +183,8 @@ struct slot {
     unsigned depth, flags;
     uint64_t gen;   /* the mappings' generation the walk saw (unwind.h) */
     int64_t weight; /* expirations this sample stands for */
+    int64_t when;   /* CLOCK_MONOTONIC, for a trace being recorded */
+    pid_t tid;
     const cpprof_labelset *labels; /* holds a reference */
     bool in_collector;             /* taken inside cpprof's collector work */
     int snapshot;                  /* index into session.snapshots, or -1 */
@@ -388,6 +391,8 @@ record_sample(struct session *s, const void *ucontext, int64_t weight,
         labelset_ref_signal_safe(labels);
     slot->labels = labels;
     slot->weight = weight;
+    slot->tid = tid;
+    slot->when = clock_mono_ns();
     atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
     /* Every quarter of the ring: the collector drains before it fills,
      * however long its tick. */
@@ -509,6 +514,9 @@ static void ring_drain(struct session *s)
             atomic_fetch_add(&s->lost, slot->weight);
         else
             s->drained += slot->weight;
+        if (trace_recording() && !slot->in_collector)
+            trace_cpu_sample(slot->tid, slot->when, slot->pcs, slot->depth,
+                             slot->flags & STACK_LEAF_EXACT, slot->labels);
         labelset_drop(slot->labels);
         atomic_store_explicit(&slot->seq, s->tail + s->mask + 1,
                               memory_order_release);

@@ -44,6 +44,7 @@
 #include "labels.h"
 #include "own.h"
 #include "thread.h"
+#include "trace.h"
 #include "util.h"
 #include "warn.h"
 
@@ -188,6 +189,8 @@ static void park(struct task *k, const char *reason, int64_t at)
 {
     atomic_store_explicit(&k->reason, reason, memory_order_release);
     atomic_store_explicit(&k->parked_at, at, memory_order_release);
+    if (trace_recording())
+        trace_task_switch(0, reason);
     const cpprof_labelset *carried = thread_exchange_labels(k->saved, 0);
     k->saved = NULL;
     atomic_store_explicit(&k->labels, carried, memory_order_release);
@@ -314,6 +317,10 @@ int cpprof_task_enter(cpprof_task task)
     const cpprof_labelset *own =
         atomic_load_explicit(&k->labels, memory_order_relaxed);
     atomic_store_explicit(&k->labels, NULL, memory_order_release);
+    if (trace_recording())
+        trace_task_switch(atomic_load_explicit(&k->number,
+                                               memory_order_relaxed),
+                          NULL);
     k->saved = thread_exchange_labels(own, task.id);
     atomic_store_explicit(&k->runner, tid, memory_order_relaxed);
     running = k;

@@ -73,14 +73,20 @@ static void unlink_entry(struct thread_entry *e)
 }
 
 /* Mirrors the thread's current set where out-of-process profilers read it
- * (otel.c's hook), before the replaced set's reference goes; while that
- * is off, one predictable branch. */
-static inline void publish(const cpprof_labelset *set)
+ * (otel.c's hook) and in a trace being recorded (trace.c's), before the
+ * replaced set's reference goes; while those are off, a predictable branch
+ * each. */
+static inline void publish(const struct thread_entry *e,
+                           const cpprof_labelset *set)
 {
     label_set_hook *hook = atomic_load_explicit(&label_hooks.set_current,
                                                 memory_order_relaxed);
     if (__builtin_expect(hook != NULL, 0))
         hook(set);
+    void (*traced)(enum label_trace_what, const cpprof_labelset *, uint64_t) =
+        atomic_load_explicit(&label_hooks.traced, memory_order_relaxed);
+    if (__builtin_expect(traced != NULL, 0))
+        traced(LABEL_TRACE_SWITCH, set, e->task);
 }
 
 /* Per-label-set accounting (labelhooks.h) charges the set a thread is
@@ -104,7 +110,11 @@ static void thread_exited(void *arg)
     label_set_hook *exiting = atomic_load(&label_hooks.thread_exiting);
     if (exiting)
         exiting(atomic_load(&e->labels));
-    publish(NULL);
+    publish(e, NULL);
+    void (*traced)(enum label_trace_what, const cpprof_labelset *, uint64_t) =
+        atomic_load(&label_hooks.traced);
+    if (traced)
+        traced(LABEL_TRACE_EXIT, NULL, 0);
     labels_registry_lock();
     unlink_entry(e);
     labels_registry_unlock();
@@ -202,7 +212,7 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
     account(atomic_load_explicit(&e->labels, memory_order_relaxed));
     const cpprof_labelset *old =
         atomic_exchange_explicit(&e->labels, set, memory_order_acq_rel);
-    publish(set);
+    publish(e, set);
     labelset_drop(old);
 }
 
@@ -221,7 +231,7 @@ const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set,
         atomic_load_explicit(&e->labels, memory_order_relaxed);
     account(old);
     atomic_store_explicit(&e->labels, set, memory_order_release);
-    publish(set);
+    publish(e, set);
     return old;
 }
 
@@ -293,7 +303,7 @@ int cpprof_scope_begin(cpprof_scope *scope, const cpprof_labelset *parent,
      * thread takes merge's reference to `derived`. */
     account(previous);
     atomic_store_explicit(&e->labels, derived, memory_order_release);
-    publish(derived);
+    publish(e, derived);
     struct scope *s = (struct scope *)(void *)scope;
     *s = (struct scope){e, previous, e->task, e->tid};
     return 0;
@@ -438,6 +448,10 @@ void *thread_start_run(void *p)
     void (*role_started)(void) = t->started;
     if (t->internal)
         own_work_enter(); /* never left: the thread is cpprof's */
+    void (*traced)(enum label_trace_what, const cpprof_labelset *, uint64_t) =
+        atomic_load(&label_hooks.traced);
+    if (traced)
+        traced(LABEL_TRACE_START, t->labels, 0);
     if (t->labels) {
         struct thread_entry *e = self_entry();
         if (e)

@@ -35,6 +35,7 @@
 #include "interpose.h"
 #include "sampler.h"
 #include "thread.h"
+#include "trace.h"
 #include "stacktab.h"
 
 #include <dlfcn.h>
@@ -103,7 +104,7 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         return EAGAIN;
     struct thread_start *inherit = NULL;
     if (start != thread_start_run && may_wrap(real) &&
-        (own_work || sampler_running() ||
+        (own_work || sampler_running() || trace_recording() ||
          (thread_current_labels() && cfg_int(CFG_INHERIT_LABELS)))) {
         if (!(inherit = thread_start_new(start, arg)))
             return EAGAIN;

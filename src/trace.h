@@ -19,6 +19,8 @@
 
 #include "cpprof.h"
 
+#include <stdatomic.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,8 +35,8 @@ typedef enum {
     TRACE_LOCK_WAIT,    /* a wait of dur_ns ending at ts; stack; text:
                            "mutex" (a lock's holder made it wait) or
                            "block" (a wait for a condition) */
-    TRACE_THREAD_START, /* text: the thread's name */
-    TRACE_THREAD_EXIT,
+    TRACE_THREAD_START, /* text: the thread's name (its creator's, as yet) */
+    TRACE_THREAD_EXIT,  /* text: its name */
     TRACE_TASK_ENTER,   /* the thread runs task number `task` from ts */
     TRACE_TASK_LEAVE,   /* ... until ts; text: its park reason, or NULL
                            when it ended */
@@ -65,8 +67,11 @@ typedef struct {
 } trace_task;
 
 typedef struct {
-    const uintptr_t *pcs; /* innermost first */
+    const uintptr_t *pcs; /* innermost first: return addresses, but for a
+                             CPU sample's leaf (`leaf_exact`), where the
+                             thread was interrupted */
     unsigned depth;
+    bool leaf_exact;
 } trace_stack;
 
 typedef struct {
@@ -89,8 +94,55 @@ typedef struct {
     int64_t dropped;     /* records lost for want of buffer room */
     bool cpu_samples;    /* the CPU sampler ran during the window */
     bool flight;         /* taken from the flight recorder */
+    void **storage;      /* what the events' texts point into */
+    size_t n_storage;
 } trace_snapshot;
 
+/* ---- Recording ---------------------------------------------------------- */
+
+enum { TRACE_WINDOW = 1, TRACE_FLIGHT = 2 };
+extern _Atomic int trace_on;
+
+/* Whether events are being recorded: what every hot path asks first. */
+static inline bool trace_recording(void)
+{
+    return __builtin_expect(
+        atomic_load_explicit(&trace_on, memory_order_relaxed) != 0, 0);
+}
+
+/* Task number `number` (0: none) starts running on the calling thread, or
+ * the one it ran parks for `reason` (NULL: it ended).  task.c, before the
+ * thread's labels change. */
+void trace_task_switch(uint64_t number, const char *reason);
+
+/* The sampler's collector: a CPU sample of thread tid, taken at ts. */
+void trace_cpu_sample(pid_t tid, int64_t ts, const uintptr_t *pcs,
+                      size_t depth, bool leaf_exact,
+                      const cpprof_labelset *labels);
+
+/* contention.c: the calling thread waited from t0 to t1 for a lock
+ * (is_lock) or a condition; at least trace_lock_threshold_ns(). */
+void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
+                     const uintptr_t *pcs, size_t depth);
+int64_t trace_lock_threshold_ns(void);
+
+/* Opens the one trace window, at *start_ns; -EBUSY while one is open
+ * (Go: a second trace at once is refused), -ENOMEM. */
+int trace_window_begin(int64_t *start_ns);
+void trace_window_end(void);
+
+/* The flight recorder (trace_flight_seconds): on until the process
+ * ends. */
+int trace_flight_start(void);
+bool trace_flight_on(void);
+
+/* ---- Reading ------------------------------------------------------------ */
+
+/* The events recorded from `from` to `to` (CLOCK_MONOTONIC ns), resolved;
+ * `flight`: a flight recorder's snapshot (its drops counted since it
+ * began, not since a window did).  0, or -ENOMEM. */
+int trace_snapshot_take(int64_t from, int64_t to, bool flight,
+                        trace_snapshot **out);
 void trace_snapshot_free(trace_snapshot *s);
 
 #endif

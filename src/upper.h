@@ -31,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* What libcpprof-upper.so gives libcpprof.so (http_upper_entry.c), under
  * the symbol cpprof_upper_entry.  version is the package's: an upper
@@ -47,6 +48,7 @@ struct upper_entry {
     int (*http_start)(const char *addr, bool one_thread);
     int (*http_stop)(void);
     int (*http_refused_setting)(void);
+    int (*trace_flight_write)(int fd, int64_t until);
 };
 
 /* The upper object's entry points, loaded by the first call (which may

@@ -61,6 +61,7 @@
 #define sampler_period_ns cpprof__sampler_period_ns
 #define sampler_reason_frame cpprof__sampler_reason_frame
 #define sampler_reason_text cpprof__sampler_reason_text
+#define sampler_running cpprof__sampler_running
 #define sampler_signal_is_programs cpprof__sampler_signal_is_programs
 #define sampler_start cpprof__sampler_start
 #define sampler_stop cpprof__sampler_stop
@@ -78,6 +79,11 @@
 #define text_put_escaped cpprof__text_put_escaped
 #define thread_own_role cpprof__thread_own_role
 #define threadcreate_snapshot cpprof__threadcreate_snapshot
+#define trace_flight_on cpprof__trace_flight_on
+#define trace_snapshot_free cpprof__trace_snapshot_free
+#define trace_snapshot_take cpprof__trace_snapshot_take
+#define trace_window_begin cpprof__trace_window_begin
+#define trace_window_end cpprof__trace_window_end
 #define unwind_gone_at cpprof__unwind_gone_at
 #define unwind_pin_generation cpprof__unwind_pin_generation
 #define unwind_unpin_generation cpprof__unwind_unpin_generation
