@@ -5,7 +5,8 @@
 # trace_check.py holds both to the demo's own log of its jobs (one track
 # per thread, each tenant's label-span time within 5% of its jobs' time,
 # every CPU sample inside a span of its labels).  Then Go's answers: a
-# second trace at once, bad parameters, the flight recorder when off.
+# second trace at once, bad parameters, the flight recorder when off; a
+# client leaving mid-trace; the demo's exit status (under ASan: its leaks).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 : "${srcdir:=.}"
@@ -79,7 +80,14 @@ code=$(fetch flight "$base/trace?flight=1")
 grep -q "flight recorder is off" "$tmp/flight.body" ||
     fail "flight=1: $(cat "$tmp/flight.body")"
 
+# --- A client that leaves mid-trace: the window ends, nothing is built -----
+# (the ASan build's leak check at the demo's exit sees what it held).
+curl -s -o /dev/null --max-time 0.5 "$base/trace?seconds=3"
+code=$(fetch after "$base/trace?seconds=0.2")
+[ "$code" = 200 ] || fail "a trace after a client left: status $code"
+
 # --- The index lists it, as Go's does ----------------------------------------
 code=$(fetch index "$base/")
 grep -q 'href="trace' "$tmp/index.body" || fail "the index lists no trace"
+stop_demo
 echo "ok: trace_demo"
