@@ -183,7 +183,7 @@ struct slot {
     unsigned depth, flags;
     uint64_t gen;   /* the mappings' generation the walk saw (unwind.h) */
     int64_t weight; /* expirations this sample stands for */
-    int64_t when;   /* CLOCK_MONOTONIC, for a trace being recorded */
+    int64_t when;   /* acct_clock_ticks(), for a trace being recorded */
     pid_t tid;
     const cpprof_labelset *labels; /* holds a reference */
     bool in_collector;             /* taken inside cpprof's collector work */
@@ -392,7 +392,7 @@ record_sample(struct session *s, const void *ucontext, int64_t weight,
     slot->labels = labels;
     slot->weight = weight;
     slot->tid = tid;
-    slot->when = clock_mono_ns();
+    slot->when = (int64_t)acct_clock_ticks();
     atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
     /* Every quarter of the ring: the collector drains before it fills,
      * however long its tick. */

@@ -75,7 +75,9 @@ struct chunk {
 };
 
 /* A record: this header, then `bytes - sizeof header` of payload (a text,
- * or a stack's PCs), 8-aligned. */
+ * or a stack's PCs), 8-aligned.  Its time is in the cheap clock's ticks
+ * (acct_clock_ticks: the cycle counter on x86-64, a clock_gettime there
+ * costs three times as much), made nanoseconds when read. */
 struct rec {
     int64_t ts;
     uint16_t kind;
@@ -94,7 +96,10 @@ static _Atomic size_t next_take;
 static _Atomic uint32_t pool_gen = 1; /* a thread's chunk is of this */
 static _Atomic int64_t dropped;
 static int64_t window_dropped; /* `dropped` when the window began */
-static _Atomic int64_t window_start; /* INT64_MAX: no window */
+static _Atomic int64_t window_start; /* ticks; INT64_MAX: no window */
+/* A tick count and CLOCK_MONOTONIC read together when the pool was mapped:
+ * with a pair read at each snapshot, the ticks' rate. */
+static int64_t anchor_ticks, anchor_ns;
 /* A window alone found no chunk to reuse: none will be until it ends. */
 static _Atomic bool exhausted;
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -107,6 +112,11 @@ static __thread uint32_t cur_gen __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cur_task __attribute__((tls_model("initial-exec")));
 
 /* ---- Writing ------------------------------------------------------------ */
+
+static inline int64_t ticks_now(void)
+{
+    return (int64_t)acct_clock_ticks();
+}
 
 /* Holds `set` for the recorder's life, once; false when the table is full
  * (the record then carries no labels, and is counted as dropped). */
@@ -241,8 +251,7 @@ static void record_texts(trace_kind kind, const char *const *texts,
                          uint64_t a)
 {
     pid_t tid = thread_self_tid();
-    struct rec *r = reserve(kind, texts_size(texts, count), clock_mono_ns(),
-                            tid);
+    struct rec *r = reserve(kind, texts_size(texts, count), ticks_now(), tid);
     if (!r)
         return;
     if (labels && pin(labels))
@@ -270,8 +279,7 @@ static void record_thread(trace_kind kind, const cpprof_labelset *set)
 
 static void record_switch(const cpprof_labelset *set, uint64_t task)
 {
-    struct rec *r = reserve(TRACE_LABELS, 0, clock_mono_ns(),
-                            thread_self_tid());
+    struct rec *r = reserve(TRACE_LABELS, 0, ticks_now(), thread_self_tid());
     if (!r)
         return;
     if (set && pin(set))
@@ -324,7 +332,8 @@ void trace_cpu_sample(pid_t tid, int64_t ts, const uintptr_t *pcs,
 void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
                      const uintptr_t *pcs, size_t depth)
 {
-    struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs, t1,
+    /* Stamped now, in ticks: t1 was a few instructions ago. */
+    struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs, ticks_now(),
                             thread_self_tid());
     if (!r)
         return;
@@ -373,6 +382,15 @@ int cpprof_trace_log(const char *category, const char *message)
 
 /* ---- Starting and stopping ---------------------------------------------- */
 
+/* Reads the tick count and CLOCK_MONOTONIC at one moment: the ticks
+ * between two clock reads, against their mean. */
+static void read_clocks(int64_t *ticks, int64_t *ns)
+{
+    int64_t a = clock_mono_ns();
+    *ticks = ticks_now();
+    *ns = a + (clock_mono_ns() - a) / 2;
+}
+
 /* Maps the buffers and the pin table at the first recording, when
  * trace_kb is read (a program may set it until then). */
 static int map_pool(void)
@@ -398,6 +416,7 @@ static int map_pool(void)
     pool = p;
     n_chunks = bytes / CHUNK_BYTES;
     pins = q;
+    read_clocks(&anchor_ticks, &anchor_ns);
     return 0;
 }
 
@@ -461,11 +480,11 @@ int trace_window_begin(int64_t *start_ns)
     int on = atomic_load(&trace_on);
     int rc = (on & TRACE_WINDOW) ? -EBUSY : map_pool();
     if (rc == 0) {
-        int64_t now = clock_mono_ns();
-        atomic_store(&window_start, now);
+        int64_t now = clock_mono_ns(), ticks = ticks_now();
+        atomic_store(&window_start, ticks);
         window_dropped = atomic_load(&dropped);
         set_recording(on | TRACE_WINDOW);
-        registry_foreach(note_current, &now);
+        registry_foreach(note_current, &ticks);
         *start_ns = now;
     }
     pthread_mutex_unlock(&start_mu);
@@ -512,6 +531,7 @@ __attribute__((constructor)) static void flight_from_environment(void)
 struct reading {
     trace_snapshot *s;
     int64_t from, to;
+    double ns_per_tick; /* from the anchor to now */
     size_t cap_events, cap_threads, cap_tasks, cap_sets, cap_stacks;
     size_t cap_kept, cap_before;
     struct hashindex set_index, stack_index;
@@ -626,14 +646,14 @@ static const char *payload_text(const struct rec *r, size_t skip)
     return p;
 }
 
-static int add_event(struct reading *r, const struct rec *rec)
+static int add_event(struct reading *r, const struct rec *rec, int64_t ts)
 {
     trace_snapshot *s = r->s;
     int rc = ARRAY_RESERVE(s->events, s->n_events, r->cap_events, 1);
     if (rc)
         return rc;
     trace_event *e = &s->events[s->n_events];
-    *e = (trace_event){.ts = rec->ts, .kind = rec->kind, .tid = rec->tid};
+    *e = (trace_event){.ts = ts, .kind = rec->kind, .tid = rec->tid};
     if ((rc = set_number(r, rec->labels, &e->labels)))
         return rc;
     const uintptr_t *pcs = (const uintptr_t *)(const void *)(rec + 1);
@@ -667,6 +687,13 @@ static int add_event(struct reading *r, const struct rec *rec)
     return rc;
 }
 
+/* A record's time in CLOCK_MONOTONIC ns. */
+static int64_t to_ns(const struct reading *r, int64_t ticks)
+{
+    return anchor_ns + (int64_t)((double)(ticks - anchor_ticks) *
+                                 r->ns_per_tick);
+}
+
 /* Notes rec, a label switch before the window, when it is its thread's
  * latest yet. */
 static int note_before(struct reading *r, const struct rec *rec)
@@ -695,11 +722,12 @@ static int read_records(struct reading *r, const uint8_t *data, size_t used)
             at + rec->bytes > used || rec->kind >= TRACE_NKINDS)
             return 0;
         at += rec->bytes;
+        int64_t ts = to_ns(r, rec->ts);
         int rc = 0;
-        if (rec->ts < r->from && rec->kind == TRACE_LABELS)
-            rc = note_before(r, rec);
-        else if (rec->ts >= r->from && rec->ts <= r->to)
-            rc = add_event(r, rec);
+        if (ts < r->from && rec->kind == TRACE_LABELS)
+            rc = note_before(r, rec); /* by ticks: the same order */
+        else if (ts >= r->from && ts <= r->to)
+            rc = add_event(r, rec, ts);
         if (rc)
             return rc;
     }
@@ -710,10 +738,9 @@ static int read_records(struct reading *r, const uint8_t *data, size_t used)
 static int add_befores(struct reading *r)
 {
     for (size_t i = 0; i < r->n_before; i++) {
-        int rc = add_event(r, r->before[i].rec);
+        int rc = add_event(r, r->before[i].rec, r->from);
         if (rc)
             return rc;
-        r->s->events[r->s->n_events - 1].ts = r->from;
     }
     return 0;
 }
@@ -834,7 +861,12 @@ int trace_snapshot_take(int64_t from, int64_t to, bool flight,
         free(copy);
         return -ENOMEM;
     }
-    struct reading r = {.s = s, .from = from, .to = to};
+    struct reading r = {.s = s, .from = from, .to = to, .ns_per_tick = 1};
+    int64_t ticks, ns;
+    read_clocks(&ticks, &ns);
+    if (pool && ticks > anchor_ticks && ns > anchor_ns)
+        r.ns_per_tick =
+            (double)(ns - anchor_ns) / (double)(ticks - anchor_ticks);
     s->start_ns = from;
     s->end_ns = to;
     s->realtime_ns = clock_ns(CLOCK_REALTIME) - (clock_mono_ns() - from);

@@ -115,13 +115,15 @@ static inline bool trace_recording(void)
  * thread's labels change. */
 void trace_task_switch(uint64_t number, const char *reason);
 
-/* The sampler's collector: a CPU sample of thread tid, taken at ts. */
+/* The sampler's collector: a CPU sample of thread tid, taken at ts
+ * (acct_clock_ticks(), which a signal handler may read). */
 void trace_cpu_sample(pid_t tid, int64_t ts, const uintptr_t *pcs,
                       size_t depth, bool leaf_exact,
                       const cpprof_labelset *labels);
 
-/* contention.c: the calling thread waited from t0 to t1 for a lock
- * (is_lock) or a condition; at least trace_lock_threshold_ns(). */
+/* contention.c: the calling thread waited from t0 to t1 (CLOCK_MONOTONIC
+ * ns, t1 just now) for a lock (is_lock) or a condition; at least
+ * trace_lock_threshold_ns(). */
 void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
                      const uintptr_t *pcs, size_t depth);
 int64_t trace_lock_threshold_ns(void);
