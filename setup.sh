@@ -200,8 +200,9 @@ check_in() {
 #  - configure_deps.sh, install_consumers.sh, docs_links.sh, signal_safe.sh,
 #    layering.sh: the build, the installed files, the docs and the source,
 #    not a run;
-#  - browser_index.sh, browser_framing.sh: their time is chromium's; the
-#    server code they reach is the HTTP tests', which run sanitized;
+#  - browser_index.sh, browser_framing.sh, browser_trace.sh: their time is
+#    chromium's; the server code they reach is the HTTP tests', which run
+#    sanitized;
 #  - scrape.sh: promtool's and go's time, over endpoints the HTTP tests
 #    reach sanitized;
 #  - otel_context.sh: the torn-read rate of an out-of-process reader (the
@@ -234,6 +235,7 @@ check_in() {
 #    uses are check_tasks', which runs sanitized).
 normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
+  test/browser_trace.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh
   test/http_pprof.sh test/chains.sh test/zero_code.sh
   test/symbolize_addr2line.sh test/fork_storm test/census_blocked

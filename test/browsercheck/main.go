@@ -6,6 +6,7 @@
 //	[-flame -proto FILE -note TEXT]
 //	browsercheck -url URL -bench PROFILE [-runs N]
 //	browsercheck -framed -url URL [-watch SECONDS]
+//	browsercheck -url URL -trace SECONDS -shots DIR [-trace-fixture FILE]
 //
 // -insecure starts chromium with --ignore-certificate-errors, for an
 // https URL whose server certificate a throwaway CA signed: headless
@@ -72,6 +73,13 @@
 // With -framed it only plays another site holding URL in a hidden frame
 // (see framed).
 //
+// With -trace it only works the timeline view (www/trace.js): presses
+// "Trace" for SECONDS, and prints what it drew (see traceChecks); the
+// section is saved as DIR/trace.png.  With -trace-fixture the browser's
+// requests for /debug/pprof/trace are answered with FILE instead of
+// reaching the server (the DevTools protocol's Fetch domain), so the view
+// can be checked against a known trace.
+//
 // It exits 1 with the reason on stderr when the browser or the page fails.
 package main
 
@@ -101,6 +109,11 @@ type cdp struct {
 	out     *bufio.Reader // our end of the browser's fd 4 (replies, events)
 	nextID  int
 	session string
+	// With -trace-fixture: the JSON that answers the page's requests for
+	// /debug/pprof/trace, and the URLs it asked for.
+	fixture   []byte
+	traceURLs []string
+	sideID    int // ids of commands sent while waiting for another's reply
 }
 
 type reply struct {
@@ -134,6 +147,12 @@ func (c *cdp) call(method string, params map[string]any) (json.RawMessage, error
 			return nil, err
 		}
 		if r.ID != c.nextID {
+			if r.Method == "Fetch.requestPaused" {
+				if err := c.answerPaused(r.Params); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			noteEvent(r.Method, r.Params)
 			continue
 		}
@@ -142,6 +161,38 @@ func (c *cdp) call(method string, params map[string]any) (json.RawMessage, error
 		}
 		return r.Result, nil
 	}
+}
+
+// answerPaused answers a request the Fetch domain held (-trace-fixture):
+// the trace's JSON form with the fixture, anything else passed on.  It is
+// sent while call() waits for another reply: its own reply, under an id
+// call() does not wait for, is skipped there as an event.
+func (c *cdp) answerPaused(params json.RawMessage) error {
+	var p struct {
+		RequestID string `json:"requestId"`
+		Request   struct {
+			URL string `json:"url"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return err
+	}
+	c.sideID++
+	msg := map[string]any{"id": 1000000 + c.sideID, "sessionId": c.session,
+		"method": "Fetch.continueRequest",
+		"params": map[string]any{"requestId": p.RequestID}}
+	if strings.Contains(p.Request.URL, "format=json") {
+		c.traceURLs = append(c.traceURLs, p.Request.URL)
+		msg["method"] = "Fetch.fulfillRequest"
+		msg["params"] = map[string]any{"requestId": p.RequestID,
+			"responseCode": 200,
+			"responseHeaders": []map[string]string{
+				{"name": "Content-Type", "value": "application/json"}},
+			"body": base64.StdEncoding.EncodeToString(c.fixture)}
+	}
+	b, _ := json.Marshal(msg)
+	_, err := c.in.Write(append(b, 0))
+	return err
 }
 
 // The page's errors, as "LEVEL TEXT": console.error calls, uncaught
@@ -712,6 +763,245 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	return nil
 }
 
+// Page-side helpers for the trace checks: hover the widest event the pick
+// accepts, as the pointer would, and say what the tooltip shows.
+const traceHelpers = `
+window.btHover = pick => {
+  const canvas = document.getElementById('trace-canvas');
+  const box = canvas.getBoundingClientRect();
+  let best = null;
+  cpprofTrace.hits.forEach(rows => rows.forEach((hits, row) => {
+    for (const h of hits)
+      if (pick(h.item.e, row) && (!best || h.x1 - h.x0 > best.x1 - best.x0)) best = h;
+  }));
+  if (!best) return ['none', ''];
+  canvas.dispatchEvent(new MouseEvent('mousemove', {bubbles: true,
+    clientX: box.left + (best.x0 + best.x1) / 2, clientY: box.top + best.y + best.h / 2}));
+  const tip = document.getElementById('trace-tip');
+  const labels = (best.item.e.args && best.item.e.args.labels) || {};
+  const pairs = Object.keys(labels).sort().map(k => k + '=' + labels[k]).join(' ');
+  return [pairs || '-', tip.hidden ? '' : tip.textContent.replace(/\n/g, ' | ')];
+};
+window.btValues = (spans, key) =>
+  [...new Set(spans.map(s => ((s.e.args && s.e.args.labels) || {})[key])
+    .filter(v => v !== undefined))].sort().join(',') || '-';
+true`
+
+// traceChecks presses "Trace" for SECONDS and prints what the timeline
+// view drew:
+//
+//	trace request URL               with -trace-fixture: each request the
+//	                                fixture answered
+//	trace other DROPPED CPU TEXT    otherData's dropped and cpu_samples as
+//	                                the view read them, and its notes
+//	trace lane TID SPANS DRAWN BARS TICKS TENANTS KINDS NAME
+//	                                per lane: its label spans (and task
+//	                                runs), those drawn, its regions and
+//	                                lock waits, its instants, the tenant
+//	                                and kind values of its spans (a,b or -)
+//	trace keys SELECTED KEY...      the "Colour by" choices
+//	trace legend VALUE...           the legend's values for SELECTED
+//	trace hover LABELS | TOOLTIP    the widest label span's labels (k=v
+//	                                ...), then the tooltip hovering it
+//	                                showed, lines joined by " | "
+//	trace lockwait TOOLTIP          the same for the widest lock wait
+//	trace cpusample TOOLTIP         and for a CPU sample ("none" if none)
+//	trace zoom FULL WHEEL PANNED PANWIDTH RESET DRAG WANT SELECT RULER
+//	                                the view's width in µs at first, after
+//	                                a wheel zoom, how far shift+wheel moved
+//	                                it and its width then, after "Reset
+//	                                zoom", after dragging across 200 px
+//	                                (WANT: what 200 px were), whether the
+//	                                selection was shown, how far a drag
+//	                                along the ruler moved it
+//	trace nocpu TEXT                the notes for a trace without CPU
+//	                                samples
+func (c *cdp) traceChecks(seconds int, shots string) error {
+	var ok bool
+	if err := c.eval(traceHelpers, &ok); err != nil {
+		return err
+	}
+	if err := c.eval(fmt.Sprintf(`new Promise((resolve, reject) => {
+  const canvas = document.getElementById('trace-canvas');
+  document.getElementById('trace-seconds').value = '%d';
+  document.getElementById('trace-seconds').dispatchEvent(new Event('input'));
+  document.getElementById('trace-load').click();
+  const poll = () => {
+    const status = document.getElementById('trace-status');
+    if (canvas.dataset.lanes) resolve(true);
+    else if (status.classList.contains('error')) reject(new Error(status.textContent));
+    else setTimeout(poll, 50);
+  };
+  poll();
+})`, seconds), &ok); err != nil {
+		return err
+	}
+	for _, u := range c.traceURLs {
+		fmt.Printf("trace request %s\n", u)
+	}
+	var other []string
+	if err := c.eval(`(() => {
+  const n = document.getElementById('trace-notes');
+  const text = [...n.children].map(p => p.textContent).join(' ');
+  return [n.dataset.dropped, n.dataset.cpuSamples, text.replace(/\s+/g, ' ')];
+})()`, &other); err != nil {
+		return err
+	}
+	fmt.Printf("trace other %s %s %s\n", other[0], other[1], other[2])
+	var lanes [][]string
+	if err := c.eval(`cpprofTrace.data.lanes.map((l, i) => [String(l.tid),
+  String(l.spans.length), String(cpprofTrace.hits[i][0].length),
+  String(l.bars.length), String(l.ticks.length),
+  btValues(l.spans, 'tenant'), btValues(l.spans, 'kind'), l.label])`, &lanes); err != nil {
+		return err
+	}
+	for _, l := range lanes {
+		fmt.Printf("trace lane %s\n", strings.Join(l, " "))
+	}
+	var keys []string
+	if err := c.eval(`[document.getElementById('trace-key').value,
+  ...[...document.querySelectorAll('#trace-key option')].map(o => o.value)]`, &keys); err != nil {
+		return err
+	}
+	fmt.Printf("trace keys %s\n", strings.Join(keys, " "))
+	var legend []string
+	if err := c.eval(`[...document.querySelectorAll('#trace-legend li[data-value]')]
+  .map(li => li.dataset.value)`, &legend); err != nil {
+		return err
+	}
+	fmt.Printf("trace legend %s\n", strings.Join(legend, " "))
+	var hover []string
+	for _, h := range []struct{ name, pick string }{
+		{"hover", `(e, row) => row === 0 && e.cat === 'labels' && e.args && e.args.labels`},
+		{"lockwait", `(e, row) => row === 1 && (e.cat === 'mutex' || e.cat === 'block')`},
+		{"cpusample", `(e, row) => row === 2 && e.cat === 'cpu'`},
+	} {
+		if err := c.eval("btHover("+h.pick+")", &hover); err != nil {
+			return err
+		}
+		if h.name == "hover" {
+			fmt.Printf("trace hover %s | %s\n", hover[0], hover[1])
+		} else if hover[0] == "none" {
+			fmt.Printf("trace %s none\n", h.name)
+		} else {
+			fmt.Printf("trace %s %s\n", h.name, hover[1])
+		}
+	}
+	// On screen for the screenshot: the tooltip of the widest span.
+	if err := c.eval(`btHover((e, row) => row === 0 && e.cat === 'labels')`, &hover); err != nil {
+		return err
+	}
+	var rect []float64
+	if err := c.eval(`(() => {
+  const r = document.getElementById('trace').getBoundingClientRect();
+  return [r.left + scrollX, r.top + scrollY, r.width, r.height];
+})()`, &rect); err != nil {
+		return err
+	}
+	res, err := c.call("Page.captureScreenshot", map[string]any{"format": "png",
+		"captureBeyondViewport": true, "clip": map[string]any{"x": rect[0],
+			"y": rect[1], "width": rect[2], "height": rect[3], "scale": 1}})
+	if err != nil {
+		return err
+	}
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(res, &shot); err != nil {
+		return err
+	}
+	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(shots, "trace.png"), png, 0o644); err != nil {
+		return err
+	}
+	var zoom []string
+	if err := c.eval(`(() => {
+  const canvas = document.getElementById('trace-canvas');
+  const box = canvas.getBoundingClientRect(), g = cpprofTrace.layout.GUTTER_PX;
+  const width = () => Number(canvas.dataset.t1) - Number(canvas.dataset.t0);
+  const t0 = () => Number(canvas.dataset.t0);
+  const y = box.top + cpprofTrace.layout.RULER_PX + 10, ruler = box.top + 5;
+  const mid = box.left + (g + box.width) / 2;
+  const wheel = (deltaY, shiftKey) => canvas.dispatchEvent(new WheelEvent('wheel',
+    {deltaY, shiftKey, clientX: mid, clientY: y, bubbles: true, cancelable: true}));
+  const mouse = (type, x, y) => canvas.dispatchEvent(new MouseEvent(type,
+    {clientX: x, clientY: y, button: 0, bubbles: true}));
+  const full = width();
+  wheel(-400, false);
+  const zoomed = width(), before = t0();
+  wheel(100, true);
+  const panned = t0() - before, panWidth = width();
+  document.getElementById('trace-reset').click();
+  const reset = width();
+  const x0 = box.left + g + 100, x1 = box.left + g + 300;
+  mouse('mousedown', x0, y);
+  mouse('mousemove', x1, y);
+  const selected = !document.getElementById('trace-select').hidden;
+  mouse('mouseup', x1, y);
+  const drag = width(), want = full * 200 / (box.width - g);
+  const rulerBefore = t0();
+  mouse('mousedown', x1, ruler);
+  mouse('mousemove', x0, ruler);
+  mouse('mouseup', x0, ruler);
+  const rulerPan = t0() - rulerBefore;
+  document.getElementById('trace-reset').click();
+  return [full, zoomed, panned, panWidth, reset, drag, want, selected, rulerPan].map(String);
+})()`, &zoom); err != nil {
+		return err
+	}
+	fmt.Printf("trace zoom %s\n", strings.Join(zoom, " "))
+	var nocpu string
+	if err := c.eval(`(() => {
+  cpprofTrace.show(JSON.stringify({traceEvents: [], displayTimeUnit: 'ns',
+    otherData: {dropped: 0, cpu_samples: false, flight: false, start_ns: 0, end_ns: 1e9}}));
+  const notes = document.getElementById('trace-notes').children;
+  return [...notes].map(p => p.textContent).join(' ').replace(/\s+/g, ' ');
+})()`, &nocpu); err != nil {
+		return err
+	}
+	fmt.Printf("trace nocpu %s\n", nocpu)
+	return nil
+}
+
+// runTrace opens the page and works its timeline view only (-trace).
+func runTrace(url, shots string, seconds int, insecure bool, fixture string) error {
+	c, stop, err := startBrowser(insecure)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if fixture != "" {
+		if c.fixture, err = os.ReadFile(fixture); err != nil {
+			return err
+		}
+		if _, err := c.call("Fetch.enable", map[string]any{"patterns": []map[string]any{
+			{"urlPattern": "*/debug/pprof/trace?*"}}}); err != nil {
+			return err
+		}
+	}
+	if err := c.viewport(1400, 1000, false); err != nil {
+		return err
+	}
+	if _, err := c.call("Page.navigate", map[string]any{"url": url}); err != nil {
+		return err
+	}
+	if err := c.eval(waitFor(`() => document.readyState === 'complete' && window.cpprofTrace`, 10000), new(any)); err != nil {
+		return err
+	}
+	if err := c.traceChecks(seconds, shots); err != nil {
+		return err
+	}
+	for _, e := range consoleErrors {
+		fmt.Printf("console %s\n", strings.ReplaceAll(e, "\n", " "))
+	}
+	c.session = ""
+	c.call("Browser.close", nil)
+	return nil
+}
+
 func runFramed(url string, watch int) error {
 	c, stop, err := startBrowser(false)
 	if err != nil {
@@ -733,9 +1023,11 @@ func main() {
 	frame := flag.Bool("framed", false, "only open URL in another site's hidden frame")
 	watch := flag.Int("watch", 10, "with -framed: seconds to watch for a window")
 	runs := flag.Int("runs", 3, "with -bench: how many times")
+	traceSeconds := flag.Int("trace", 0, "only work the timeline view, tracing SECONDS")
+	fixture := flag.String("trace-fixture", "", "with -trace: answer the trace requests with FILE")
 	flag.Parse()
 	if *url == "" || (*flame && *protoFile == "") {
-		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N] | -framed -url URL [-watch SECONDS]")
+		fmt.Fprintln(os.Stderr, "usage: browsercheck -url URL -shots DIR [-cpu SECONDS] [-insecure] [-flame -proto FILE -note TEXT] | -url URL -bench PROFILE [-runs N] | -framed -url URL [-watch SECONDS] | -url URL -trace SECONDS -shots DIR [-trace-fixture FILE]")
 		os.Exit(2)
 	}
 	done := make(chan error, 1)
@@ -745,6 +1037,8 @@ func main() {
 	go func() {
 		if *frame {
 			done <- runFramed(*url, *watch)
+		} else if *traceSeconds > 0 {
+			done <- runTrace(*url, *shots, *traceSeconds, *insecure, *fixture)
 		} else {
 			done <- run(*url, *shots, *cpu, *insecure, *protoFile, *note, *benchProfile, *runs)
 		}
@@ -755,7 +1049,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "browsercheck:", err)
 			os.Exit(1)
 		}
-	case <-time.After(time.Duration(2**cpu+*watch+90) * time.Second):
+	case <-time.After(time.Duration(2**cpu+*traceSeconds+*watch+90) * time.Second):
 		fmt.Fprintln(os.Stderr, "browsercheck: no answer from the browser in time")
 		if browser != nil && browser.Process != nil {
 			browser.Process.Kill()
