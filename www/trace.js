@@ -322,7 +322,8 @@ function renderNotes(data) {
                'were full (setting trace_kb), so some lanes miss events.');
   if (!data.cpuSamples)
     notes.push('No CPU samples: the CPU sampler did not run during this ' +
-               'window (start a CPU profile over the same seconds to see them).');
+               'window (asked with cpu=0, or declined: see the profile row ' +
+               'of the table above).');
   $('trace-notes').replaceChildren(...notes.map(n => el('p', {class: 'note'}, n)));
   $('trace-notes').dataset.dropped = String(data.dropped);
   $('trace-notes').dataset.cpuSamples = String(data.cpuSamples);
@@ -529,15 +530,15 @@ function show(text) {
 }
 trace.show = show;
 
-async function load(event) {
-  event.preventDefault();
-  const button = $('trace-load'), status = $('trace-status');
-  button.disabled = true;
+// Reads a trace and shows it: a window of the seconds chosen (the Trace
+// button), or the flight recorder's last seconds, at once.
+async function load(query, doing) {
+  const buttons = [$('trace-load'), $('trace-flight')], status = $('trace-status');
+  buttons.forEach(b => { b.disabled = true; });
   status.classList.remove('error');
-  status.textContent = `tracing for ${$('trace-seconds').value} s…`;
+  status.textContent = doing;
   try {
-    const resp = await fetch(endpoint('trace?seconds=' + seconds() + '&format=json'),
-                             {cache: 'no-store'});
+    const resp = await fetch(endpoint('trace?' + query + '&format=json'), {cache: 'no-store'});
     const text = await resp.text();
     if (!resp.ok) throw new Error(text.trim() || resp.statusText);
     show(text);
@@ -546,12 +547,18 @@ async function load(event) {
     status.textContent = String(err.message);
     status.classList.add('error');
   } finally {
-    button.disabled = false;
+    buttons.forEach(b => { b.disabled = false; });
   }
 }
 
+function traceWindow(event) {
+  event.preventDefault();
+  load('seconds=' + seconds(), `tracing for ${$('trace-seconds').value} s…`);
+}
+
 function init() {
-  $('trace-form').addEventListener('submit', load);
+  $('trace-form').addEventListener('submit', traceWindow);
+  $('trace-flight').addEventListener('click', () => load('flight=1', 'reading the flight recorder…'));
   $('trace-seconds').addEventListener('input', setDownload);
   $('trace-key').addEventListener('change', () => setKey($('trace-key').value));
   $('trace-reset').addEventListener('click', resetZoom);
