@@ -84,6 +84,9 @@ line 'trace lockwait' | grep -q 'block: waiting for a condition.*duration 300.00
 line 'trace cpusample' | grep -q '^trace cpusample CPU sample | .*tenant=.*stack: |   [a-z_]' ||
     fail "CPU sample: $(line 'trace cpusample')"
 check_zoom
+grep -qx "trace request $base/trace?flight=1&format=json" "$tmp/page" &&
+    line 'trace flight' | grep -q '^trace flight ok as of' ||
+    fail "flight recorder button: $(line 'trace flight'); $(grep '^trace request' "$tmp/page")"
 line 'trace nocpu' | grep -q 'No CPU samples' ||
     fail "no word on a trace without CPU samples: $(line 'trace nocpu')"
 no_console_errors
@@ -119,6 +122,9 @@ for kv in $labels; do
 done
 echo "$hover" | grep -q '| duration [0-9.]* [mµ]*s |' || fail "tooltip without a duration: $hover"
 check_zoom
+# The demo runs no flight recorder: the button shows the server's word.
+line 'trace flight' | grep -q '^trace flight error .*flight recorder is off' ||
+    fail "flight recorder off: $(line 'trace flight')"
 no_console_errors
 [ "$(od -An -N4 -tx1 "$SHOTS/trace.png" | tr -d ' ')" = 89504e47 ] ||
     fail "no trace.png screenshot"

@@ -814,6 +814,9 @@ true`
 //	                                (WANT: what 200 px were), whether the
 //	                                selection was shown, how far a drag
 //	                                along the ruler moved it
+//	trace flight ok|error TEXT      what the "Flight recorder" button
+//	                                showed in its status (then, with
+//	                                -trace-fixture, its request)
 //	trace nocpu TEXT                the notes for a trace without CPU
 //	                                samples
 func (c *cdp) traceChecks(seconds int, shots string) error {
@@ -953,6 +956,25 @@ func (c *cdp) traceChecks(seconds int, shots string) error {
 		return err
 	}
 	fmt.Printf("trace zoom %s\n", strings.Join(zoom, " "))
+	// The flight recorder's button: the last seconds at once, or the
+	// server's word that the recorder is off.
+	asked := len(c.traceURLs)
+	var flight []string
+	if err := c.eval(`new Promise(resolve => {
+  const b = document.getElementById('trace-flight'), s = document.getElementById('trace-status');
+  b.click();
+  const poll = () => {
+    if (!b.disabled) resolve([s.classList.contains('error') ? 'error' : 'ok', s.textContent]);
+    else setTimeout(poll, 50);
+  };
+  poll();
+})`, &flight); err != nil {
+		return err
+	}
+	for _, u := range c.traceURLs[asked:] {
+		fmt.Printf("trace request %s\n", u)
+	}
+	fmt.Printf("trace flight %s %s\n", flight[0], flight[1])
 	var nocpu string
 	if err := c.eval(`(() => {
   cpprofTrace.show(JSON.stringify({traceEvents: [], displayTimeUnit: 'ns',
