@@ -432,13 +432,17 @@ function pointerX(event) {
 }
 
 // The wheel zooms about the pointer; shift+wheel, or a sideways scroll,
-// pans.
+// pans.  A page scrolled with the wheel is not held up by the canvas
+// once the whole window is shown.
 function onWheel(event) {
   const view = trace.view;
   if (!view) return;
-  event.preventDefault();
-  const span = view.t1 - view.t0, perPx = span / (view.width - GUTTER_PX);
+  const span = view.t1 - view.t0, whole = trace.data.end - trace.data.start;
   const sideways = event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY);
+  // Zooming out of the whole window has nothing to do: the page scrolls.
+  if (!sideways && event.deltaY > 0 && span >= whole) return;
+  event.preventDefault();
+  const perPx = span / (view.width - GUTTER_PX);
   if (sideways) {
     const d = event.shiftKey && !event.deltaX ? event.deltaY : event.deltaX;
     setRange(view.t0 + d * perPx, view.t1 + d * perPx);
