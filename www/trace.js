@@ -355,6 +355,7 @@ function describe(item, lane) {
     break;
   case 'task':
     lines.push(e.name, ...labels, dur,
+               ...(e.args && e.args.tid ? [`run on thread ${e.args.tid}`] : []),
                e.args && e.args.reason ? `then parked: ${e.args.reason}` : 'then ended', when);
     break;
   case 'region':
@@ -378,8 +379,9 @@ function describe(item, lane) {
   return lines.join('\n');
 }
 
-// The event under the pointer: the lane and row by height, then the span
-// holding x, or the instant nearest to it.
+// The event under the pointer: the lane and row by height, then the
+// instant nearest to x, or the span holding x that began last (the
+// innermost of nested regions).
 function hitAt(x, y) {
   const lane = Math.floor((y - RULER_PX) / LANE_PX);
   if (lane < 0 || lane >= trace.hits.length || x < GUTTER_PX) return null;
@@ -390,7 +392,7 @@ function hitAt(x, y) {
   for (const h of trace.hits[lane][row]) {
     if (x < h.x0 || x >= h.x1) continue;
     const d = h.instant ? Math.abs((h.x0 + h.x1) / 2 - x) : 0;
-    if (d < bestD) { best = h; bestD = d; }
+    if (d < bestD || (d === bestD && !h.instant)) { best = h; bestD = d; }
   }
   return best && {hit: best, lane: trace.data.lanes[lane]};
 }
