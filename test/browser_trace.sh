@@ -83,6 +83,8 @@ line 'trace lockwait' | grep -q 'block: waiting for a condition.*duration 300.00
     fail "lock wait: $(line 'trace lockwait')"
 line 'trace cpusample' | grep -q '^trace cpusample CPU sample | .*tenant=.*stack: |   [a-z_]' ||
     fail "CPU sample: $(line 'trace cpusample')"
+[ "$(line 'trace task')" = 'trace task task 7 | kind=export | tenant=acme | duration 60.000 ms | run on thread 4243 | then parked: io | on task 7 at +20.000 ms' ] ||
+    fail "task run: $(line 'trace task')"
 check_zoom
 grep -qx "trace request $base/trace?flight=1&format=json" "$tmp/page" &&
     line 'trace flight' | grep -q '^trace flight ok as of' ||

@@ -806,6 +806,7 @@ true`
 //	                                showed, lines joined by " | "
 //	trace lockwait TOOLTIP          the same for the widest lock wait
 //	trace cpusample TOOLTIP         and for a CPU sample ("none" if none)
+//	trace task TOOLTIP              and for a task's run on its lane
 //	trace zoom FULL WHEEL PANNED PANWIDTH RESET DRAG WANT SELECT RULER
 //	                                the view's width in µs at first, after
 //	                                a wheel zoom, how far shift+wheel moved
@@ -878,6 +879,7 @@ func (c *cdp) traceChecks(seconds int, shots string) error {
 		{"hover", `(e, row) => row === 0 && e.cat === 'labels' && e.args && e.args.labels`},
 		{"lockwait", `(e, row) => row === 1 && (e.cat === 'mutex' || e.cat === 'block')`},
 		{"cpusample", `(e, row) => row === 2 && e.cat === 'cpu'`},
+		{"task", `(e, row) => row === 0 && e.cat === 'task'`},
 	} {
 		if err := c.eval("btHover("+h.pick+")", &hover); err != nil {
 			return err
