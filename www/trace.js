@@ -25,6 +25,7 @@ const ROWS = [           // each row's top and height within a lane
 const SLOP_PX = 3;       // how near an instant the pointer must be
 const MIN_SPAN_US = 1;   // the deepest zoom: a microsecond across the plot
 const TASK_LANE = 1e9;   // task lanes' tids are 1e9 + the task's number
+const OWN_KEY = 'pprof_internal'; // the label of cpprof's own threads
 const STACK_LINES = 24;  // frames a tooltip shows
 // Distinct colours for the first label values; later ones are spread
 // round the colour wheel.  Grey is kept for spans without the key.
@@ -34,7 +35,7 @@ const NO_VALUE = '#c8ccd2';
 const BAR_COLOURS = {region: '#2a9d8f', mutex: '#d62728', block: '#f08c00'};
 
 const $ = id => document.getElementById(id);
-const trace = {data: null, view: null, hits: []};
+const trace = {data: null, view: null, lanes: [], hits: []};
 window.cpprofTrace = trace; // for browser tests
 trace.layout = {RULER_PX, LANE_PX, GUTTER_PX};
 
@@ -78,11 +79,15 @@ function prepare(json) {
     for (const s of lane.spans)
       for (const k of Object.keys(labelsOf(s.e)))
         keyCounts.set(k, (keyCounts.get(k) || 0) + 1);
+    // cpprof's own threads (its server, sampler...) carry OWN_KEY all
+    // through: drawn only when asked for, after the program's.
+    lane.own = lane.spans.length > 0 && lane.spans.every(s => OWN_KEY in labelsOf(s.e));
     lane.label = lane.tid >= TASK_LANE
       ? lane.name || `task ${lane.tid - TASK_LANE}`
       : `${lane.name || 'thread'} ${lane.tid}`;
   }
-  const order = (a, b) => (a.tid >= TASK_LANE) - (b.tid >= TASK_LANE) || a.tid - b.tid;
+  const order = (a, b) => a.own - b.own || (a.tid >= TASK_LANE) - (b.tid >= TASK_LANE) ||
+                         a.tid - b.tid;
   const start = typeof other.start_ns === 'number' ? other.start_ns / 1e3 : first;
   const end = typeof other.end_ns === 'number' ? other.end_ns / 1e3 : last;
   return {
@@ -125,6 +130,7 @@ function spanColour(view, item) {
 // ---- Drawing --------------------------------------------------------------
 
 function fmtDuration(us) {
+  if (us === 0) return '0';
   if (us >= 1e6) return (us / 1e6).toFixed(3) + ' s';
   if (us >= 1e3) return (us / 1e3).toFixed(3) + ' ms';
   return us.toFixed(us < 10 ? 2 : 1) + ' µs';
@@ -232,7 +238,8 @@ function draw() {
   const data = trace.data, view = trace.view, canvas = $('trace-canvas');
   const width = Math.max(canvas.parentElement.clientWidth, GUTTER_PX + 100);
   view.width = width;
-  view.height = RULER_PX + data.lanes.length * LANE_PX;
+  trace.lanes = data.lanes.filter(l => !l.own || $('trace-own').checked);
+  view.height = RULER_PX + trace.lanes.length * LANE_PX;
   const ratio = window.devicePixelRatio || 1;
   canvas.style.width = width + 'px';
   canvas.style.height = view.height + 'px';
@@ -244,7 +251,7 @@ function draw() {
   drawRuler(g, view, width);
   trace.hits = [];
   let spans = 0;
-  data.lanes.forEach((lane, i) => {
+  trace.lanes.forEach((lane, i) => {
     const y = RULER_PX + i * LANE_PX;
     g.fillStyle = i % 2 ? '#f6f7f9' : '#fff';
     g.fillRect(0, y, width, LANE_PX);
@@ -270,7 +277,7 @@ function draw() {
     spans += rows[0].length;
     trace.hits.push(rows);
   });
-  canvas.dataset.lanes = String(data.lanes.length);
+  canvas.dataset.lanes = String(trace.lanes.length);
   canvas.dataset.spans = String(spans);
   canvas.dataset.t0 = String(view.t0);
   canvas.dataset.t1 = String(view.t1);
@@ -314,9 +321,11 @@ function fillKeys(data) {
 // What the window holds beyond its events: lost records, no CPU samples.
 function renderNotes(data) {
   const notes = [];
-  notes.push(`${data.lanes.length} lanes over ${fmtDuration(data.end - data.start)}` +
+  const own = data.lanes.filter(l => l.own).length;
+  notes.push(`${data.lanes.length - own} lanes over ${fmtDuration(data.end - data.start)}` +
              (data.process ? ` of ${data.process}` : '') +
-             (data.flight ? ', from the flight recorder' : '') + '.');
+             (data.flight ? ', from the flight recorder' : '') +
+             (own ? `, and ${own} of cpprof's own threads (${OWN_KEY}).` : '.'));
   if (data.dropped)
     notes.push(`${data.dropped} events were dropped: the recorder's buffers ` +
                'were full (setting trace_kb), so some lanes miss events.');
@@ -394,7 +403,7 @@ function hitAt(x, y) {
     const d = h.instant ? Math.abs((h.x0 + h.x1) / 2 - x) : 0;
     if (d < bestD || (d === bestD && !h.instant)) { best = h; bestD = d; }
   }
-  return best && {hit: best, lane: trace.data.lanes[lane]};
+  return best && {hit: best, lane: trace.lanes[lane]};
 }
 
 function showTip(event) {
@@ -567,6 +576,7 @@ function init() {
   $('trace-flight').addEventListener('click', () => load('flight=1', 'reading the flight recorder…'));
   $('trace-seconds').addEventListener('input', setDownload);
   $('trace-key').addEventListener('change', () => setKey($('trace-key').value));
+  $('trace-own').addEventListener('change', () => { if (trace.view) draw(); });
   $('trace-reset').addEventListener('click', resetZoom);
   const canvas = $('trace-canvas');
   canvas.addEventListener('wheel', onWheel, {passive: false});
