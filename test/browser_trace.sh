@@ -33,8 +33,11 @@ line() {
     grep -m1 "^$1 " "$tmp/page"
 }
 
+# no_console_errors [PATTERN]: the page logged no error but those matching
+# PATTERN (expected ones).
 no_console_errors() {
-    ! grep '^console' "$tmp/page" || fail "the page logged errors (above)"
+    ! grep '^console' "$tmp/page" | grep -v "${1:-^$}" ||
+        fail "the page logged errors (above)"
 }
 
 # check_zoom: the wheel narrowed the view, shift+wheel moved it without
@@ -123,11 +126,20 @@ for kv in $labels; do
     echo "$tip" | grep -qF " | $kv | " || fail "tooltip without $kv: $hover"
 done
 echo "$hover" | grep -q '| duration [0-9.]* [mµ]*s |' || fail "tooltip without a duration: $hover"
+# And a job's span on a worker's lane, among a thousand others.
+line 'trace job' | grep -q '^trace job kind=\(reindex\|export\) | tenant=[a-z]* | duration [0-9.]* [mµ]*s | on ' ||
+    fail "a job's span: $(line 'trace job')"
+# The window ran the CPU sampler: a sample's tooltip tells its stack.
+if line 'trace other' | grep -q '^trace other [0-9]* true '; then
+    line 'trace cpusample' | grep -q '^trace cpusample CPU sample | .*stack: |   [^ ]' ||
+        fail "CPU sample: $(line 'trace cpusample')"
+fi
 check_zoom
 # The demo runs no flight recorder: the button shows the server's word.
 line 'trace flight' | grep -q '^trace flight error .*flight recorder is off' ||
     fail "flight recorder off: $(line 'trace flight')"
-no_console_errors
+# ... a 404, which the browser logs.
+no_console_errors '^console log Failed to load resource: .* 404 .*/debug/pprof/trace?flight=1&format=json'
 [ "$(od -An -N4 -tx1 "$SHOTS/trace.png" | tr -d ' ')" = 89504e47 ] ||
     fail "no trace.png screenshot"
 stop_demo

@@ -795,15 +795,20 @@ true`
 //	trace other DROPPED CPU TEXT    otherData's dropped and cpu_samples as
 //	                                the view read them, and its notes
 //	trace lane TID SPANS DRAWN BARS TICKS TENANTS KINDS NAME
-//	                                per lane: its label spans (and task
+//	                                per lane drawn (cpprof's own threads
+//	                                are not, by default): its label spans (and task
 //	                                runs), those drawn, its regions and
 //	                                lock waits, its instants, the tenant
 //	                                and kind values of its spans (a,b or -)
 //	trace keys SELECTED KEY...      the "Colour by" choices
 //	trace legend VALUE...           the legend's values for SELECTED
-//	trace hover LABELS | TOOLTIP    the widest label span's labels (k=v
-//	                                ...), then the tooltip hovering it
+//	trace hover LABELS | TOOLTIP    the widest label span with a tenant:
+//	                                its labels (k=v ...), then the tooltip
+//	                                hovering it
 //	                                showed, lines joined by " | "
+//	trace job TOOLTIP               the same for the widest job's span (kind
+//	                                reindex or export, as the demo's
+//	                                workers run them)
 //	trace lockwait TOOLTIP          the same for the widest lock wait
 //	trace cpusample TOOLTIP         and for a CPU sample ("none" if none)
 //	trace task TOOLTIP              and for a task's run on its lane
@@ -853,7 +858,7 @@ func (c *cdp) traceChecks(seconds int, shots string) error {
 	}
 	fmt.Printf("trace other %s %s %s\n", other[0], other[1], other[2])
 	var lanes [][]string
-	if err := c.eval(`cpprofTrace.data.lanes.map((l, i) => [String(l.tid),
+	if err := c.eval(`cpprofTrace.lanes.map((l, i) => [String(l.tid),
   String(l.spans.length), String(cpprofTrace.hits[i][0].length),
   String(l.bars.length), String(l.ticks.length),
   btValues(l.spans, 'tenant'), btValues(l.spans, 'kind'), l.label])`, &lanes); err != nil {
@@ -876,7 +881,10 @@ func (c *cdp) traceChecks(seconds int, shots string) error {
 	fmt.Printf("trace legend %s\n", strings.Join(legend, " "))
 	var hover []string
 	for _, h := range []struct{ name, pick string }{
-		{"hover", `(e, row) => row === 0 && e.cat === 'labels' && e.args && e.args.labels`},
+		{"hover", `(e, row) => row === 0 && e.cat === 'labels' && e.args && e.args.labels &&
+  e.args.labels.tenant`},
+		{"job", `(e, row) => row === 0 && e.cat === 'labels' && e.args && e.args.labels &&
+  /^(reindex|export)$/.test(e.args.labels.kind)`},
 		{"lockwait", `(e, row) => row === 1 && (e.cat === 'mutex' || e.cat === 'block')`},
 		{"cpusample", `(e, row) => row === 2 && e.cat === 'cpu'`},
 		{"task", `(e, row) => row === 0 && e.cat === 'task'`},
