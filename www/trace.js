@@ -32,7 +32,8 @@ const STACK_LINES = 24;  // frames a tooltip shows
 const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2',
                  '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#8cd17d'];
 const NO_VALUE = '#c8ccd2';
-const BAR_COLOURS = {region: '#2a9d8f', mutex: '#d62728', block: '#f08c00'};
+// Dark, so that the bars are not read as label values of the palette.
+const BAR_COLOURS = {region: '#006d77', mutex: '#9b1d20', block: '#3d405b'};
 
 const $ = id => document.getElementById(id);
 const trace = {data: null, view: null, lanes: [], hits: []};
