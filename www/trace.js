@@ -186,15 +186,24 @@ function spanText(view, item) {
 }
 
 // Draws the spans of one row that meet the view, each at least a pixel
-// wide, and records where they are for the pointer.
+// wide, and records where they are for the pointer.  Items are in time
+// order, so the first to start after the view ends the row; of spans
+// narrower than a pixel, a run of one colour in one pixel is painted once
+// (a minute of jobs is a few hundred thousand of them).
 function drawSpans(g, view, width, items, y, h, colourOf, hits, text) {
-  const right = width;
+  let lastPx = -1, lastColour = '';
   for (const item of items) {
-    if (item.t1 < view.t0 || item.t0 > view.t1) continue;
+    if (item.t0 > view.t1) break;
+    if (item.t1 < view.t0) continue;
     const x0 = Math.max(GUTTER_PX, xOf(view, width, item.t0));
-    const x1 = Math.min(right, Math.max(xOf(view, width, item.t1), x0 + 1));
-    g.fillStyle = colourOf(item);
-    g.fillRect(x0, y, x1 - x0, h);
+    const x1 = Math.min(width, Math.max(xOf(view, width, item.t1), x0 + 1));
+    const colour = colourOf(item), px = Math.floor(x0);
+    if (x1 - x0 > 1 || px !== lastPx || colour !== lastColour) {
+      g.fillStyle = colour;
+      g.fillRect(x0, y, x1 - x0, h);
+      lastPx = px;
+      lastColour = colour;
+    }
     hits.push({x0, x1, y, h, item});
     if (text && x1 - x0 > 30) {
       g.save();
@@ -213,7 +222,8 @@ function drawSpans(g, view, width, items, y, h, colourOf, hits, text) {
 function drawTicks(g, view, width, items, laneY, hits) {
   const row = ROWS[2];
   for (const item of items) {
-    if (item.t0 < view.t0 || item.t0 > view.t1) continue;
+    if (item.t0 > view.t1) break;
+    if (item.t0 < view.t0) continue;
     const x = Math.round(xOf(view, width, item.t0));
     const cat = item.e.cat;
     if (cat === 'log') {
