@@ -37,7 +37,7 @@ expect_error() {
         fail "$1: message '$(cat "$tmp/$1.body")' does not match '$4'"
 }
 
-profiles='allocs block cmdline goroutine heap mutex profile symbol threadcreate'
+profiles='allocs block cmdline goroutine heap mutex profile symbol threadcreate trace'
 
 # --- The HTML index ---------------------------------------------------------
 code=$(fetch index "$base/")
