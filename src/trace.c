@@ -48,6 +48,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -850,6 +851,16 @@ static int list_tasks(struct reading *r)
     return 0;
 }
 
+/* The process's name: its main thread's (the caller is cpprof's). */
+static void process_name(char *name, size_t cap)
+{
+    ssize_t n = procfile_read(AT_FDCWD, "/proc/self/comm", name, cap);
+    if (n <= 0)
+        snprintf(name, cap, "%d", (int)getpid());
+    else
+        name[strcspn(name, "\n")] = '\0';
+}
+
 int trace_snapshot_take(int64_t from, int64_t to, bool flight,
                         trace_snapshot **out)
 {
@@ -873,7 +884,7 @@ int trace_snapshot_take(int64_t from, int64_t to, bool flight,
     s->pid = getpid();
     s->flight = flight;
     s->dropped = atomic_load(&dropped) - (flight ? 0 : window_dropped);
-    prctl(PR_GET_NAME, s->process_name);
+    process_name(s->process_name, sizeof s->process_name);
     int rc = ARRAY_RESERVE(s->sets, s->n_sets, r.cap_sets, 1);
     if (rc == 0)
         s->sets[s->n_sets++] = NULL;
