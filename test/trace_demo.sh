@@ -6,7 +6,8 @@
 # per thread, each tenant's label-span time within 5% of its jobs' time,
 # every CPU sample inside a span of its labels).  Then Go's answers: a
 # second trace at once, bad parameters, the flight recorder when off; a
-# client leaving mid-trace; the demo's exit status (under ASan: its leaks).
+# client leaving mid-trace; the demo's exit status (under ASan: its leaks);
+# then the flight recorder on, answered at once.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 : "${srcdir:=.}"
@@ -89,5 +90,24 @@ code=$(fetch after "$base/trace?seconds=0.2")
 # --- The index lists it, as Go's does ----------------------------------------
 code=$(fetch index "$base/")
 grep -q 'href="trace' "$tmp/index.body" || fail "the index lists no trace"
+stop_demo
+
+# --- The flight recorder over HTTP: at once, the last seconds ---------------
+export CPPROF_TRACE_FLIGHT_SECONDS=2
+start_demo --workers 2 --for 120
+unset CPPROF_TRACE_FLIGHT_SECONDS
+code=$(fetch flight "$base/trace?flight=1")
+[ "$code" = 200 ] || fail "flight=1: status $code: $(cat "$tmp/flight.body")"
+protoc --decode=perfetto.protos.Trace -I "$proto_dir" \
+    "$proto_dir/perfetto_trace.proto" <"$tmp/flight.body" \
+    >"$tmp/flight.txt" 2>"$tmp/protoc.err" ||
+    fail "protoc cannot decode the flight recording: $(cat "$tmp/protoc.err")"
+for tenant in acme globex initech; do
+    grep -q "tenant=$tenant" "$tmp/flight.txt" ||
+        fail "the flight recording has no span of tenant $tenant"
+done
+code=$(fetch flightjson "$base/trace?flight=1&format=json")
+[ "$code" = 200 ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+    "$tmp/flightjson.body" || fail "flight=1&format=json: status $code"
 stop_demo
 echo "ok: trace_demo"
