@@ -126,7 +126,8 @@ static struct chunk *take_chunk(void)
         atomic_store(&cur->h.state, CHUNK_SEALED);
     cur = NULL;
     for (size_t tries = 0; tries < trace_n_chunks; tries++) {
-        struct chunk *c = &trace_pool[atomic_fetch_add(&next_take, 1) % trace_n_chunks];
+        size_t i = atomic_fetch_add(&next_take, 1) % trace_n_chunks;
+        struct chunk *c = &trace_pool[i];
         uint32_t state = atomic_load(&c->h.state);
         if (!reusable(c, state) ||
             !atomic_compare_exchange_strong(&c->h.state, &state, CHUNK_OWNED))
@@ -213,7 +214,8 @@ static void record_texts(trace_kind kind, const char *const *texts,
                          uint64_t a)
 {
     pid_t tid = thread_self_tid();
-    struct rec *r = reserve(kind, texts_size(texts, count), trace_ticks_now(), tid);
+    struct rec *r =
+        reserve(kind, texts_size(texts, count), trace_ticks_now(), tid);
     if (!r)
         return;
     if (labels && pin(labels))
@@ -241,7 +243,8 @@ static void record_thread(trace_kind kind, const cpprof_labelset *set)
 
 static void record_switch(const cpprof_labelset *set, uint64_t task)
 {
-    struct rec *r = reserve(TRACE_LABELS, 0, trace_ticks_now(), thread_self_tid());
+    struct rec *r =
+        reserve(TRACE_LABELS, 0, trace_ticks_now(), thread_self_tid());
     if (!r)
         return;
     if (set && pin(set))
@@ -295,7 +298,8 @@ void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
                      const uintptr_t *pcs, size_t depth)
 {
     /* Stamped now, in ticks: t1 was a few instructions ago. */
-    struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs, trace_ticks_now(),
+    struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs,
+                            trace_ticks_now(),
                             thread_self_tid());
     if (!r)
         return;

@@ -378,13 +378,15 @@ int trace_snapshot_take(int64_t from, int64_t to, bool flight,
     trace_read_clocks(&ticks, &ns);
     if (trace_pool && ticks > trace_anchor_ticks && ns > trace_anchor_ns)
         r.ns_per_tick =
-            (double)(ns - trace_anchor_ns) / (double)(ticks - trace_anchor_ticks);
+            (double)(ns - trace_anchor_ns) /
+            (double)(ticks - trace_anchor_ticks);
     s->start_ns = from;
     s->end_ns = to;
     s->realtime_ns = clock_ns(CLOCK_REALTIME) - (clock_mono_ns() - from);
     s->pid = getpid();
     s->flight = flight;
-    s->dropped = atomic_load(&trace_dropped_n) - (flight ? 0 : trace_window_dropped);
+    s->dropped = atomic_load(&trace_dropped_n) -
+                 (flight ? 0 : trace_window_dropped);
     process_name(s->process_name, sizeof s->process_name);
     int rc = ARRAY_RESERVE(s->sets, s->n_sets, r.cap_sets, 1);
     if (rc == 0)
