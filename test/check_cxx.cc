@@ -4,7 +4,9 @@
  * exceptions and error codes, cpprof::scope, cpprof::do_ with capturing
  * lambdas (a result returned, an exception arriving intact with the
  * previous labels restored, pthread_cancel unwinding through it),
- * cpprof::thread and inherit_labels.
+ * cpprof::thread and inherit_labels, cpprof::trace_region and
+ * cpprof::trace_log (found in the flight recorder's snapshot: the program
+ * runs itself again with CPPROF_TRACE_FLIGHT_SECONDS set).
  *
  * Built as a user's C++17 program is (-std=c++17 -Wall -Wextra -Werror,
  * the installed-shape library); plain checks rather than Check, which is a
@@ -14,12 +16,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <pthread.h>
 #include <sched.h>
 #include <stdexcept>
 #include <string>
+#include <unistd.h>
 
 static int failures;
 
@@ -99,6 +103,33 @@ static void test_errors()
     CHECK(ec.message() == "no such setting");
     CHECK(std::error_code(-EINVAL, cpprof::category()).message() ==
           std::strerror(EINVAL));
+}
+
+static void test_trace()
+{
+    {
+        cpprof::trace_region region("cxx-region");
+        cpprof::trace_log("cxx-category", "cxx-message");
+    }
+    bool thrown = false;
+    try {
+        cpprof::trace_log("cxx-category", nullptr);
+    } catch (const cpprof::error &e) {
+        thrown = e.code().value() == -EINVAL;
+    }
+    CHECK(thrown);
+    std::FILE *f = std::tmpfile();
+    CHECK(f && cpprof_trace_flight_write(fileno(f)) == 0);
+    std::string trace;
+    char buf[4096];
+    size_t n;
+    std::rewind(f);
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+        trace.append(buf, n);
+    std::fclose(f);
+    /* Perfetto's protobuf keeps interned names and annotations as bytes. */
+    for (const char *text : {"cxx-region", "cxx-category", "cxx-message"})
+        CHECK(trace.find(text) != std::string::npos);
 }
 
 static void test_scope()
@@ -336,8 +367,15 @@ static void test_run_in()
     CHECK(elsewhere == "ran outside"); /* run elsewhere: f ran all the same */
 }
 
-int main()
+int main(int argc, char **argv)
 {
+    (void)argc;
+    if (!std::getenv("CPPROF_TRACE_FLIGHT_SECONDS")) {
+        setenv("CPPROF_TRACE_FLIGHT_SECONDS", "5", 1);
+        execv("/proc/self/exe", argv);
+        std::perror("check_cxx: exec");
+        return 1;
+    }
     test_labels_value();
     test_merge();
     test_errors();
@@ -349,6 +387,7 @@ int main()
     test_bind_labels();
     test_task();
     test_run_in();
+    test_trace();
     cpprof_set_thread_labels(nullptr);
     if (failures) {
         std::fprintf(stderr, "check_cxx: %d checks failed\n", failures);
