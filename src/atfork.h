@@ -21,6 +21,8 @@ enum atfork_level {
     ATFORK_CPU_PROFILE,   /* cpu_profile.c: the window lock */
     ATFORK_SAMPLER,       /* sampler.c: sampler_mu */
     ATFORK_CENSUS,        /* census.c: census_mu */
+    ATFORK_TRACE,         /* trace.c: its start lock (held while it reads the
+                             registry), the recording stopped */
     ATFORK_REGISTRY,      /* thread.c: the intern lock, then the registry */
     ATFORK_ACCOUNTING,    /* accounting.c: the tick table */
     ATFORK_OTEL,          /* otel.c: the process context's lock */
@@ -30,7 +32,6 @@ enum atfork_level {
     ATFORK_THREADCREATE,  /* threadcreate.c: its table */
     ATFORK_WRAPPER,       /* http_zerocode.c: no lock, a wrapper's fork noted */
     ATFORK_WALL,          /* wall.c: no lock, the parent's window forgotten */
-    ATFORK_TRACE,         /* trace.c: its start lock, the recording stopped */
     ATFORK_LEVELS
 };
 

@@ -76,8 +76,25 @@ static size_t n_pins;
 static __thread struct chunk *cur __attribute__((tls_model("initial-exec")));
 static __thread uint32_t cur_gen __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cur_task __attribute__((tls_model("initial-exec")));
+/* The calling thread's id, read once per process it runs in. */
+static __thread pid_t tid_read __attribute__((tls_model("initial-exec")));
+static __thread unsigned tid_fork __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned forks; /* children this process began as: + 1 */
 
 /* ---- Writing ------------------------------------------------------------ */
+
+/* The calling thread's id, without the thread registry: a record is made
+ * inside the registry's own lock (a timed wait for it, a thread starting),
+ * where registering the thread would take that lock again. */
+static pid_t own_tid(void)
+{
+    unsigned f = atomic_load_explicit(&forks, memory_order_relaxed);
+    if (tid_fork != f + 1) {
+        tid_read = gettid();
+        tid_fork = f + 1;
+    }
+    return tid_read;
+}
 
 
 /* Holds `set` for the recorder's life, once; false when the table is full
@@ -213,7 +230,7 @@ static void record_texts(trace_kind kind, const char *const *texts,
                          size_t count, const cpprof_labelset *labels,
                          uint64_t a)
 {
-    pid_t tid = thread_self_tid();
+    pid_t tid = own_tid();
     struct rec *r =
         reserve(kind, texts_size(texts, count), trace_ticks_now(), tid);
     if (!r)
@@ -244,7 +261,7 @@ static void record_thread(trace_kind kind, const cpprof_labelset *set)
 static void record_switch(const cpprof_labelset *set, uint64_t task)
 {
     struct rec *r =
-        reserve(TRACE_LABELS, 0, trace_ticks_now(), thread_self_tid());
+        reserve(TRACE_LABELS, 0, trace_ticks_now(), own_tid());
     if (!r)
         return;
     if (set && pin(set))
@@ -300,7 +317,7 @@ void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
     /* Stamped now, in ticks: t1 was a few instructions ago. */
     struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs,
                             trace_ticks_now(),
-                            thread_self_tid());
+                            own_tid());
     if (!r)
         return;
     r->a = (uint64_t)(t1 - t0) << 1 | is_lock;
@@ -408,6 +425,7 @@ static void atfork_parent(void) { pthread_mutex_unlock(&start_mu); }
 /* The child's threads are gone and the window is the parent's. */
 static void atfork_child(void)
 {
+    atomic_fetch_add(&forks, 1);
     atomic_store(&trace_on, 0);
     atomic_store(&label_hooks.traced, NULL);
     atomic_store(&window_start, INT64_MAX);

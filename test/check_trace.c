@@ -10,6 +10,9 @@
  *   - threads started during the window: their start (with name) and exit;
  *   - a second window while one is open is refused (-EBUSY); NULL names
  *     are -EINVAL; with nothing recording the calls record nothing;
+ *   - a thread waiting for the thread registry's own lock while a trace
+ *     records (every wait traced: trace_lock_us=0) is recorded without
+ *     taking that lock again (the soak once hung there);
  *   - buffers full (trace_kb at its least): later events are dropped and
  *     counted, the window keeps its beginning, memory stays bounded.
  */
@@ -199,6 +202,45 @@ START_TEST(a_thread_started_in_the_window_has_its_start_and_exit)
 }
 END_TEST
 
+static void *labelled_briefly(void *arg)
+{
+    cpprof_set_thread_labels(arg); /* registers the thread: its lock */
+    return NULL;
+}
+
+static void *start_many(void *arg)
+{
+    for (int i = 0; i < 200; i++) {
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, labelled_briefly, arg), 0);
+        ck_assert_int_eq(pthread_join(t, NULL), 0);
+    }
+    return NULL;
+}
+
+START_TEST(a_wait_inside_the_registry_is_recorded_without_deadlock)
+{
+    ck_assert_int_eq(cpprof_set("trace_lock_us", "0"), 0);
+    cpprof_labelset *acme = make("tenant", "acme");
+    int64_t start;
+    ck_assert_int_eq(trace_window_begin(&start), 0);
+    pthread_t starters[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&starters[i], NULL, start_many, acme),
+                         0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_join(starters[i], NULL), 0);
+    trace_snapshot *s = take(start);
+    trace_window_end();
+    size_t starts = 0;
+    for (size_t i = 0; i < s->n_events; i++)
+        starts += s->events[i].kind == TRACE_THREAD_START;
+    ck_assert_uint_ge(starts, 800);
+    trace_snapshot_free(s);
+    cpprof_labelset_release(acme);
+}
+END_TEST
+
 START_TEST(a_second_window_is_refused_and_bad_input_too)
 {
     int64_t start, again;
@@ -259,6 +301,7 @@ int main(void)
     tcase_add_test(tc, a_task_s_enter_and_leave_are_recorded_with_its_reason);
     tcase_add_test(tc, a_thread_started_in_the_window_has_its_start_and_exit);
     tcase_add_test(tc, a_second_window_is_refused_and_bad_input_too);
+    tcase_add_test(tc, a_wait_inside_the_registry_is_recorded_without_deadlock);
     tcase_add_test(tc, full_buffers_drop_later_events_and_count_them);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);

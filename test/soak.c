@@ -19,7 +19,8 @@
  * Scrapes go through curl (itself a fork+exec from this process); every
  * response must be a 200, and every profile.proto one (Content-Type
  * application/octet-stream) must be accepted by google/pprof's parser
- * (test/gocheck).
+ * (test/gocheck); the trace, Perfetto's protobuf, must unpack as a Trace
+ * with packets.
  *
  * Fails (exit 1) on a wrong result, a bad status or profile, a watchdog
  * seeing an activity make no progress for 10 s (a deadlock), RSS growing
@@ -51,6 +52,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "perfetto_trace.pb-c.h"
 
 #define CPU_PROFILE_SECONDS 2
 
@@ -260,6 +262,35 @@ static void scrape(const char *path, const char *file, double max_time)
         atomic_fetch_add(scrape_progress, 1);
 }
 
+/* A half-second trace, which must unpack as Perfetto's Trace. */
+static void scrape_trace(void)
+{
+    char ctype[256];
+    int curl_status;
+    atomic_store(&scraping, "trace");
+    int code = fetch("trace?seconds=0.5", "trace.pftrace", 30, ctype,
+                     sizeof ctype, &curl_status);
+    if (code != 200)
+        die("GET trace: status %d (curl exit %d)", code, curl_status);
+    char path[600];
+    snprintf(path, sizeof path, "%s/trace.pftrace", tmpdir);
+    FILE *f = fopen(path, "rb");
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (!buf || fseek(f, 0, SEEK_SET) != 0 ||
+        fread(buf, 1, (size_t)len, f) != (size_t)len)
+        die("trace: cannot read the %ld bytes received", len);
+    fclose(f);
+    Perfetto__Protos__Trace *t =
+        perfetto__protos__trace__unpack(NULL, (size_t)len, buf);
+    free(buf);
+    if (!t || t->n_packet == 0)
+        die("trace: %ld bytes that are no Perfetto trace", len);
+    perfetto__protos__trace__free_unpacked(t, NULL);
+    if (scrape_progress)
+        atomic_fetch_add(scrape_progress, 1);
+}
+
 static void cpu_step(void)
 {
     static unsigned n;
@@ -308,6 +339,10 @@ static void scrape_step(void)
         if (!(routes[i].methods & HTTP_GET) || strcmp(name, "profile") == 0 ||
             (len > 0 && name[len - 1] == '/'))
             continue;
+        if (strcmp(name, "trace") == 0) {
+            scrape_trace();
+            continue;
+        }
         if (strcmp(name, "wall") == 0 || strcmp(name, "fgprof") == 0) {
             /* They wait out a window, of 30 s by default. */
             char path[128];
