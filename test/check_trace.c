@@ -97,9 +97,10 @@ START_TEST(a_window_records_switches_regions_and_logs_in_order)
     size_t n = events_of(s, thread_self_tid(), e, 16);
     ck_assert_uint_eq(n, 6);
     /* The set held before the window, at its start (read through the
-     * recorder's tick clock: within a microsecond). */
+     * recorder's tick clock, whose match with CLOCK_MONOTONIC is read
+     * within microseconds; more when the machine is loaded). */
     ck_assert_int_eq(e[0]->kind, TRACE_LABELS);
-    ck_assert_int_lt(llabs(e[0]->ts - start), 1000);
+    ck_assert_int_lt(llabs(e[0]->ts - start), 100000);
     ck_assert_str_eq(value_in(s, e[0]->labels, "tenant"), "initech");
     ck_assert_int_eq(e[1]->kind, TRACE_LABELS);
     ck_assert_str_eq(value_in(s, e[1]->labels, "tenant"), "acme");
