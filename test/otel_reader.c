@@ -371,9 +371,27 @@ static struct tls_var otel_var, labels_var;
 
 /* Step 1.2 of OTEP 4947's reading protocol: the executable and every
  * mapped ELF file. */
+/* Whether maps line `next` maps more of `file` right after the mapping
+ * that ends at `end`: the loader maps an object's segments side by side,
+ * while a whole file mapped for reading (libdw's, when the profiler
+ * symbolizes) is one mapping that also starts at offset 0, and its
+ * address gives no load bias. */
+static bool loaded_after(const char *next, unsigned long long end,
+                         const char *file)
+{
+    unsigned long long start;
+    int name_at = 0;
+    if (sscanf(next, "%llx-%*x %*s %*x %*s %*s %n", &start, &name_at) < 1 ||
+        !name_at || start != end)
+        return false;
+    return strncmp(next + name_at, file, strlen(file)) == 0 &&
+           (next[name_at + strlen(file)] == '\n' ||
+            next[name_at + strlen(file)] == '\0');
+}
+
 static void find_tls_vars(void)
 {
-    char path[64], line[4096], exe[4096] = "";
+    char path[64], line[4096], next[4096], exe[4096] = "";
     snprintf(path, sizeof path, "/proc/%d/exe", pid);
     ssize_t n = readlink(path, exe, sizeof exe - 1);
     if (n > 0)
@@ -382,15 +400,20 @@ static void find_tls_vars(void)
     FILE *f = fopen(path, "r");
     if (!f)
         die("cannot read %s", path);
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long start, offset;
+    bool more = fgets(next, sizeof next, f) != NULL;
+    while (more) {
+        memcpy(line, next, sizeof line);
+        more = fgets(next, sizeof next, f) != NULL;
+        unsigned long long start, end, offset;
         int name_at = 0;
-        if (sscanf(line, "%llx-%*x %*s %llx %*s %*s %n", &start, &offset,
-                   &name_at) < 2 || !name_at || offset != 0 ||
+        if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &start, &end,
+                   &offset, &name_at) < 3 || !name_at || offset != 0 ||
             line[name_at] != '/')
             continue;
         char *file = line + name_at;
         file[strcspn(file, "\n")] = '\0';
+        if (!more || !loaded_after(next, end, file))
+            continue;
         char rooted[4200];
         snprintf(rooted, sizeof rooted, "/proc/%d/root%s", pid, file);
         struct elf_file e;
