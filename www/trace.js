@@ -296,13 +296,7 @@ function draw() {
 
 // ---- The legend and the notes ---------------------------------------------
 
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-  for (const c of children)
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return e;
-}
+// el(): index.js's, which the page loads first.
 
 function swatch(colour) {
   const s = el('span', {class: 'swatch'});
