@@ -60,6 +60,20 @@ static inline void bench_check(int rc, const char *what)
     }
 }
 
+/* VmRSS of this process in KiB, or -1. */
+static inline long bench_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 /* ns per cpprof_do(NULL, set, job, &counter), over `iters` of them;
  * exits if one fails. */
 static inline double bench_apply_ns(const cpprof_labelset *set,

@@ -25,7 +25,7 @@
  *   alloc_rss_kb N   resident set added by them
  */
 #define _GNU_SOURCE
-#include <cpprof.h>
+#include "bench.h"
 #include <dlfcn.h>
 #include "unwind.h"
 #include <stdio.h>
@@ -71,29 +71,16 @@ static double round_trip_us(const char *path, int rounds, int how)
     return (now_us() - start) / rounds;
 }
 
-/* VmRSS of this process in KB. */
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 /* The reload loop with stacks kept: prints NAME_us and NAME_rss_kb. */
 static void kept_loop(const char *name, const char *path, int rounds,
                       int how)
 {
     enum { WARM = 2 * UNWIND_GONE_KEPT }; /* past the bound */
     round_trip_us(path, WARM, how);
-    long before = rss_kb();
+    long before = bench_rss_kb();
     double us = round_trip_us(path, rounds, how);
-    printf("%s_us %.1f\n%s_rss_kb %ld\n", name, us, name, rss_kb() - before);
+    printf("%s_us %.1f\n%s_rss_kb %ld\n", name, us, name,
+           bench_rss_kb() - before);
 }
 
 int main(int argc, char **argv)

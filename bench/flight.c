@@ -64,19 +64,6 @@ static void run_switchers(long pause, double seconds,
         pthread_join(t[i], NULL);
 }
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 /* Resident KiB of the recorder's region: the anonymous mapping of
  * exactly trace_kb (its default, 32 MiB) in /proc/self/smaps. */
 static long region_rss_kb(void)
@@ -129,7 +116,7 @@ static void watch_rss(double seconds)
 {
     for (int s = 0; s < (int)seconds; s++) {
         nanosleep(&(struct timespec){1, 0}, NULL);
-        long kb = rss_kb(), region = region_rss_kb();
+        long kb = bench_rss_kb(), region = region_rss_kb();
         rss_max = kb > rss_max ? kb : rss_max;
         region_max = region > region_max ? region : region_max;
     }
@@ -143,7 +130,7 @@ int main(int argc, char **argv)
         bench_check(-errno, "exec");
     }
     double seconds = argc > 1 ? atof(argv[1]) : 60;
-    rss_base = rss_max = rss_kb();
+    rss_base = rss_max = bench_rss_kb();
     run_switchers(0, seconds, watch_rss);
     printf("switches_a_second_full_rate %.0f\n",
            atomic_exchange(&switches, 0) / seconds);
