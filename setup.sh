@@ -378,6 +378,17 @@ check_sanitized() {
     check_SCRIPTS= "${gocache[@]}"
 }
 
+# costliest_tests: the 15 tests of every build that took the most CPU
+# (test/timed's last line in each log), with their wall time: where a run's
+# time goes, test by test.
+costliest_tests() {
+  echo "setup: the costliest tests (CPU s, wall s, build, test):"
+  grep -H '^timed: ' build*/test/*.log 2>/dev/null |
+    sed -E 's|^([^/]+)/test/[^:]*:timed: ([^:]+): wall ([0-9.]+) s, cpu ([0-9.]+) s$|\4 \3 \1 \2|' |
+    sort -rn | head -n 15 |
+    awk '{ sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
+}
+
 run_tests() {
   local rc=0 side=() pid
   phase "normal tests" check_normal || rc=$?
@@ -405,6 +416,7 @@ run_tests() {
     wait "$pid" || rc=$?
   done
   summarize_tests
+  costliest_tests
   cpu_so_far
   echo "setup: time: all: $SECONDS s, $cpu s of CPU" | tee -a build/phases.txt >&2
   return $rc

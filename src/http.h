@@ -92,6 +92,9 @@ int http_port(void);
  * of {"pid", "parent", "name", "url"}. */
 void http_forks_put_html(FILE *f);
 struct json_t *http_forks_json(void);
+/* Why this process's forks will not serve ("forks do not serve: ..."), or
+ * NULL where they would (or CPPROF_HTTP_FORKS=0 says they need not). */
+const char *http_forks_declined(void);
 
 typedef int (*http_handler)(http_req *r);
 

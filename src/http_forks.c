@@ -371,6 +371,11 @@ json_t *http_forks_json(void)
     return list;
 }
 
+const char *http_forks_declined(void)
+{
+    return cfg_int(CFG_HTTP_FORKS) ? forks_declined : NULL;
+}
+
 /* A process's name is the program's to choose (prctl, argv[0]): only
  * letters, digits and a few signs are written as they are. */
 static void put_name(FILE *f, const char *name)
@@ -403,6 +408,15 @@ static void count_one(const worker_slot *w, void *n)
 
 void http_forks_put_html(FILE *f)
 {
+    const char *declined = http_forks_declined();
+    if (declined != NULL) {
+        fputs("<section id=\"workers\">\n<h2>Forked processes</h2>\n"
+              "<p class=\"note\">If this process forks, its children do "
+              "not serve: ", f);
+        put_name(f, declined + strlen("forks do not serve: "));
+        fputs(".</p>\n</section>\n", f);
+        return;
+    }
     int n = 0;
     each_worker(count_one, &n);
     if (n == 0 && !will_serve)

@@ -193,7 +193,9 @@ static void put_unsampled(FILE *f)
  * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
  * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
  * "sampler": {"label", "cpu_seconds"}, "census": {"label", "threads",
- * "cpu_seconds"}}: what the server's own threads cost the process and how
+ * "cpu_seconds"}, "forked_processes": [...] (http_forks_json), and
+ * "forks_declined" (why forks will not serve) where they will not}: what
+ * the server's own threads cost the process and how
  * many requests wait out a window now, and what the CPU profiler's
  * collector threads and the census's helpers have cost it. */
 static int reply_json(http_req *r, const index_entry *e, size_t n)
@@ -232,6 +234,9 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
         "pprof_internal=census", "threads", (json_int_t)helpers,
         "cpu_seconds", census_cpu);
     json_object_set_new(root, "forked_processes", http_forks_json());
+    const char *declined = http_forks_declined();
+    if (declined != NULL)
+        json_object_set_new(root, "forks_declined", json_string(declined));
     return http_reply_json(r, root, JSON_INDENT(2));
 }
 

@@ -10,7 +10,9 @@
 #   daemon: the started process exits 1 s after its fork (after the
 #     fork delay); its fork serves the address asked for, says so, and
 #     lists its own worker;
-#   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's.
+#   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's;
+#   jemalloc's or tcmalloc's malloc preloaded: no worker starts a thread
+#     of cpprof's, stderr says why once, and the index (HTML and JSON).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 zero_code_preload
@@ -137,4 +139,40 @@ for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
         fail "with CPPROF_HTTP_FORKS=0 worker $pid runs $threads threads"
 done
 echo "ok: with CPPROF_HTTP_FORKS=0 each worker runs its one thread"
+end_family
+
+# -- another allocator --
+# Forks serve only where the program's malloc is glibc's (http_forks.c):
+# with jemalloc's or tcmalloc's preloaded no worker starts cpprof's
+# thread, stderr says why once for the family, and the index says it too.
+libdir=$(dirname "$(gcc -print-file-name=libc.so.6)")
+cpprof_preload=$PRELOAD
+for alloc in "$libdir/libjemalloc.so.2" "$libdir/libtcmalloc_minimal.so.4"; do
+    [ -f "$alloc" ] || fail "no $alloc (setup.sh installs it)"
+    PRELOAD="$alloc $cpprof_preload"
+    launch workers
+    for tick in $(seq 300); do
+        [ "$(grep -c '^worker' "$pidfile")" -eq 2 ] && break
+        sleep 0.1
+    done
+    # The fork handler decides before fork returns in the child; the
+    # workers' request loop comes after, so by now each has decided.
+    for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
+        threads=$(ls "/proc/$pid/task" | wc -l)
+        [ "$threads" -eq 1 ] ||
+            fail "with $alloc worker $pid runs $threads threads"
+    done
+    said=$(grep -c "^cpprof: forks do not serve: the program's malloc is $alloc's" "$tmp/workers.err")
+    [ "$said" -eq 1 ] ||
+        fail "with $alloc stderr said forks do not serve $said times: $(cat "$tmp/workers.err")"
+    curl -s --max-time 5 "$base/?format=json" >"$tmp/index.json" ||
+        fail "no index with $alloc"
+    jq -e --arg a "$alloc" '(.forks_declined | contains($a)) and (.forked_processes == [])' \
+        "$tmp/index.json" >/dev/null ||
+        fail "with $alloc the index's JSON does not say forks do not serve: $(cat "$tmp/index.json")"
+    curl -s --max-time 5 "$base/" | grep -q "its children do not serve: the program&#39;s malloc is $alloc&#39;s" ||
+        fail "with $alloc the index page does not say forks do not serve"
+    echo "ok: with $(basename "$alloc") preloaded no worker serves, and stderr and the index say why"
+    end_family
+done
 echo PASS
