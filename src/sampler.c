@@ -714,8 +714,13 @@ static bool ran_since_mask_read(struct thread_timer *t)
 
 /* A timed thread that ran since its mask was last read is untimed if it
  * blocks the signal now.  One whose mask was never read may have blocked
- * it since it got its timer: its CPU since then counts as unsampled.
- * Returns whether the thread ran. */
+ * it since it got its timer: its CPU since then counts as unsampled.  But
+ * a listing can find a thread still in glibc's start, which holds every
+ * signal blocked until the start routine, for as long as a loaded machine
+ * leaves it waiting there: such a thread is judged once it has used a
+ * period of CPU, at a later look (its CPU meanwhile still counts from its
+ * timer's start if it does block the signal).  Returns whether the thread
+ * ran. */
 static bool recheck_timed(struct session *s, struct thread_timer *t)
 {
     int64_t timed_at = t->cpu_mark;
@@ -724,6 +729,10 @@ static bool recheck_timed(struct session *s, struct thread_timer *t)
     bool unread = t->mask_unread;
     t->mask_unread = false;
     if (blocks_signal(t->tid, s->signo)) {
+        if (unread && t->mask_cpu - timed_at < s->period) {
+            t->mask_unread = true;
+            return true;
+        }
         make_untimed(s, t, SAMPLER_BLOCKED);
         if (unread)
             t->cpu_mark = timed_at;
