@@ -166,7 +166,14 @@
 #define RECHECK_NS 1000000000LL /* signal masks re-read this often */
 #define RING_MIN 1024       /* slots; about 0.6 MiB */
 #define RING_MAX 65536
-#define SNAPSHOTS 8          /* put-off walks in flight; 128 KiB mapped */
+/* Put-off walks in flight (512 KiB mapped, touched as used).  A buffer is
+ * free again once the collector drains its sample, so a program that
+ * loads plugins faster than the collector's ticks holds one a load; on a
+ * loaded machine, whose collector runs late, 8 ran out (chains.sh's
+ * plugin, loaded 40 times a second, with 8 busy threads on 2 cores: 2-4
+ * samples in 70 kept their leaf alone); 32 did not in 12 such runs. */
+#define SNAPSHOTS 32
+#define SNAPSHOTS_ALL_BUSY ((unsigned)((1ull << SNAPSHOTS) - 1))
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
 
 /* A put-off walk is done again once, by the collector or, when an object
@@ -232,11 +239,12 @@ struct session {
      * and the threads they were refused on (no_room_session). */
     atomic_llong no_room;
     atomic_long no_room_threads;
-    /* Put-off walks (mmap'd: 128 KiB the program's allocator never sees);
+    /* Put-off walks (mmap'd: memory the program's allocator never sees);
      * bit i of snapshots_busy is set while a slot holds snapshot i, and
      * put_off[i] says who walks it again (finish_walk). */
     struct unwind_snapshot *snapshots;
     atomic_uint snapshots_busy;
+    _Static_assert(SNAPSHOTS <= 32, "snapshots_busy has a bit each");
     struct put_off put_off[SNAPSHOTS];
 
     stacktab *samples;   /* the collector's, until stop */
@@ -336,7 +344,7 @@ static int snapshot_claim(struct session *s)
 {
     unsigned busy = atomic_load(&s->snapshots_busy);
     for (;;) {
-        if (busy == (1u << SNAPSHOTS) - 1)
+        if (busy == SNAPSHOTS_ALL_BUSY)
             return -1;
         int i = __builtin_ctz(~busy);
         if (atomic_compare_exchange_weak(&s->snapshots_busy, &busy,
@@ -482,13 +490,18 @@ static void finish_walk(struct session *s, struct slot *slot)
 }
 
 /* Not from a signal handler; counted in `in_handler` like
- * sampler_thread_started, so that the session stays.  The refresh it may
- * do is the one the collector was woken for. */
+ * sampler_thread_started, so that the session stays.  With walks put
+ * off, the tables are brought up to date first: by this thread, or by the
+ * collector, which may be building them right now for a walk it finishes
+ * (then the writer's lock waits for it): the collector may have taken the
+ * want already, and this thread would walk its pending snapshots again
+ * without the table. */
 void sampler_before_unload(void)
 {
     atomic_fetch_add(&in_handler, 1);
     struct session *s = atomic_load(&active);
-    if (s && atomic_exchange(&s->tables_wanted, false))
+    if (s && (atomic_exchange(&s->tables_wanted, false) |
+              (atomic_load(&s->snapshots_busy) != 0)))
         unwind_refresh_if_loaded();
     for (int i = 0; s && i < SNAPSHOTS; i++)
         walk_put_off(s, i);
