@@ -36,14 +36,7 @@
 #include "census.h"
 #include "cpprof.h"
 #include "symbolize.h"
-
-static cpprof_labelset *make(const char *k, const char *v)
-{
-    cpprof_labelset *s;
-    const char *kv[] = {k, v};
-    ck_assert_int_eq(cpprof_labels(&s, 2, kv), 0);
-    return s;
-}
+#include "check_pair.h"
 
 /* The value of `key` in `set`, or NULL. */
 static const char *value_of(const cpprof_labelset *set, const char *key)

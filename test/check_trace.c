@@ -31,14 +31,7 @@
 #include "thread.h"
 #include "trace.h"
 #include "util.h"
-
-static cpprof_labelset *make(const char *k, const char *v)
-{
-    cpprof_labelset *s;
-    const char *kv[] = {k, v};
-    ck_assert_int_eq(cpprof_labels(&s, 2, kv), 0);
-    return s;
-}
+#include "check_pair.h"
 
 /* The value of `key` in the snapshot's set number n, or NULL. */
 static const char *value_in(const trace_snapshot *s, uint32_t n,
