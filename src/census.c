@@ -175,6 +175,10 @@ struct round {
 
 static _Atomic(struct round *) published;
 static atomic_long in_flight;
+/* The CPU the handlers' walks took on the threads they ran on, counted by
+ * each handler itself: a census's cost that its caller's and its crew's
+ * clocks do not hold (census_handlers_cpu_ns). */
+static atomic_llong handlers_cpu_ns;
 
 static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t generation; /* under census_mu */
@@ -199,11 +203,14 @@ static __attribute__((noinline)) void answer(struct round *r,
     if (!atomic_compare_exchange_strong(&slot->state, &expected,
                                         SLOT_WRITING))
         return;
+    int64_t cpu = clock_thread_cpu_ns();
     slot->no_room = !room;
     slot->depth = room ? (unsigned)unwind_context(uc, slot->pcs,
                                                   STACK_MAX_FRAMES,
                                                   &slot->flags, NULL)
                        : 0;
+    atomic_fetch_add_explicit(&handlers_cpu_ns, clock_thread_cpu_ns() - cpu,
+                              memory_order_relaxed);
     atomic_store(&slot->state, SLOT_DONE);
     if (atomic_fetch_sub(&r->remaining, 1) == 1)
         futex_wake(&r->remaining, 1);
@@ -231,6 +238,11 @@ static void on_census_signal(int sig, siginfo_t *si, void *uc)
 }
 
 /* ---- Collector ------------------------------------------------------- */
+
+int64_t census_handlers_cpu_ns(void)
+{
+    return atomic_load_explicit(&handlers_cpu_ns, memory_order_relaxed);
+}
 
 /* Installs the handler on signo unless it is there already.  A handler
  * that is not ours means the application uses the signal: refuse. */

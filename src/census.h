@@ -142,4 +142,9 @@ bool census_signal_is_programs(void);
 /* Releases the label references and frees the threads and tasks. */
 void census_release(census *c);
 
+/* The CPU the census's signal handlers have spent walking the running
+ * threads they interrupted, on those threads, since the process began
+ * (each census's own share: the difference across it). */
+int64_t census_handlers_cpu_ns(void);
+
 #endif

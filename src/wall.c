@@ -72,7 +72,8 @@ struct wall_profile {
     struct state_set *sets;
     size_t n_sets, cap_sets;
     int64_t last_tick_ns; /* monotonic: when the last census began */
-    int64_t first_cpu_ns; /* the first census's CPU: outside the budget */
+    int64_t first_cpu_ns; /* the first census's CPU (next_tick) */
+    int64_t last_cpu_ns;  /* the last one's */
     int64_t interval_ns;  /* 1/wall_hz */
     uint64_t rng;         /* jittered()'s state, never 0 */
     wall_stats stats;
@@ -265,10 +266,13 @@ static int add_parked(wall_profile *w, const census_parked *p,
     return stacktab_add(w->tab, p->pcs, p->depth, p->flags, 0, set, values);
 }
 
+/* What censuses cost so far: this thread's CPU, the crew's and the
+ * handlers' on the running threads they walked. */
 static int64_t census_cpu_ns(void)
 {
     unsigned helpers;
-    return clock_thread_cpu_ns() + census_crew_cpu_ns(&helpers);
+    return clock_thread_cpu_ns() + census_crew_cpu_ns(&helpers) +
+           census_handlers_cpu_ns();
 }
 
 /* One census planned for `at`, each thread weighted by `weight_ns`.  One
@@ -293,6 +297,7 @@ static int tick(wall_profile *w, int64_t at, int64_t weight_ns)
     cpu = census_cpu_ns() - cpu;
     if (w->stats.ticks == 0)
         w->first_cpu_ns = cpu;
+    w->last_cpu_ns = cpu;
     w->stats.cpu_ns += cpu;
     w->stats.ticks++;
     w->last_tick_ns = now;
@@ -351,16 +356,26 @@ static int64_t jittered(wall_profile *w)
 }
 
 /* When the next census may begin: a jittered 1/hz after the last, or
- * later, so that the censuses so far stay within the CPU budget.  The
- * first is left out: it reads every thread's files and builds the
- * unwinder's tables once, for the window (tens of ms), and would hold back
- * the next ones for seconds. */
-static int64_t next_tick(wall_profile *w, int64_t start)
+ * later, so that the window's censuses stay within the CPU budget, the
+ * next one counted in (at the last one's cost) so that it does not end
+ * over.  The first reads every thread's files and builds the unwinder's
+ * tables once for the window (tens of ms): charged at once it would hold
+ * back the next ones for seconds, so it is spread over the window
+ * instead, the rest paced at what the budget leaves once it is paid for
+ * (at least half the budget: a first census dearer than the window's
+ * whole budget is the one overrun, and the profile's CPU figure says
+ * so). */
+static int64_t next_tick(wall_profile *w, int64_t start, int64_t end)
 {
     int64_t next = w->last_tick_ns + jittered(w);
-    long percent = cfg_int(CFG_WALL_CPU_PERCENT);
+    double rate = cfg_int(CFG_WALL_CPU_PERCENT) / 100.0;
+    double rest_rate = rate - (double)w->first_cpu_ns / (double)(end - start);
+    if (rest_rate < rate / 2)
+        rest_rate = rate / 2;
+    int64_t coming = w->stats.ticks > 1 ? w->last_cpu_ns : 0;
     int64_t budget_end =
-        start + (w->stats.cpu_ns - w->first_cpu_ns) * 100 / percent;
+        start + (int64_t)((w->stats.cpu_ns - w->first_cpu_ns + coming) /
+                          rest_rate);
     if (budget_end > next) {
         w->stats.slowed++;
         return budget_end;
@@ -376,7 +391,7 @@ int wall_run(wall_profile *w, long seconds, int (*going_on)(void *arg),
     int64_t next_check = start + CHECK_NS;
     w->stats.start_ns = clock_ns(CLOCK_REALTIME);
     int rc = 0;
-    for (int64_t at = start; rc == 0 && at < end; at = next_tick(w, start)) {
+    for (int64_t at = start; rc == 0 && at < end; at = next_tick(w, start, end)) {
         while (rc == 0 && next_check <= at) {
             sleep_until(next_check);
             next_check += CHECK_NS;
