@@ -128,16 +128,22 @@ end_family
 # A worker that will serve has cpprof's waiting thread as soon as fork
 # returns in it (the first part saw them serve); with
 # CPPROF_HTTP_FORKS=0 it has none, so its one thread is all it will run.
+# workers_single_threaded WHY: once both workers have started, each runs
+# its one thread: the fork handler decides before fork returns in the
+# child, and a worker writes its pid after that.
+workers_single_threaded() {
+    for tick in $(seq 300); do
+        [ "$(grep -c '^worker' "$pidfile")" -eq 2 ] && break
+        sleep 0.1
+    done
+    for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
+        threads=$(ls "/proc/$pid/task" | wc -l)
+        [ "$threads" -eq 1 ] ||
+            fail "with $1 worker $pid runs $threads threads"
+    done
+}
 launch workers CPPROF_HTTP_FORKS=0
-for tick in $(seq 300); do
-    [ "$(grep -c '^worker' "$pidfile")" -eq 2 ] && break
-    sleep 0.1
-done
-for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
-    threads=$(ls "/proc/$pid/task" | wc -l)
-    [ "$threads" -eq 1 ] ||
-        fail "with CPPROF_HTTP_FORKS=0 worker $pid runs $threads threads"
-done
+workers_single_threaded CPPROF_HTTP_FORKS=0
 echo "ok: with CPPROF_HTTP_FORKS=0 each worker runs its one thread"
 end_family
 
@@ -151,17 +157,7 @@ for alloc in "$libdir/libjemalloc.so.2" "$libdir/libtcmalloc_minimal.so.4"; do
     [ -f "$alloc" ] || fail "no $alloc (setup.sh installs it)"
     PRELOAD="$alloc $cpprof_preload"
     launch workers
-    for tick in $(seq 300); do
-        [ "$(grep -c '^worker' "$pidfile")" -eq 2 ] && break
-        sleep 0.1
-    done
-    # The fork handler decides before fork returns in the child; the
-    # workers' request loop comes after, so by now each has decided.
-    for pid in $(awk '$1 == "worker" { print $2 }' "$pidfile"); do
-        threads=$(ls "/proc/$pid/task" | wc -l)
-        [ "$threads" -eq 1 ] ||
-            fail "with $alloc worker $pid runs $threads threads"
-    done
+    workers_single_threaded "$alloc"
     said=$(grep -c "^cpprof: forks do not serve: the program's malloc is $alloc's" "$tmp/workers.err")
     [ "$said" -eq 1 ] ||
         fail "with $alloc stderr said forks do not serve $said times: $(cat "$tmp/workers.err")"
