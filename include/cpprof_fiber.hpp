@@ -71,21 +71,38 @@ private:
 
 /* Names what the calling fiber waits for while it is in force: its
  * suspensions in that time are parked with `reason` (a string that
- * outlives them, such as a literal) instead of "fiber".  Call it only in a
- * fiber run by a fiber_tasks scheduler. */
+ * outlives them, such as a literal) instead of "fiber".  In a fiber
+ * that no fiber_tasks scheduler runs it does nothing. */
 class fiber_wait {
 public:
     explicit fiber_wait(const char *reason)
-        : task_(boost::this_fiber::properties<fiber_task>()),
-          previous_(std::exchange(task_.wait_reason, reason))
+        : task_(active_task()),
+          previous_(task_ ? std::exchange(task_->wait_reason, reason)
+                          : nullptr)
     {
     }
-    ~fiber_wait() { task_.wait_reason = previous_; }
+    ~fiber_wait()
+    {
+        if (task_)
+            task_->wait_reason = previous_;
+    }
     fiber_wait(const fiber_wait &) = delete;
     fiber_wait &operator=(const fiber_wait &) = delete;
 
 private:
-    fiber_task &task_;
+    /* The running fiber's task, or nullptr where it has none: under a
+     * scheduler that is not fiber_tasks (Boost.Fiber's own, or one of the
+     * program's), and in a thread's main fiber before it first yields.
+     * Then the wait names nothing.  Not this_fiber::properties, which
+     * there yields the fiber and then dereferences a null pointer, or
+     * throws std::bad_cast. */
+    static fiber_task *active_task()
+    {
+        boost::fibers::context *ctx = boost::fibers::context::active();
+        return ctx ? dynamic_cast<fiber_task *>(ctx->get_properties())
+                   : nullptr;
+    }
+    fiber_task *task_;
     const char *previous_;
 };
 

@@ -151,6 +151,11 @@ void quiet()
 
 int main(int argc, char **argv)
 {
+    /* A fiber_wait under Boost.Fiber's own scheduler, where a fiber has
+     * no task, names nothing, and neither yields nor crashes. */
+    std::thread([] {
+        boost::fibers::fiber([] { cpprof::fiber_wait w("io"); }).join();
+    }).join();
     const char *path = task_start(argc, argv);
     for (int t = 0; t < TASK_TENANTS; t++)
         jobs_total += task_tenant_jobs[t];
