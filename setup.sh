@@ -389,21 +389,43 @@ costliest_tests() {
     awk '{ sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
 }
 
+# renice_tree PID NICE: PID and every process below it (make and the
+# compilers it runs now; those it starts later inherit make's).  Lowering
+# a nice value needs root: otherwise the tree keeps the one it has.
+renice_tree() {
+  local p
+  renice -n "$2" -p "$1" >/dev/null 2>&1 || true
+  for p in $(ps -o pid= --ppid "$1"); do
+    renice_tree "$p" "$2"
+  done
+}
+
 run_tests() {
-  local rc=0 side=() pid
+  local rc=0 side=() pid builds=
+  # The sanitized builds start beside the normal build's tests at the
+  # lowest priority (nice 19): they take the CPU the tests leave idle
+  # (about a fifth: the tests wait on profile windows and on each other),
+  # and a test's thread takes a CPU back from a compiler as soon as it
+  # wakes (CFS weights 1024 to 15).  At the tests' priority, tried, the
+  # tests took three times as long.  Once the tests are done the builds
+  # get their priority back.  The arm64 build and its qemu run wait: its
+  # tests have timeouts that a starved emulator could miss.
+  if [ "${SANITIZERS:-1}" != 0 ]; then
+    (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
+    builds=$!
+  fi
   phase "normal tests" check_normal || rc=$?
+  [ -z "$builds" ] || renice_tree "$builds" 0
   # README's commands (which wait on the demo most of their minute) and the
   # arm64 cross build and its qemu run go on beside the sanitized builds.
-  # The sanitized builds do not go on beside the normal build's tests:
-  # tried, the tests took three times as long and the whole run longer.
   phase "README commands" run_readme_commands &
   side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
     phase "arm64 build and tests" test/cross/aarch64.sh build-aarch64 &
     side+=($!)
   fi
-  if [ "${SANITIZERS:-1}" != 0 ]; then
-    if build_sanitized; then
+  if [ -n "$builds" ]; then
+    if wait "$builds"; then
       phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
       phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
       phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
