@@ -168,6 +168,7 @@ struct slot {
 
 struct round {
     uint32_t generation;
+    bool timed; /* handlers add their walks' CPU to handlers_cpu_ns */
     uint32_t n;
     atomic_uint remaining; /* PENDING slots; the collector's futex word */
     struct slot slots[];
@@ -177,8 +178,11 @@ static _Atomic(struct round *) published;
 static atomic_long in_flight;
 /* The CPU the handlers' walks took on the threads they ran on, counted by
  * each handler itself: a census's cost that its caller's and its crew's
- * clocks do not hold (census_handlers_cpu_ns). */
+ * clocks do not hold (census_handlers_cpu_ns).  Counted only while
+ * handlers_timed (census_time_handlers): two clock reads a walk that a
+ * plain census has no use for. */
 static atomic_llong handlers_cpu_ns;
+static atomic_bool handlers_timed;
 
 static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t generation; /* under census_mu */
@@ -203,14 +207,16 @@ static __attribute__((noinline)) void answer(struct round *r,
     if (!atomic_compare_exchange_strong(&slot->state, &expected,
                                         SLOT_WRITING))
         return;
-    int64_t cpu = clock_thread_cpu_ns();
+    int64_t cpu = r->timed ? clock_thread_cpu_ns() : 0;
     slot->no_room = !room;
     slot->depth = room ? (unsigned)unwind_context(uc, slot->pcs,
                                                   STACK_MAX_FRAMES,
                                                   &slot->flags, NULL)
                        : 0;
-    atomic_fetch_add_explicit(&handlers_cpu_ns, clock_thread_cpu_ns() - cpu,
-                              memory_order_relaxed);
+    if (r->timed)
+        atomic_fetch_add_explicit(&handlers_cpu_ns,
+                                  clock_thread_cpu_ns() - cpu,
+                                  memory_order_relaxed);
     atomic_store(&slot->state, SLOT_DONE);
     if (atomic_fetch_sub(&r->remaining, 1) == 1)
         futex_wake(&r->remaining, 1);
@@ -238,6 +244,11 @@ static void on_census_signal(int sig, siginfo_t *si, void *uc)
 }
 
 /* ---- Collector ------------------------------------------------------- */
+
+void census_time_handlers(bool on)
+{
+    atomic_store_explicit(&handlers_timed, on, memory_order_relaxed);
+}
 
 int64_t census_handlers_cpu_ns(void)
 {
@@ -1497,6 +1508,7 @@ static int collect_stacks(struct pass *p, long timeout_ms)
     }
     struct round *r = p->r;
     r->generation = ++generation;
+    r->timed = atomic_load_explicit(&handlers_timed, memory_order_relaxed);
     r->n = (uint32_t)c->n;
     atomic_store(&published, r);
     if (p->run_open)

@@ -142,9 +142,13 @@ bool census_signal_is_programs(void);
 /* Releases the label references and frees the threads and tasks. */
 void census_release(census *c);
 
+/* Whether the census's signal handlers time their walks (off at start):
+ * on while a wall profile paces its censuses by their CPU. */
+void census_time_handlers(bool on);
+
 /* The CPU the census's signal handlers have spent walking the running
- * threads they interrupted, on those threads, since the process began
- * (each census's own share: the difference across it). */
+ * threads they interrupted, on those threads, while timed (each census's
+ * own share: the difference across it). */
 int64_t census_handlers_cpu_ns(void);
 
 #endif

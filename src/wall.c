@@ -309,7 +309,11 @@ static int tick(wall_profile *w, int64_t at, int64_t weight_ns)
 /* A fork during a window leaves the window's thread in the parent: a
  * forked server (http_forks.c) may take a wall profile of its own. */
 static void no_lock(void) {}
-static void forget_window(void) { atomic_store(&active, false); }
+static void forget_window(void)
+{
+    census_time_handlers(false);
+    atomic_store(&active, false);
+}
 
 int wall_start(wall_profile **out)
 {
@@ -328,6 +332,7 @@ int wall_start(wall_profile **out)
     w->stats.hz = cfg_int(CFG_WALL_HZ);
     w->interval_ns = 1000000000LL / w->stats.hz;
     w->rng = (uint64_t)clock_mono_ns() | 1;
+    census_time_handlers(true);
     *out = w;
     return 0;
 }
@@ -456,5 +461,6 @@ void wall_end(wall_profile *w)
     free(w->missing);
     stacktab_free(w->tab);
     free(w);
+    census_time_handlers(false);
     atomic_store(&active, false);
 }
