@@ -71,9 +71,7 @@ build() {
 }
 
 # build_for DIR TARGETS [CONFIGURE ARGS...]: configures (once) and builds
-# only TARGETS in DIR, with the shared library alone: libtool would compile
-# every source a second time for libcpprof.a, which only the normal build's
-# tests link (install_consumers.sh).  No dependency tracking: each of these
+# only TARGETS in DIR.  No dependency tracking: each of these
 # builds is made once, from clean.  Go's build cache is content-addressed,
 # so gocheck, browsercheck and pprof come from the normal build's.  A build
 # with the normal build's compiler starts from its configure cache
@@ -85,7 +83,7 @@ build_for() {
   mkdir -p "$dir"
   [ -n "${CC:-}" ] || [ -f "$dir/config.cache" ] ||
     cp build/config.cache "$dir/config.cache" 2>/dev/null || true
-  (cd "$dir" && { [ -f Makefile ] || ../configure -q -C --disable-static --disable-dependency-tracking "$@"; } &&
+  (cd "$dir" && { [ -f Makefile ] || ../configure -q -C --disable-dependency-tracking "$@"; } &&
    make -j"$(nproc)" $targets "${gocache[@]}" >/dev/null)
 }
 gocache=(GOCHECK_GOCACHE="$top/build/test/gocheck/.gocache")

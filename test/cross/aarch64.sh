@@ -228,14 +228,13 @@ make_sysroot() {
 }
 
 # configure_cross: configures $out once for aarch64 against the sysroot;
-# shared library only: no test here links libcpprof.a, and libtool would
-# compile every source twice; no dependency tracking: a one-shot build.
+# no dependency tracking: a one-shot build.
 configure_cross() {
   [ -f "$out/Makefile" ] && return 0
   local libdirs="$sysroot/usr/lib/$triplet:$sysroot/lib/$triplet"
   (cd "$out" && "$top/configure" -q --host=$triplet \
     PKG_CONFIG_LIBDIR="$sysroot/usr/lib/$triplet/pkgconfig:$sysroot/usr/share/pkgconfig" \
-    PKG_CONFIG_SYSROOT_DIR="$sysroot" --disable-static --disable-dependency-tracking \
+    PKG_CONFIG_SYSROOT_DIR="$sysroot" --disable-dependency-tracking \
     LDFLAGS="-L$sysroot/usr/lib/$triplet -Wl,-rpath-link=${libdirs//:/ -Wl,-rpath-link=}") \
     >"$out/configure.log" 2>&1 ||
     { cat "$out/configure.log" >&2; die "configure failed (see $out/config.log)"; }
