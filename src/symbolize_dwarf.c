@@ -2,8 +2,15 @@
  * symbolize_dwarf.c -- inline chains from compact per-compilation-unit
  * tables (see symbolize_dwarf.h for why).
  *
- * Shape: libdwfl finds the compilation unit of an address (its own index,
- * from .debug_aranges or one pass over the units' ranges).  The first
+ * Shape: a module's units by address come from its .debug_aranges, read
+ * through libdw once and kept as a compact directory (unit start, end and
+ * offset) for as long as the decoded units are: libdw's own index of them
+ * goes with every session's Dwfl, and for glibc's debug file it is 1.7 MB
+ * of allocations, about 10 ms of page faults, paid again by each later
+ * session that meets a unit not yet decoded (a census that shows one of
+ * cpprof's own threads in `syscall` for the first time).  A module whose
+ * directory does not hold the address is asked through libdwfl, which
+ * also finds units that .debug_aranges leaves out.  The first
  * lookup in a unit walks its DIE tree once, descending only where code can
  * be (functions, lexical blocks, namespaces), into two arrays:
  *   - functions: name (libdw's string), declaration line, call site, and
@@ -98,7 +105,24 @@ struct unit_range {
     const unit *u;
 };
 
+/* A unit's address range in its module (before the bias), from
+ * .debug_aranges, and the offset of its DIE. */
+struct dir_entry {
+    Dwarf_Addr lo, hi;
+    Dwarf_Off die;
+};
+
+/* A module's directory of units, sorted by lo; n 0 when it has no
+ * .debug_aranges. */
+struct unit_dir {
+    uintptr_t module; /* the module's load address */
+    struct dir_entry *entries;
+    size_t n;
+};
+
 static struct {
+    struct unit_dir *dirs;
+    size_t ndirs, capdirs;
     unit **units; /* decoded, in order of decoding */
     size_t nunits, capunits;
     struct hashindex index; /* of the units, by (module, offset) */
@@ -455,6 +479,11 @@ static unit *unit_of(Dwfl_Module *mod, Dwarf_Die *cudie, Dwarf_Addr bias)
 
 void symdw_flush(void)
 {
+    for (size_t i = 0; i < U.ndirs; i++)
+        free(U.dirs[i].entries);
+    free(U.dirs);
+    U.dirs = NULL;
+    U.ndirs = U.capdirs = 0;
     for (size_t i = 0; i < U.nunits; i++)
         free_unit(U.units[i]);
     free(U.units);
@@ -527,11 +556,76 @@ static size_t chain_in(const unit *u, Dwarf_Addr a, symdw_frame *frames,
     return n;
 }
 
+/* The directory of the module at load address `module` in dw, read on
+ * first use; NULL when out of memory. */
+static const struct unit_dir *dir_of(Dwarf *dw, uintptr_t module)
+{
+    for (size_t i = 0; i < U.ndirs; i++)
+        if (U.dirs[i].module == module)
+            return &U.dirs[i];
+    size_t before = U.capdirs;
+    if (ARRAY_RESERVE(U.dirs, U.ndirs, U.capdirs, 1) != 0)
+        return NULL;
+    U.bytes += (U.capdirs - before) * sizeof *U.dirs;
+    struct unit_dir *d = &U.dirs[U.ndirs];
+    *d = (struct unit_dir){.module = module};
+    Dwarf_Aranges *aranges;
+    size_t n = 0;
+    if (dwarf_getaranges(dw, &aranges, &n) != 0 || n == 0) {
+        U.ndirs++; /* none: every lookup goes through libdwfl */
+        return d;
+    }
+    if (!(d->entries = malloc(n * sizeof *d->entries)))
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        Dwarf_Addr lo = 0;
+        Dwarf_Word len = 0;
+        Dwarf_Off die = 0;
+        dwarf_getarangeinfo(dwarf_onearange(aranges, i), &lo, &len, &die);
+        d->entries[d->n++] = (struct dir_entry){lo, lo + len, die};
+    }
+    U.bytes += n * sizeof *d->entries;
+    U.ndirs++;
+    return d;
+}
+
+/* The DIE of the unit holding a (the module's address) by the directory,
+ * in *die; NULL when the directory does not hold a.  libdw sorts its
+ * aranges by start; they do not overlap. */
+static Dwarf_Die *dir_lookup(Dwarf *dw, const struct unit_dir *d,
+                             Dwarf_Addr a, Dwarf_Die *die)
+{
+    size_t lo = 0, hi = d->n; /* first entry starting above a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->entries[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || a >= d->entries[lo - 1].hi)
+        return NULL;
+    return dwarf_offdie(dw, d->entries[lo - 1].die, die);
+}
+
+/* The compilation unit of pc in mod, and the module's bias. */
+static Dwarf_Die *unit_die(Dwfl_Module *mod, uintptr_t pc, Dwarf_Addr *bias,
+                           Dwarf_Die *die)
+{
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
+    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+    const struct unit_dir *d = dw ? dir_of(dw, (uintptr_t)low) : NULL;
+    Dwarf_Die *found = d ? dir_lookup(dw, d, pc - *bias, die) : NULL;
+    return found ? found : dwfl_module_addrdie(mod, pc, bias);
+}
+
 size_t symdw_chain(Dwfl_Module *mod, uintptr_t pc, symdw_frame *frames,
                    size_t max, const symdw_unit **unitp, Dwarf_Addr *bias)
 {
     *bias = 0;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, bias);
+    Dwarf_Die die;
+    Dwarf_Die *cudie = unit_die(mod, pc, bias, &die);
     const unit *u = cudie ? unit_of(mod, cudie, *bias) : NULL;
     *unitp = u;
     return u ? chain_in(u, pc - *bias, frames, max) : 0;
