@@ -160,17 +160,22 @@ struct slot {
     atomic_int state;
     unsigned depth, flags;
     bool no_room; /* the handler had too little stack left to walk */
-    uintptr_t pcs[STACK_MAX_FRAMES];
     /* The collector's alone: the thread's census timer, while armed. */
     bool armed;
     timer_t timer;
 };
 
+/* A slot per thread, and its stack apart: the collector scans the slots,
+ * and only a running thread's handler writes a stack, so a census of
+ * 1,000 threads mostly blocked touches 8 pages of slots rather than the
+ * 130 they would take with the stacks inside (a page fault each, at
+ * tens of microseconds on a VM, in the first census of new threads). */
 struct round {
     uint32_t generation;
     bool timed; /* handlers add their walks' CPU to handlers_cpu_ns */
     uint32_t n;
     atomic_uint remaining; /* PENDING slots; the collector's futex word */
+    uintptr_t (*pcs)[STACK_MAX_FRAMES]; /* slot i's stack: pcs[i] */
     struct slot slots[];
 };
 
@@ -200,16 +205,17 @@ static uint32_t generation; /* under census_mu */
  * for it, or, without `room` to walk, says so.  Not inlined: its frame
  * and its callees' are allocated only once the handler knows the room. */
 static __attribute__((noinline)) void answer(struct round *r,
-                                             struct slot *slot,
+                                             uint32_t index,
                                              const void *uc, bool room)
 {
+    struct slot *slot = &r->slots[index];
     int expected = SLOT_PENDING;
     if (!atomic_compare_exchange_strong(&slot->state, &expected,
                                         SLOT_WRITING))
         return;
     int64_t cpu = r->timed ? clock_thread_cpu_ns() : 0;
     slot->no_room = !room;
-    slot->depth = room ? (unsigned)unwind_context(uc, slot->pcs,
+    slot->depth = room ? (unsigned)unwind_context(uc, r->pcs[index],
                                                   STACK_MAX_FRAMES,
                                                   &slot->flags, NULL)
                        : 0;
@@ -236,7 +242,7 @@ static void on_census_signal(int sig, siginfo_t *si, void *uc)
     struct round *r = atomic_load(&published);
     if (r && r->generation == gen && index < r->n) {
         uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-        answer(r, &r->slots[index], uc,
+        answer(r, index, uc,
                unwind_stack_left(uc, sp) >= CENSUS_HANDLER_STACK);
     }
     atomic_fetch_sub(&in_flight, 1);
@@ -1397,7 +1403,7 @@ static void gather_answers(const struct task_dir *td, census *c,
             t->depth = s->depth;
             t->flags = s->flags;
             t->syscall = CENSUS_RAN;
-            memcpy(t->pcs, s->pcs, s->depth * sizeof *s->pcs);
+            memcpy(t->pcs, r->pcs[i], s->depth * sizeof *t->pcs);
             continue;
         }
         char path[24];
@@ -1413,6 +1419,8 @@ static void gather_answers(const struct task_dir *td, census *c,
 /* Abandons every slot still PENDING, so that a late handler leaves it. */
 static void abandon_pending(struct round *r)
 {
+    if (atomic_load(&r->remaining) == 0)
+        return; /* none is: a slot leaves PENDING before it is counted out */
     for (uint32_t i = 0; i < r->n; i++) {
         int expected = SLOT_PENDING;
         atomic_compare_exchange_strong(&r->slots[i].state, &expected,
@@ -1488,6 +1496,19 @@ static int list_while_reading(struct pass *p)
     return rc;
 }
 
+/* A round of n slots, zeroed (IDLE), with their stacks' room after them
+ * (calloc: pages no handler writes are never touched). */
+static struct round *new_round(size_t n)
+{
+    size_t slots_end = sizeof(struct round) + n * sizeof(struct slot);
+    size_t pcs_at = (slots_end + _Alignof(uintptr_t) - 1) &
+                    ~(_Alignof(uintptr_t) - 1);
+    struct round *r = calloc(1, pcs_at + n * sizeof *r->pcs);
+    if (r)
+        r->pcs = (void *)((char *)r + pcs_at);
+    return r;
+}
+
 /* Describes every thread and takes its stack, the crew sharing the
  * reading (census_crew.h): signals go out as the caller meets running
  * threads, so their handlers walk while the blocked threads' stacks are
@@ -1498,7 +1519,7 @@ static int collect_stacks(struct pass *p, long timeout_ms)
     int rc = list_while_reading(p);
     if (rc == 0)
         rc = attach_labels(c); /* while the helpers read */
-    if (rc == 0 && !(p->r = calloc(1, sizeof *p->r + c->n * sizeof *p->r->slots)))
+    if (rc == 0 && !(p->r = new_round(c->n)))
         rc = -ENOMEM;
     if (rc) {
         if (p->run_open)
