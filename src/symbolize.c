@@ -265,8 +265,11 @@ struct objects_maps {
     uintptr_t vdso_lo, vdso_hi;
 };
 
-/* procmaps_foreach's callback: copies a line unless it is a file's
- * reading, and notes the vDSO's. */
+/* procmaps_foreach's callback: copies a file's line unless it is the
+ * file's reading, and notes the vDSO's.  libdwfl passes over every line
+ * without a path, so they are not copied: a process of 1,000 threads has
+ * 2,000 of them (each thread's stack and guard), which libdwfl would
+ * scan for nothing in every session that opens it. */
 static int copy_object_line(const procmaps_line *m, const char *text,
                             size_t len, void *arg)
 {
@@ -275,13 +278,13 @@ static int copy_object_line(const procmaps_line *m, const char *text,
         o->vdso_lo = m->lo;
         o->vdso_hi = m->hi;
     }
-    if (!is_file_reading(m) &&
+    if (m->path_len > 0 && m->path[0] == '/' && !is_file_reading(m) &&
         (fwrite(text, 1, len, o->out) != len || fputc('\n', o->out) == EOF))
         return -EIO;
     return 0;
 }
 
-/* /proc/self/maps without the files' readings (is_file_reading), as a
+/* /proc/self/maps's files without their readings (is_file_reading), as a
  * stream in memory (*buf, freed by the caller), and the vDSO's range.
  * NULL when it cannot be read. */
 static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
