@@ -180,7 +180,7 @@ static atomic_long in_flight;
  * clocks do not hold (census_handlers_cpu_ns). */
 static atomic_llong handlers_cpu_ns;
 
-static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t census_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t generation; /* under census_mu */
 
 /* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
@@ -1583,7 +1583,7 @@ static int take_locked(census *out, bool details)
  * (keep_still frees the parent's later). */
 static void census_lock(void) { pthread_mutex_lock(&census_mu); }
 static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
-static void census_child(void)
+ATFORK_CHILD static void census_child(void)
 {
     still.n = 0;
     mapped.n = 0;

@@ -140,13 +140,13 @@ struct live {
 static _Atomic unsigned char filter[1 << FILTER_BITS];
 static struct live **live_heads;     /* 1 << FILTER_BITS chains */
 static struct bucket **bucket_heads; /* 1 << BUCKET_BITS chains */
-static atomic_flag lock = ATOMIC_FLAG_INIT;
+static atomic_flag lock ATFORK_HELD = ATOMIC_FLAG_INIT;
 static atomic_ulong skipped_allocs, skipped_frees;
 
 /* ---- State under the lock --------------------------------------------- */
 
 static void heap_lock(void) { collect_spin_lock(&lock); }
-static void heap_unlock(void) { collect_spin_unlock(&lock); }
+ATFORK_CHILD static void heap_unlock(void) { collect_spin_unlock(&lock); }
 
 static inline size_t addr_slot(const void *p)
 {
