@@ -98,7 +98,7 @@ struct tick {
     pid_t tid;
     timer_t timer;
 };
-static pthread_mutex_t ticks_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ticks_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static struct tick *ticks; /* under ticks_mu */
 static size_t nticks, ticks_cap;
 static atomic_int tick_yielded; /* the program took the signal over */
@@ -417,7 +417,7 @@ static int install_tick_handler(int signo)
  * thread starts over at its next switch. */
 static void ticks_lock(void) { pthread_mutex_lock(&ticks_mu); }
 static void ticks_unlock(void) { pthread_mutex_unlock(&ticks_mu); }
-static void accounting_atfork_child(void)
+ATFORK_CHILD static void accounting_atfork_child(void)
 {
     nticks = 0; /* the parent's; they stay allocated, as after any fork */
     acct_self.last = 0;

@@ -35,14 +35,18 @@
 #include <stdbool.h>
 
 static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
-static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
-static const atfork_handlers *prepared[ATFORK_LEVELS]; /* under fork_mu */
-static int busy_before; /* the forking thread's own_busy; fork_mu */
+static pthread_mutex_t fork_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+/* Under fork_mu; with it because prepare writes them on every fork. */
+static const atfork_handlers *prepared[ATFORK_LEVELS] ATFORK_HELD;
+/* The forking thread's own_busy and own_work, which finish restores. */
+static int busy_before ATFORK_HELD, work_before ATFORK_HELD;
 
 static void prepare(void)
 {
+    int work = own_work;
     own_work_enter();
     pthread_mutex_lock(&fork_mu);
+    work_before = work;
     busy_before = own_busy;
     own_busy = 1;
     for (int i = 0; i < ATFORK_LEVELS; i++) {
@@ -53,12 +57,14 @@ static void prepare(void)
 }
 
 /* After the parent's or the child's handlers: the forking thread holds
- * fork_mu in both. */
-static void finish(void)
+ * fork_mu in both.  own_work is restored rather than left through
+ * own_work_leave, whose code would be one more page for the child. */
+ATFORK_CHILD static void finish(void)
 {
+    int work = work_before;
     own_busy = busy_before;
     pthread_mutex_unlock(&fork_mu);
-    own_work_leave();
+    own_work = work;
 }
 
 static void parent(void)
@@ -69,7 +75,7 @@ static void parent(void)
     finish();
 }
 
-static void child(void)
+ATFORK_CHILD static void child(void)
 {
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])

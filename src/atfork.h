@@ -44,6 +44,23 @@ typedef struct {
     void (*child)(void);
 } atfork_handlers;
 
+/* Where the handlers' state and the child's code go.  After fork the
+ * child's first write to each page it shares with the parent is a page
+ * fault (a copy), and so is its first read of each page of code (fork
+ * does not copy the page tables of file mappings); on a small VM each
+ * costs about 25 us, as much as the rest of a fork+exit of a small
+ * program (bench/fork).  With each module's lock on a page of its own
+ * and its handlers in its own file's code, a child paid a dozen.  So the
+ * locks held across fork and what else the child handlers write are
+ * ATFORK_HELD, and the functions the child runs (the handlers and what
+ * they call of cpprof's) ATFORK_CHILD: each a section of its own, which
+ * libcpprof.so's link puts on one page (src/atfork.ld).  A cache line
+ * each, so that locks of different modules taken by different threads do
+ * not share one.  A child handler writes only what differs from what it
+ * would write: a read of a page the parent wrote costs the child nothing. */
+#define ATFORK_HELD __attribute__((section("cpprof_fork_held"), aligned(64)))
+#define ATFORK_CHILD __attribute__((section("cpprof_fork_child")))
+
 /* Registers `h` (static storage) for `level`, and the one pthread_atfork
  * registration on first use.  A module calls it before it first takes its
  * lock; calling it again is harmless. */

@@ -187,9 +187,11 @@ static atomic_long in_flight;
  * handlers_timed (census_time_handlers): two clock reads a walk that a
  * plain census has no use for. */
 static atomic_llong handlers_cpu_ns;
-static atomic_bool handlers_timed;
+/* Held: the child handler reads it (a wall window of the parent's is
+ * forgotten in the child, wall.c). */
+static atomic_bool handlers_timed ATFORK_HELD;
 
-static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t census_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t generation; /* under census_mu */
 
 /* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */
@@ -1616,10 +1618,12 @@ static int take_locked(census *out, bool details)
  * (keep_still frees the parent's later). */
 static void census_lock(void) { pthread_mutex_lock(&census_mu); }
 static void census_unlock(void) { pthread_mutex_unlock(&census_mu); }
-static void census_child(void)
+ATFORK_CHILD static void census_child(void)
 {
     still.n = 0;
     mapped.n = 0;
+    if (atomic_load_explicit(&handlers_timed, memory_order_relaxed))
+        atomic_store_explicit(&handlers_timed, false, memory_order_relaxed);
     census_crew_after_fork();
     pthread_mutex_unlock(&census_mu);
 }

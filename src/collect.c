@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "collect.h"
+#include "atfork.h"
 #include "interpose.h"
 #include "own.h"
 #include "unwind.h"
@@ -164,7 +165,8 @@ void collect_spin_lock(atomic_flag *lock)
         sched_yield();
 }
 
-void collect_spin_unlock(atomic_flag *lock)
+/* The forked child's handlers release the collectors' locks with it. */
+ATFORK_CHILD void collect_spin_unlock(atomic_flag *lock)
 {
     atomic_flag_clear_explicit(lock, memory_order_release);
 }

@@ -111,7 +111,7 @@ static cond_wait_fn glibc_cond_wait;
 static cond_timedwait_fn glibc_cond_timedwait;
 
 /* Samples by stack, values as in contention.h; under table_lock. */
-static atomic_flag table_lock = ATOMIC_FLAG_INIT;
+static atomic_flag table_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
 static stacktab *block_tab, *mutex_tab;
 
 /* Mutexes with sampled waiters: few at a time, so a small table scanned
@@ -123,9 +123,10 @@ struct wait_slot {
     long n;
     int64_t sum, last;
 };
-static atomic_flag wait_lock = ATOMIC_FLAG_INIT;
+static atomic_flag wait_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
 static struct wait_slot waits[WAIT_SLOTS];
-static atomic_long sampled_waiters; /* sum of n: unlock's quick test */
+/* The sum of n: unlock's quick test, and the child's fork handler's. */
+static atomic_long sampled_waiters ATFORK_HELD;
 
 /* Whether the calling thread runs cpprof's code: a collector (which must
  * not come back in), or cpprof's own work (own_work), whose waits
@@ -322,7 +323,9 @@ EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
     return rc;
 }
 
-EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+/* The child's fork handlers unlock cpprof's mutexes through it: it is
+ * with their code (atfork.h). */
+ATFORK_CHILD EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&sampled_waiters,
                                               memory_order_relaxed) > 0, 0) &&
@@ -446,19 +449,22 @@ static void atfork_prepare(void)
     collect_spin_lock(&wait_lock);
 }
 
-static void atfork_parent(void)
+ATFORK_CHILD static void atfork_parent(void)
 {
     collect_spin_unlock(&wait_lock);
     collect_spin_unlock(&table_lock);
 }
 
 /* The child has only the forking thread: no waiter of the parent's is
- * waiting here. */
-static void atfork_child(void)
+ * waiting here.  Almost always there was none: the slots are written
+ * only if one was (atfork.h). */
+ATFORK_CHILD static void atfork_child(void)
 {
-    for (int i = 0; i < WAIT_SLOTS; i++)
-        waits[i].m = NULL;
-    atomic_store(&sampled_waiters, 0);
+    if (atomic_load(&sampled_waiters) != 0) {
+        for (int i = 0; i < WAIT_SLOTS; i++)
+            waits[i].m = NULL;
+        atomic_store(&sampled_waiters, 0);
+    }
     atfork_parent();
 }
 

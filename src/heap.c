@@ -75,9 +75,9 @@
 #include <errno.h>
 #include <malloc.h>
 #include <sys/mman.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,13 +140,13 @@ struct live {
 static _Atomic unsigned char filter[1 << FILTER_BITS];
 static struct live **live_heads;     /* 1 << FILTER_BITS chains */
 static struct bucket **bucket_heads; /* 1 << BUCKET_BITS chains */
-static atomic_flag lock = ATOMIC_FLAG_INIT;
+static atomic_flag lock ATFORK_HELD = ATOMIC_FLAG_INIT;
 static atomic_ulong skipped_allocs, skipped_frees;
 
 /* ---- State under the lock --------------------------------------------- */
 
 static void heap_lock(void) { collect_spin_lock(&lock); }
-static void heap_unlock(void) { collect_spin_unlock(&lock); }
+ATFORK_CHILD static void heap_unlock(void) { collect_spin_unlock(&lock); }
 
 static inline size_t addr_slot(const void *p)
 {
@@ -295,11 +295,59 @@ static void live_link(struct live *l)
 
 /* ---- Sampling ------------------------------------------------------- */
 
-/* An exponential interval of mean `rate` bytes. */
+/* The logarithm and exponential that sampling needs, here rather than
+ * libm's: linking libm costs every forked child that exits the page
+ * faults of libm's destructors (bench/fork, docs/benchmarks.md).  Each is
+ * within 1e-15 of libm's, relative, over heap.c's arguments (test/check_heap
+ * compares heap_scale with libm's expm1). */
+
+/* ln(x) for a normal x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)),
+ * and ln(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, whose odd
+ * series has reached double precision by its 12th term. */
+static double ln(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int e = (int)(bits >> 52 & 0x7ff) - 1022;
+    bits = (bits & ((1ull << 52) - 1)) | (1022ull << 52); /* [1/2, 1) */
+    double m;
+    memcpy(&m, &bits, sizeof m);
+    if (m < 0x1.6a09e667f3bcdp-1) { /* sqrt(1/2) */
+        m *= 2;
+        e--;
+    }
+    double s = (m - 1) / (m + 1), z = s * s, sum = 0;
+    for (int k = 23; k >= 3; k -= 2)
+        sum = (sum + 1.0 / k) * z;
+    return e * 0x1.62e42fefa39efp-1 /* ln 2 */ + 2 * s * (1 + sum);
+}
+
+/* 1 - e^-y for y > 0, without the cancellation of 1 - exp(-y) at small y:
+ * e^-t - 1 by its series at t = y / 2^k <= 1/2, doubled k times back by
+ * e^2t - 1 = (e^t - 1)(e^t + 1). */
+static double one_minus_exp_neg(double y)
+{
+    if (y > 40) /* e^-40 is below half an ulp of 1 */
+        return 1;
+    int k = 0;
+    for (; y > 0.5; k++)
+        y /= 2;
+    double term = 1, em = 0;
+    for (int n = 1; n <= 18; n++) {
+        term *= -y / n;
+        em += term;
+    }
+    while (k-- > 0)
+        em *= em + 2;
+    return -em;
+}
+
+/* An exponential interval of mean `rate` bytes (1 - u is exact: u is a
+ * multiple of 2^-53). */
 static long next_interval(long rate)
 {
     double u = (double)(collect_rand() >> 11) * 0x1.0p-53; /* [0, 1) */
-    return (long)(-log1p(-u) * (double)rate);
+    return (long)(-ln(1 - u) * (double)rate);
 }
 
 static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
@@ -639,7 +687,7 @@ void heap_scale(int64_t *count, int64_t *bytes, int64_t size, long rate)
     }
     if (rate <= 1)
         return;
-    double scale = 1 / -expm1(-(double)size / (double)rate);
+    double scale = 1 / one_minus_exp_neg((double)size / (double)rate);
     *count = (int64_t)((double)*count * scale);
     *bytes = (int64_t)((double)*bytes * scale);
 }

@@ -92,7 +92,7 @@ static bool wrapper_forked;
 
 /* A wrapper that forked may have started the program (setsid -f exits
  * before its child execs): its exit does not say that nothing served. */
-static void fork_nothing(void) {}
+ATFORK_CHILD static void fork_nothing(void) {}
 static void fork_noted(void) { wrapper_forked = true; }
 static const atfork_handlers wrapper_fork = {
     fork_nothing, fork_noted, fork_nothing,

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "labels.h"
+#include "atfork.h"
 #include "config.h"
 #include "labelhooks.h"
 #include "warn.h"
@@ -75,11 +76,14 @@ static struct {
     .kv = {"cpprof_overflow", "label set cap reached"},
 };
 
-static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t intern_lock ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t registry_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 
 void labels_registry_lock(void) { pthread_mutex_lock(&registry_mu); }
-void labels_registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
+ATFORK_CHILD void labels_registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_mu);
+}
 /* Set while this thread is inside intern(): a signal handler that
  * interrupted it and calls back in (cpprof_do from a handler) gets
  * -EDEADLK instead of waiting forever for the lock its own thread holds. */
@@ -694,7 +698,7 @@ void labels_atfork_parent(void) { pthread_mutex_unlock(&intern_lock); }
 /* The forking thread holds the lock in the child too: it unlocks it, as
  * re-initialising a locked mutex is undefined (and ThreadSanitizer then
  * believes it held forever). */
-void labels_atfork_child(void)
+ATFORK_CHILD void labels_atfork_child(void)
 {
     pthread_mutex_unlock(&intern_lock);
 }

@@ -172,15 +172,17 @@ extern __thread const void *volatile record_slot
 extern __thread const void *volatile labels_slot
     HIDDEN_ALIAS(custom_labels_current_set);
 
-/* Set once by cpprof_otel_context_enable(); never cleared. */
-static atomic_bool otel_enabled;
+/* Set once by cpprof_otel_context_enable(); never cleared.  Read by the
+ * child's fork handler, so with the fork handlers' state (atfork.h): a
+ * page the parent never touched costs a child that reads it a fault. */
+static atomic_bool otel_enabled ATFORK_HELD;
 
 /* ---- Process context: state -------------------------------------------- */
 
 /* ctx_lock guards everything below; it is never held across malloc, so the
  * allocator's fork handlers cannot deadlock against it. */
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ctx_header *ctx_map;
+static pthread_mutex_t ctx_lock ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static struct ctx_header *ctx_map ATFORK_HELD; /* as otel_enabled */
 static uint64_t ctx_last_ns;
 static const char *keys[KEYS_MAX];
 static _Atomic unsigned nkeys; /* read without the lock by key_index */
@@ -611,12 +613,13 @@ static void atfork_parent(void) { pthread_mutex_unlock(&ctx_lock); }
 
 /* MADV_DONTFORK left the child without the mapping; it is a process of its
  * own (another pid), so it publishes its own context. */
-static void atfork_child(void)
+ATFORK_CHILD static void atfork_child(void)
 {
     /* Held by the forking thread since atfork_prepare: unlocked, not
      * re-initialised (undefined for a locked mutex). */
     pthread_mutex_unlock(&ctx_lock);
-    ctx_map = NULL;
+    if (ctx_map) /* NULL unless published: then not written (atfork.h) */
+        ctx_map = NULL;
     if (atomic_load(&otel_enabled))
         publish_context();
 }

@@ -282,7 +282,7 @@ struct session {
     atomic_bool stopping;
 };
 
-static pthread_mutex_t sampler_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sampler_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static struct session *running; /* under sampler_mu */
 static _Atomic(struct session *) active; /* what handlers see */
 static atomic_long in_handler; /* handlers and announcing threads inside */
@@ -1293,7 +1293,7 @@ static void sampler_atfork_parent(void) { pthread_mutex_unlock(&sampler_mu); }
  * running session is dropped (its memory stays: no allocator calls after
  * fork) and the signal gets its disposition from before the profile, as a
  * stop would have left it. */
-static void sampler_atfork_child(void)
+ATFORK_CHILD static void sampler_atfork_child(void)
 {
     struct session *s = running;
     if (s && handler_is_ours(s->signo))

@@ -56,8 +56,8 @@ static __thread struct thread_entry *self
  * -EDEADLK instead of deadlocking. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
 
-static struct thread_entry *registry_head;
-static size_t registry_len;
+static struct thread_entry *registry_head ATFORK_HELD;
+static size_t registry_len ATFORK_HELD; /* both written by a forked child */
 static pthread_key_t exit_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -136,7 +136,7 @@ static void registry_atfork_parent(void)
 }
 
 /* In the child only the forking thread exists: forget the others. */
-static void registry_atfork_child(void)
+ATFORK_CHILD static void registry_atfork_child(void)
 {
     /* The other threads' entries are dropped, not freed: after fork only
      * async-signal-safe calls are safe in the child, and an allocator

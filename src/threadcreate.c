@@ -49,7 +49,7 @@
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
                          void *(*)(void *), void *);
 static create_fn glibc_create;
-static atomic_flag table_lock = ATOMIC_FLAG_INIT;
+static atomic_flag table_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
 static stacktab *created; /* values: {threads}; under table_lock */
 
 static __attribute__((noinline)) void record_creation(void)
@@ -137,7 +137,7 @@ static void atfork_prepare(void)
     collect_spin_lock(&table_lock);
 }
 
-static void atfork_release(void)
+ATFORK_CHILD static void atfork_release(void)
 {
     collect_spin_unlock(&table_lock);
 }

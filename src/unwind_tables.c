@@ -92,7 +92,7 @@ _Atomic(struct maps_table *) unwind_current; /* unwind_int.h */
 
 /* ---- Writer side ------------------------------------------------------ */
 
-static pthread_mutex_t writer_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t writer_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static struct object *objects; /* under writer_mu */
 
 /* The loader's counts as of the last refresh (loader.h). */
@@ -530,13 +530,17 @@ static void writer_unlock(void)
 /* In a forked child only the forking thread exists: walks that other
  * threads had under way will never end, so their reader counts go, and so
  * do the pins of profiles it does not have (the CPU profile's session is
- * dropped there; sampler.c). */
-static void writer_unlock_in_child(void)
+ * dropped there; sampler.c).  Each is written only if it is not already
+ * zero (atfork.h): npins counts the pins, under writer_mu. */
+ATFORK_CHILD static void writer_unlock_in_child(void)
 {
-    atomic_store(&tables[0].readers, 0);
-    atomic_store(&tables[1].readers, 0);
-    memset(pins, 0, sizeof pins);
-    atomic_store(&npins, 0);
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        if (atomic_load(&tables[i].readers) != 0)
+            atomic_store(&tables[i].readers, 0);
+    if (atomic_load(&npins) != 0) {
+        memset(pins, 0, sizeof pins);
+        atomic_store(&npins, 0);
+    }
     pthread_mutex_unlock(&writer_mu);
 }
 

@@ -309,9 +309,8 @@ static int tick(wall_profile *w, int64_t at, int64_t weight_ns)
 /* A fork during a window leaves the window's thread in the parent: a
  * forked server (http_forks.c) may take a wall profile of its own. */
 static void no_lock(void) {}
-static void forget_window(void)
+ATFORK_CHILD static void forget_window(void)
 {
-    census_time_handlers(false);
     atomic_store(&active, false);
 }
 

@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -64,6 +65,27 @@ START_TEST(scaling_is_gos)
     heap_scale(&count, &bytes, 10, 1); /* rate 1: every object */
     ck_assert_int_eq(count, 3);
     ck_assert_int_eq(bytes, 30);
+}
+END_TEST
+
+/* heap.c's own 1 - e^-y (libcpprof.so does not link libm) against libm's,
+ * from objects a millionth of the rate to a thousand times it. */
+START_TEST(scaling_matches_libm)
+{
+    const long rates[] = {2, 4096, 512 * 1024, 64L << 20};
+    for (size_t r = 0; r < sizeof rates / sizeof *rates; r++)
+        for (double y = 1e-6; y < 1e3; y *= 1.37) {
+            int64_t size = (int64_t)(y * (double)rates[r]);
+            if (size < 1)
+                continue;
+            int64_t count = 1000000000000, bytes = 1;
+            heap_scale(&count, &bytes, size, rates[r]);
+            double want =
+                1e12 / -expm1(-(double)size / (double)rates[r]);
+            ck_assert_msg(fabs((double)count - want) <= want * 1e-13 + 1,
+                          "size %lld rate %ld: %lld, libm says %.1f",
+                          (long long)size, rates[r], (long long)count, want);
+        }
 }
 END_TEST
 
@@ -238,6 +260,7 @@ int main(void)
     TCase *tc = tcase_create("heap");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, scaling_is_gos);
+    tcase_add_test(tc, scaling_matches_libm);
     tcase_add_test(tc, freed_memory_leaves_in_use);
     tcase_add_test(tc, realloc_frees_the_old_block);
     tcase_add_test(tc, every_entry_point_is_tracked);
