@@ -118,6 +118,15 @@ struct gone_module {
     Dwfl_Module *mod;
 };
 
+/* The lines of /proc/self/maps that libdwfl reports modules from (the
+ * files' mappings: copy_object_line), read with the executable mappings,
+ * and the vDSO's range. */
+struct objects {
+    char *text;
+    size_t len;
+    uintptr_t vdso_lo, vdso_hi;
+};
+
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 static struct {
@@ -127,6 +136,7 @@ static struct {
     bool maps_known; /* maps is the view of the loader's counts below */
     struct mapping *maps;
     size_t nmaps;
+    struct objects objects; /* read with maps, for libdwfl */
     loader_counts counts; /* the loader's, when maps was read */
     struct entry **entries; /* the cache, in order of insertion */
     size_t nentries, capentries;
@@ -155,11 +165,17 @@ static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
 
 /* ---- Mappings ----------------------------------------------------------- */
 
-/* The executable mappings read so far (read_exec_mappings). */
+/* The executable mappings read so far (read_mappings), and the stream
+ * the objects' lines go to. */
 struct exec_mappings {
     struct mapping *maps;
     size_t n, cap;
+    FILE *objects;
+    struct objects *o;
 };
+
+static int copy_object_line(const procmaps_line *m, const char *text,
+                            size_t len, struct exec_mappings *a);
 
 static void free_mappings(struct mapping *maps, size_t n)
 {
@@ -170,15 +186,15 @@ static void free_mappings(struct mapping *maps, size_t n)
     free(maps);
 }
 
-/* procmaps_foreach's callback: keeps an executable line as a mapping. */
-static int add_exec_mapping(const procmaps_line *l, const char *text,
-                            size_t len, void *arg)
+/* procmaps_foreach's callback: keeps an executable line as a mapping,
+ * and a file's line for libdwfl. */
+static int add_mapping(const procmaps_line *l, const char *text, size_t len,
+                       void *arg)
 {
     struct exec_mappings *a = arg;
-    (void)text;
-    (void)len;
-    if (l->perms[2] != 'x')
-        return 0;
+    int rc = copy_object_line(l, text, len, a);
+    if (rc != 0 || l->perms[2] != 'x')
+        return rc;
     if (ARRAY_RESERVE(a->maps, a->n, a->cap, 1) != 0)
         return -ENOMEM;
     char *file = strndup(l->path, l->path_len);
@@ -192,12 +208,23 @@ static int add_exec_mapping(const procmaps_line *l, const char *text,
     return 0;
 }
 
-/* The executable mappings of the process now, in address order. */
-static int read_exec_mappings(struct mapping **out, size_t *count)
+/* The executable mappings of the process now, in address order, and the
+ * lines libdwfl will report its modules from: one read of
+ * /proc/self/maps, whose text grows with every thread (its stack and
+ * guard), kept until the loader's counts move. */
+static int read_mappings(struct mapping **out, size_t *count,
+                         struct objects *o)
 {
-    struct exec_mappings a = {NULL, 0, 0};
-    if (procmaps_foreach(add_exec_mapping, &a) != 0) {
+    *o = (struct objects){0};
+    struct exec_mappings a = {NULL, 0, 0, open_memstream(&o->text, &o->len),
+                              o};
+    int rc = a.objects ? procmaps_foreach(add_mapping, &a) : -ENOMEM;
+    if (a.objects && fclose(a.objects) != 0 && rc == 0)
+        rc = -EIO;
+    if (rc != 0) {
         free_mappings(a.maps, a.n);
+        free(o->text);
+        *o = (struct objects){0};
         return -1;
     }
     *out = a.maps;
@@ -259,54 +286,27 @@ static bool is_file_reading(const procmaps_line *m)
            memcmp(m->perms, "rw-p", 4) == 0;
 }
 
-/* Where maps_of_objects copies lines to, and the vDSO's range it found. */
-struct objects_maps {
-    FILE *out;
-    uintptr_t vdso_lo, vdso_hi;
-};
-
 /* procmaps_foreach's callback: copies a file's line unless it is the
  * file's reading, and notes the vDSO's.  libdwfl passes over every line
  * without a path, so they are not copied: a process of 1,000 threads has
  * 2,000 of them (each thread's stack and guard), which libdwfl would
  * scan for nothing in every session that opens it. */
 static int copy_object_line(const procmaps_line *m, const char *text,
-                            size_t len, void *arg)
+                            size_t len, struct exec_mappings *a)
 {
-    struct objects_maps *o = arg;
     if (procmaps_path_is(m, "[vdso]")) {
-        o->vdso_lo = m->lo;
-        o->vdso_hi = m->hi;
+        a->o->vdso_lo = m->lo;
+        a->o->vdso_hi = m->hi;
     }
     if (m->path_len > 0 && m->path[0] == '/' && !is_file_reading(m) &&
-        (fwrite(text, 1, len, o->out) != len || fputc('\n', o->out) == EOF))
+        (fwrite(text, 1, len, a->objects) != len ||
+         fputc('\n', a->objects) == EOF))
         return -EIO;
     return 0;
 }
 
-/* /proc/self/maps's files without their readings (is_file_reading), as a
- * stream in memory (*buf, freed by the caller), and the vDSO's range.
- * NULL when it cannot be read. */
-static FILE *maps_of_objects(char **buf, uintptr_t *vdso_lo,
-                             uintptr_t *vdso_hi)
-{
-    size_t size = 0;
-    struct objects_maps o = {open_memstream(buf, &size), 0, 0};
-    int rc = o.out ? procmaps_foreach(copy_object_line, &o) : -ENOMEM;
-    *vdso_lo = o.vdso_lo;
-    *vdso_hi = o.vdso_hi;
-    if (!o.out)
-        return NULL;
-    if (rc != 0 || fflush(o.out) != 0) {
-        fclose(o.out);
-        return NULL;
-    }
-    fclose(o.out);
-    return fmemopen(*buf, size, "r");
-}
-
 /* Opens libdw on the process's modules, when the session has not yet:
- * from the mappings of loaded objects only (maps_of_objects), plus the
+ * from the mappings of loaded objects only (S.objects), plus the
  * vDSO under the name libdwfl's own report gives it, which its find_elf
  * reads from our memory.  S.dwfl stays NULL when libdw cannot report them
  * (lookups then find nothing but made-up names). */
@@ -318,18 +318,17 @@ static void open_modules(void)
     S.dwfl_failed = !S.dwfl;
     if (!S.dwfl)
         return;
-    char *buf = NULL, vdso[32];
-    uintptr_t vdso_lo, vdso_hi;
-    FILE *maps = maps_of_objects(&buf, &vdso_lo, &vdso_hi);
+    char vdso[32];
+    const struct objects *o = &S.objects;
+    FILE *maps = o->text ? fmemopen(o->text, o->len, "r") : NULL;
     dwfl_report_begin(S.dwfl);
     int rc = maps ? dwfl_linux_proc_maps_report(S.dwfl, maps) : -1;
     if (rc == 0)
         fclose(maps); /* a failed report: older libdwfl has closed it */
     snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
-    if (rc == 0 && vdso_hi &&
-        !dwfl_report_module(S.dwfl, vdso, vdso_lo, vdso_hi))
+    if (rc == 0 && o->vdso_hi &&
+        !dwfl_report_module(S.dwfl, vdso, o->vdso_lo, o->vdso_hi))
         rc = -1;
-    free(buf);
     if (dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
         dwfl_end(S.dwfl);
         S.dwfl = NULL;
@@ -954,6 +953,8 @@ static void release_all(void)
     free_mappings(S.maps, S.nmaps);
     S.maps = NULL;
     S.nmaps = 0;
+    free(S.objects.text);
+    S.objects = (struct objects){0};
     S.maps_known = false;
     give_back_pages();
     atomic_store(&own_bytes, 0);
@@ -989,9 +990,12 @@ void symbolize_begin(void)
         return;
     struct mapping *maps;
     size_t n;
-    if (read_exec_mappings(&maps, &n) != 0)
+    struct objects objects;
+    if (read_mappings(&maps, &n, &objects) != 0)
         return; /* keep the last view; lookups still work from it */
     S.counts = counts;
+    free(S.objects.text);
+    S.objects = objects;
     if (S.maps_known && same_mappings(maps, n, S.maps, S.nmaps)) {
         free_mappings(maps, n);
         return;
