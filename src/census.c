@@ -1462,6 +1462,7 @@ static int list_while_reading(struct pass *p)
     p->outcome = calloc(p->cap, 1);
     if (!c->threads || !p->outcome)
         return -ENOMEM;
+    prefault_for_write(c->threads, expected * sizeof *c->threads);
     census_crew_begin(&p->run, 0, expected, census_one, p);
     bool reading = true; /* the helpers' run takes what is listed */
     pid_t tids[PROCTASKS_BATCH_MAX];

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,6 +140,21 @@ static inline void hashindex_free(struct hashindex *x)
 {
     free(x->slots);
     *x = (struct hashindex){0};
+}
+
+/* Has the kernel back the whole pages of [p, p + len) now, in one call,
+ * where filling a fresh buffer would fault at each page's first write: a
+ * page fault costs tens of microseconds on a VM (about 25 on the test
+ * machine, against about 1 for each page populated in one call), and a
+ * census of 1,000 threads fills 190 pages.  Best effort: kernels before
+ * 5.14 lack MADV_POPULATE_WRITE, and the pages then fault as before. */
+static inline void prefault_for_write(void *p, size_t len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
 }
 
 /* Clock readings. */
