@@ -118,8 +118,8 @@ def symbol_edges(srcdir, objdir, modules):
     sources that still exist: a build directory keeps a removed file's)."""
     objs = {}
     for root, _, files in os.walk(objdir):
-        if os.path.basename(root) == ".libs":
-            continue  # the PIC twins of the same objects
+        if os.path.basename(root) != ".libs":
+            continue  # libtool's objects are its PIC ones (no static build)
         for f in files:
             m = re.match(r"libcpprof_\w+_la-(.+)\.o$", f)
             if m and (m.group(1).endswith(".pb-c") or os.path.exists(
