@@ -174,9 +174,6 @@ struct exec_mappings {
     struct objects *o;
 };
 
-static int copy_object_line(const procmaps_line *m, const char *text,
-                            size_t len, struct exec_mappings *a);
-
 static void free_mappings(struct mapping *maps, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -184,6 +181,40 @@ static void free_mappings(struct mapping *maps, size_t n)
         free(maps[i].build_id);
     }
     free(maps);
+}
+
+/* Whether a line of /proc/self/maps is libelf's own reading of a file
+ * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
+ * offset 0) or the unwinder's (unwind_tables.c maps object files the same
+ * way): never a segment the loader mapped.  dwfl_linux_proc_report takes
+ * consecutive lines of one file for one module, so such a mapping placed
+ * next to its loaded object (mmap hands out addresses top-down, just
+ * below the newest objects) gave the module a wrong start and bias after
+ * the next dlopen or dlclose: a plugin symbolized once showed as
+ * "plugin.so+0x6133" without names (test/dlclose_reuse). */
+static bool is_file_reading(const procmaps_line *m)
+{
+    return m->path_len > 0 && m->path[0] == '/' && m->offset == 0 &&
+           memcmp(m->perms, "rw-p", 4) == 0;
+}
+
+/* procmaps_foreach's callback: copies a file's line unless it is the
+ * file's reading, and notes the vDSO's.  libdwfl passes over every line
+ * without a path, so they are not copied: a process of 1,000 threads has
+ * 2,000 of them (each thread's stack and guard), which libdwfl would
+ * scan for nothing in every session that opens it. */
+static int copy_object_line(const procmaps_line *m, const char *text,
+                            size_t len, struct exec_mappings *a)
+{
+    if (procmaps_path_is(m, "[vdso]")) {
+        a->o->vdso_lo = m->lo;
+        a->o->vdso_hi = m->hi;
+    }
+    if (m->path_len > 0 && m->path[0] == '/' && !is_file_reading(m) &&
+        (fwrite(text, 1, len, a->objects) != len ||
+         fputc('\n', a->objects) == EOF))
+        return -EIO;
+    return 0;
 }
 
 /* procmaps_foreach's callback: keeps an executable line as a mapping,
@@ -271,39 +302,6 @@ static const Dwfl_Callbacks callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
-/* Whether a line of /proc/self/maps is libelf's own reading of a file
- * (libdw opens modules' files with ELF_C_READ_MMAP: private, writable, from
- * offset 0) or the unwinder's (unwind_tables.c maps object files the same
- * way): never a segment the loader mapped.  dwfl_linux_proc_report takes
- * consecutive lines of one file for one module, so such a mapping placed
- * next to its loaded object (mmap hands out addresses top-down, just
- * below the newest objects) gave the module a wrong start and bias after
- * the next dlopen or dlclose: a plugin symbolized once showed as
- * "plugin.so+0x6133" without names (test/dlclose_reuse). */
-static bool is_file_reading(const procmaps_line *m)
-{
-    return m->path_len > 0 && m->path[0] == '/' && m->offset == 0 &&
-           memcmp(m->perms, "rw-p", 4) == 0;
-}
-
-/* procmaps_foreach's callback: copies a file's line unless it is the
- * file's reading, and notes the vDSO's.  libdwfl passes over every line
- * without a path, so they are not copied: a process of 1,000 threads has
- * 2,000 of them (each thread's stack and guard), which libdwfl would
- * scan for nothing in every session that opens it. */
-static int copy_object_line(const procmaps_line *m, const char *text,
-                            size_t len, struct exec_mappings *a)
-{
-    if (procmaps_path_is(m, "[vdso]")) {
-        a->o->vdso_lo = m->lo;
-        a->o->vdso_hi = m->hi;
-    }
-    if (m->path_len > 0 && m->path[0] == '/' && !is_file_reading(m) &&
-        (fwrite(text, 1, len, a->objects) != len ||
-         fputc('\n', a->objects) == EOF))
-        return -EIO;
-    return 0;
-}
 
 /* Opens libdw on the process's modules, when the session has not yet:
  * from the mappings of loaded objects only (S.objects), plus the

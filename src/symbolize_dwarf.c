@@ -42,6 +42,8 @@
 
 #include <dwarf.h>
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -510,18 +512,38 @@ static bool fn_covers(const unit *u, int32_t f, Dwarf_Addr a)
     return false;
 }
 
-/* Index of the last range starting at or below a, or -1. */
-static ptrdiff_t last_range_at_or_below(const unit *u, Dwarf_Addr a)
+/* How many of the n items of `size` bytes, sorted by where they start
+ * (their first member, 64 bits), start at or below a: the last of those
+ * is the one that may hold a.  A unit's ranges, the decoded units' ranges
+ * and a module's directory are searched with it. */
+static size_t starting_at_or_below(const void *items, size_t n, size_t size,
+                                   uint64_t a)
 {
-    size_t lo = 0, hi = u->nspans;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (u->ranges[mid].lo <= a)
+        uint64_t start;
+        memcpy(&start, (const char *)items + mid * size, sizeof start);
+        if (start <= a)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return (ptrdiff_t)lo - 1;
+    return lo;
+}
+_Static_assert(offsetof(struct range, lo) == 0 &&
+                   sizeof(((struct range *)0)->lo) == sizeof(uint64_t) &&
+                   offsetof(struct unit_range, lo) == 0 &&
+                   sizeof(((struct unit_range *)0)->lo) == sizeof(uint64_t) &&
+                   offsetof(struct dir_entry, lo) == 0 &&
+                   sizeof(((struct dir_entry *)0)->lo) == sizeof(uint64_t),
+               "starting_at_or_below reads a 64-bit start first");
+
+/* Index of the last range starting at or below a, or -1. */
+static ptrdiff_t last_range_at_or_below(const unit *u, Dwarf_Addr a)
+{
+    return (ptrdiff_t)starting_at_or_below(u->ranges, u->nspans,
+                                           sizeof *u->ranges, a) - 1;
 }
 
 /* The innermost function holding a, or -1. */
@@ -595,14 +617,7 @@ static const struct unit_dir *dir_of(Dwarf *dw, uintptr_t module)
 static Dwarf_Die *dir_lookup(Dwarf *dw, const struct unit_dir *d,
                              Dwarf_Addr a, Dwarf_Die *die)
 {
-    size_t lo = 0, hi = d->n; /* first entry starting above a */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->entries[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = starting_at_or_below(d->entries, d->n, sizeof *d->entries, a);
     if (lo == 0 || a >= d->entries[lo - 1].hi)
         return NULL;
     return dwarf_offdie(dw, d->entries[lo - 1].die, die);
@@ -644,14 +659,8 @@ size_t symdw_chain_decoded(uintptr_t pc, symdw_frame *frames, size_t max,
         qsort(U.ranges, U.nranges, sizeof *U.ranges, by_range_start);
         U.ranges_sorted = true;
     }
-    size_t lo = 0, hi = U.nranges; /* first range starting above pc */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (U.ranges[mid].lo <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo =
+        starting_at_or_below(U.ranges, U.nranges, sizeof *U.ranges, pc);
     const struct unit_range *r = lo > 0 ? &U.ranges[lo - 1] : NULL;
     *unitp = r && pc < r->hi ? r->u : NULL;
     *bias = *unitp ? (*unitp)->bias : 0;
