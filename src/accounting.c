@@ -422,7 +422,7 @@ ATFORK_CHILD static void accounting_atfork_child(void)
     nticks = 0; /* the parent's; they stay allocated, as after any fork */
     acct_self.last = 0;
     acct_self.timer = NULL;
-    pthread_mutex_unlock(&ticks_mu);
+    atfork_mutex_release(&ticks_mu);
 }
 
 int cpprof_accounting_enable(void)

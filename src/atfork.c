@@ -59,11 +59,14 @@ static void prepare(void)
 /* After the parent's or the child's handlers: the forking thread holds
  * fork_mu in both.  own_work is restored rather than left through
  * own_work_leave, whose code would be one more page for the child. */
-ATFORK_CHILD static void finish(void)
+ATFORK_CHILD static void finish(bool in_child)
 {
     int work = work_before;
     own_busy = busy_before;
-    pthread_mutex_unlock(&fork_mu);
+    if (in_child)
+        atfork_mutex_release(&fork_mu);
+    else
+        pthread_mutex_unlock(&fork_mu);
     own_work = work;
 }
 
@@ -72,7 +75,7 @@ static void parent(void)
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])
             prepared[i]->parent();
-    finish();
+    finish(false);
 }
 
 ATFORK_CHILD static void child(void)
@@ -80,7 +83,7 @@ ATFORK_CHILD static void child(void)
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])
             prepared[i]->child();
-    finish();
+    finish(true);
 }
 
 static void register_once(void)

@@ -1626,7 +1626,7 @@ ATFORK_CHILD static void census_child(void)
     if (atomic_load_explicit(&handlers_timed, memory_order_relaxed))
         atomic_store_explicit(&handlers_timed, false, memory_order_relaxed);
     census_crew_after_fork();
-    pthread_mutex_unlock(&census_mu);
+    atfork_mutex_release(&census_mu);
 }
 
 static int take(census *out, bool details)

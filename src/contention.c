@@ -323,9 +323,7 @@ EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
     return rc;
 }
 
-/* The child's fork handlers unlock cpprof's mutexes through it: it is
- * with their code (atfork.h). */
-ATFORK_CHILD EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&sampled_waiters,
                                               memory_order_relaxed) > 0, 0) &&

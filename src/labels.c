@@ -80,10 +80,7 @@ static pthread_mutex_t intern_lock ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t registry_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
 
 void labels_registry_lock(void) { pthread_mutex_lock(&registry_mu); }
-ATFORK_CHILD void labels_registry_unlock(void)
-{
-    pthread_mutex_unlock(&registry_mu);
-}
+void labels_registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
 /* Set while this thread is inside intern(): a signal handler that
  * interrupted it and calls back in (cpprof_do from a handler) gets
  * -EDEADLK instead of waiting forever for the lock its own thread holds. */
@@ -691,14 +688,20 @@ size_t labelset_interned_count(void)
 }
 
 /* fork(): the child must not inherit a lock held by a thread that no longer
- * exists, so the lock is held across fork (thread.c orders it before the
- * registry lock). */
-void labels_atfork_prepare(void) { pthread_mutex_lock(&intern_lock); }
-void labels_atfork_parent(void) { pthread_mutex_unlock(&intern_lock); }
-/* The forking thread holds the lock in the child too: it unlocks it, as
- * re-initialising a locked mutex is undefined (and ThreadSanitizer then
- * believes it held forever). */
+ * exists, so both locks are held across fork, the intern lock first (as
+ * labelset_drop nests them). */
+void labels_atfork_prepare(void)
+{
+    pthread_mutex_lock(&intern_lock);
+    pthread_mutex_lock(&registry_mu);
+}
+void labels_atfork_parent(void)
+{
+    pthread_mutex_unlock(&registry_mu);
+    pthread_mutex_unlock(&intern_lock);
+}
 ATFORK_CHILD void labels_atfork_child(void)
 {
-    pthread_mutex_unlock(&intern_lock);
+    atfork_mutex_release(&registry_mu);
+    atfork_mutex_release(&intern_lock);
 }

@@ -74,7 +74,7 @@ void labelset_foreach_interned(void (*fn)(cpprof_labelset *set, void *arg),
 /* Number of interned sets now (for tests and the index page). */
 size_t labelset_interned_count(void);
 
-/* fork() handlers, called by thread.c's in lock order. */
+/* fork() handlers, called by thread.c's: the intern and registry locks. */
 void labels_atfork_prepare(void);
 void labels_atfork_parent(void);
 void labels_atfork_child(void);

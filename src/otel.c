@@ -615,9 +615,7 @@ static void atfork_parent(void) { pthread_mutex_unlock(&ctx_lock); }
  * own (another pid), so it publishes its own context. */
 ATFORK_CHILD static void atfork_child(void)
 {
-    /* Held by the forking thread since atfork_prepare: unlocked, not
-     * re-initialised (undefined for a locked mutex). */
-    pthread_mutex_unlock(&ctx_lock);
+    atfork_mutex_release(&ctx_lock);
     if (ctx_map) /* NULL unless published: then not written (atfork.h) */
         ctx_map = NULL;
     if (atomic_load(&otel_enabled))

@@ -1302,7 +1302,7 @@ ATFORK_CHILD static void sampler_atfork_child(void)
     retired_collector_ns = 0; /* the parent's */
     atomic_store(&active, NULL);
     atomic_store(&in_handler, 0);
-    pthread_mutex_unlock(&sampler_mu);
+    atfork_mutex_release(&sampler_mu);
 }
 
 int sampler_start(long hz, int signo)

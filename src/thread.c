@@ -123,17 +123,8 @@ static void thread_exited(void *arg)
     alloc_real_free(e);
 }
 
-static void registry_atfork_prepare(void)
-{
-    labels_atfork_prepare();
-    labels_registry_lock();
-}
-
-static void registry_atfork_parent(void)
-{
-    labels_registry_unlock();
-    labels_atfork_parent();
-}
+static void registry_atfork_prepare(void) { labels_atfork_prepare(); }
+static void registry_atfork_parent(void) { labels_atfork_parent(); }
 
 /* In the child only the forking thread exists: forget the others. */
 ATFORK_CHILD static void registry_atfork_child(void)
@@ -149,9 +140,6 @@ ATFORK_CHILD static void registry_atfork_child(void)
         self->prev = self->next = NULL;
         self->tid = gettid();
     }
-    /* The forking thread holds the lock: unlocked, not re-initialised
-     * (undefined for a locked mutex; ThreadSanitizer reports it). */
-    labels_registry_unlock();
     labels_atfork_child();
 }
 

@@ -441,7 +441,7 @@ ATFORK_CHILD static void atfork_child(void)
     atomic_store(&window_start, INT64_MAX);
     atomic_fetch_add(&pool_gen, 1);
     cur = NULL;
-    pthread_mutex_unlock(&start_mu);
+    atfork_mutex_release(&start_mu);
 }
 
 static void register_atfork(void)

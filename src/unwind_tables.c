@@ -541,7 +541,7 @@ ATFORK_CHILD static void writer_unlock_in_child(void)
         memset(pins, 0, sizeof pins);
         atomic_store(&npins, 0);
     }
-    pthread_mutex_unlock(&writer_mu);
+    atfork_mutex_release(&writer_mu);
 }
 
 /* The tables are built when the library loads, so that the stacks the
