@@ -98,7 +98,7 @@ struct tick {
     pid_t tid;
     timer_t timer;
 };
-static pthread_mutex_t ticks_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ticks_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static struct tick *ticks; /* under ticks_mu */
 static size_t nticks, ticks_cap;
 static atomic_int tick_yielded; /* the program took the signal over */

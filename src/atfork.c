@@ -33,26 +33,43 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static _Atomic(const atfork_handlers *) table[ATFORK_LEVELS];
-static pthread_mutex_t fork_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
-/* Under fork_mu; with it because prepare writes them on every fork. */
+static pthread_mutex_t fork_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
+/* Under fork_mu, and written only when they change (atfork.h): the same
+ * at nearly every fork. */
 static const atfork_handlers *prepared[ATFORK_LEVELS] ATFORK_HELD;
 /* The forking thread's own_busy and own_work, which finish restores. */
 static int busy_before ATFORK_HELD, work_before ATFORK_HELD;
+bool atfork_locks_wiped ATFORK_HELD;
+
+/* The page src/atfork.ld gives the ATFORK_LOCK section in libcpprof.so,
+ * or NULL in a link without the script (the tests', a static one). */
+extern char cpprof_fork_locks_page[] __attribute__((weak,
+                                                    visibility("hidden")));
+
+static void set_if_changed(int *at, int value)
+{
+    if (*at != value)
+        *at = value;
+}
 
 static void prepare(void)
 {
     int work = own_work;
     own_work_enter();
     pthread_mutex_lock(&fork_mu);
-    work_before = work;
-    busy_before = own_busy;
+    set_if_changed(&work_before, work);
+    set_if_changed(&busy_before, own_busy);
     own_busy = 1;
     for (int i = 0; i < ATFORK_LEVELS; i++) {
-        prepared[i] = atomic_load(&table[i]);
-        if (prepared[i])
-            prepared[i]->prepare();
+        const atfork_handlers *h = atomic_load(&table[i]);
+        if (prepared[i] != h)
+            prepared[i] = h;
+        if (h)
+            h->prepare();
     }
 }
 
@@ -86,8 +103,22 @@ ATFORK_CHILD static void child(void)
     finish(true);
 }
 
+/* The ATFORK_LOCK page, if the link set it apart (a whole page of its
+ * own, anonymous: the script puts it past the file's data), zeroed in
+ * every child.  Not under ThreadSanitizer, whose record of each mutex
+ * would not be wiped with it. */
+static void wipe_locks_in_children(void)
+{
+#ifndef __SANITIZE_THREAD__
+    if (cpprof_fork_locks_page && sysconf(_SC_PAGESIZE) == 4096 &&
+        madvise(cpprof_fork_locks_page, 4096, MADV_WIPEONFORK) == 0)
+        atfork_locks_wiped = true;
+#endif
+}
+
 static void register_once(void)
 {
+    wipe_locks_in_children();
     pthread_atfork(prepare, parent, child);
 }
 

@@ -191,7 +191,7 @@ static atomic_llong handlers_cpu_ns;
  * forgotten in the child, wall.c). */
 static atomic_bool handlers_timed ATFORK_HELD;
 
-static pthread_mutex_t census_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t census_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t generation; /* under census_mu */
 
 /* ---- The handler: everything in this section is SIGNAL-SAFE ------------ */

@@ -17,7 +17,6 @@
  */
 #define _GNU_SOURCE
 #include "collect.h"
-#include "atfork.h"
 #include "interpose.h"
 #include "own.h"
 #include "unwind.h"
@@ -165,8 +164,7 @@ void collect_spin_lock(atomic_flag *lock)
         sched_yield();
 }
 
-/* The forked child's handlers release the collectors' locks with it. */
-ATFORK_CHILD void collect_spin_unlock(atomic_flag *lock)
+void collect_spin_unlock(atomic_flag *lock)
 {
     atomic_flag_clear_explicit(lock, memory_order_release);
 }

@@ -111,7 +111,7 @@ static cond_wait_fn glibc_cond_wait;
 static cond_timedwait_fn glibc_cond_timedwait;
 
 /* Samples by stack, values as in contention.h; under table_lock. */
-static atomic_flag table_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
+static atomic_flag table_lock ATFORK_LOCK = ATOMIC_FLAG_INIT;
 static stacktab *block_tab, *mutex_tab;
 
 /* Mutexes with sampled waiters: few at a time, so a small table scanned
@@ -123,7 +123,7 @@ struct wait_slot {
     long n;
     int64_t sum, last;
 };
-static atomic_flag wait_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
+static atomic_flag wait_lock ATFORK_LOCK = ATOMIC_FLAG_INIT;
 static struct wait_slot waits[WAIT_SLOTS];
 /* The sum of n: unlock's quick test, and the child's fork handler's. */
 static atomic_long sampled_waiters ATFORK_HELD;
@@ -447,7 +447,7 @@ static void atfork_prepare(void)
     collect_spin_lock(&wait_lock);
 }
 
-ATFORK_CHILD static void atfork_parent(void)
+static void atfork_parent(void)
 {
     collect_spin_unlock(&wait_lock);
     collect_spin_unlock(&table_lock);
@@ -463,7 +463,8 @@ ATFORK_CHILD static void atfork_child(void)
             waits[i].m = NULL;
         atomic_store(&sampled_waiters, 0);
     }
-    atfork_parent();
+    atfork_spin_release(&wait_lock);
+    atfork_spin_release(&table_lock);
 }
 
 __attribute__((constructor)) static void contention_init(void)

@@ -140,13 +140,17 @@ struct live {
 static _Atomic unsigned char filter[1 << FILTER_BITS];
 static struct live **live_heads;     /* 1 << FILTER_BITS chains */
 static struct bucket **bucket_heads; /* 1 << BUCKET_BITS chains */
-static atomic_flag lock ATFORK_HELD = ATOMIC_FLAG_INIT;
+static atomic_flag lock ATFORK_LOCK = ATOMIC_FLAG_INIT;
 static atomic_ulong skipped_allocs, skipped_frees;
 
 /* ---- State under the lock --------------------------------------------- */
 
 static void heap_lock(void) { collect_spin_lock(&lock); }
-ATFORK_CHILD static void heap_unlock(void) { collect_spin_unlock(&lock); }
+static void heap_unlock(void) { collect_spin_unlock(&lock); }
+ATFORK_CHILD static void heap_release_in_child(void)
+{
+    atfork_spin_release(&lock);
+}
 
 static inline size_t addr_slot(const void *p)
 {
@@ -753,7 +757,8 @@ const char *heap_unseen(void)
 
 /* Held across fork (atfork.h: after every mutex, under which allocation
  * may come here), so the child finds the tables whole and the lock free. */
-static const atfork_handlers on_fork = {heap_lock, heap_unlock, heap_unlock};
+static const atfork_handlers on_fork = {heap_lock, heap_unlock,
+                                        heap_release_in_child};
 
 /* Runs after the settings are loaded: from here on allocations are
  * tracked, or the reason they never will be is known and said once. */

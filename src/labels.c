@@ -76,8 +76,8 @@ static struct {
     .kv = {"cpprof_overflow", "label set cap reached"},
 };
 
-static pthread_mutex_t intern_lock ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t registry_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t intern_lock ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t registry_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 
 void labels_registry_lock(void) { pthread_mutex_lock(&registry_mu); }
 void labels_registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }

@@ -181,7 +181,7 @@ static atomic_bool otel_enabled ATFORK_HELD;
 
 /* ctx_lock guards everything below; it is never held across malloc, so the
  * allocator's fork handlers cannot deadlock against it. */
-static pthread_mutex_t ctx_lock ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ctx_lock ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static struct ctx_header *ctx_map ATFORK_HELD; /* as otel_enabled */
 static uint64_t ctx_last_ns;
 static const char *keys[KEYS_MAX];

@@ -282,7 +282,7 @@ struct session {
     atomic_bool stopping;
 };
 
-static pthread_mutex_t sampler_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sampler_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static struct session *running; /* under sampler_mu */
 static _Atomic(struct session *) active; /* what handlers see */
 static atomic_long in_handler; /* handlers and announcing threads inside */

@@ -134,8 +134,10 @@ ATFORK_CHILD static void registry_atfork_child(void)
      * whose lock another thread held at fork (ASan's: the soak test hung
      * here) never gives it back.  A child that lives on keeps a few dead
      * entries. */
-    registry_head = self;
-    registry_len = self ? 1 : 0;
+    if (registry_head != self) /* written only if it differs (atfork.h) */
+        registry_head = self;
+    if (registry_len != (self ? 1u : 0u))
+        registry_len = self ? 1 : 0;
     if (self) {
         self->prev = self->next = NULL;
         self->tid = gettid();

@@ -49,7 +49,7 @@
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
                          void *(*)(void *), void *);
 static create_fn glibc_create;
-static atomic_flag table_lock ATFORK_HELD = ATOMIC_FLAG_INIT;
+static atomic_flag table_lock ATFORK_LOCK = ATOMIC_FLAG_INIT;
 static stacktab *created; /* values: {threads}; under table_lock */
 
 static __attribute__((noinline)) void record_creation(void)
@@ -137,14 +137,15 @@ static void atfork_prepare(void)
     collect_spin_lock(&table_lock);
 }
 
-ATFORK_CHILD static void atfork_release(void)
+static void atfork_parent(void) { collect_spin_unlock(&table_lock); }
+ATFORK_CHILD static void atfork_child(void)
 {
-    collect_spin_unlock(&table_lock);
+    atfork_spin_release(&table_lock);
 }
 
 __attribute__((constructor)) static void threadcreate_init(void)
 {
-    static const atfork_handlers on_fork = {atfork_prepare, atfork_release,
-                                            atfork_release};
+    static const atfork_handlers on_fork = {atfork_prepare, atfork_parent,
+                                            atfork_child};
     atfork_add(ATFORK_THREADCREATE, &on_fork);
 }

@@ -68,7 +68,7 @@ static _Atomic int64_t window_start; /* ticks; INT64_MAX: no window */
 int64_t trace_anchor_ticks, trace_anchor_ns;
 /* A window alone found no chunk to reuse: none will be until it ends. */
 static _Atomic bool exhausted;
-static pthread_mutex_t start_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t start_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic(const cpprof_labelset *) *pins;
 static size_t n_pins;

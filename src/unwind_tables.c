@@ -92,7 +92,7 @@ _Atomic(struct maps_table *) unwind_current; /* unwind_int.h */
 
 /* ---- Writer side ------------------------------------------------------ */
 
-static pthread_mutex_t writer_mu ATFORK_HELD = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t writer_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static struct object *objects; /* under writer_mu */
 
 /* The loader's counts as of the last refresh (loader.h). */
