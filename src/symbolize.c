@@ -155,9 +155,21 @@ static struct {
     bool demangle_looked_up;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Bytes of tables and cache, as of the last session's end: read without
- * the lock by the index page and /metrics. */
+/* Bytes of tables, cache and the mappings kept, as of the last session's
+ * end: read without the lock by the index page and /metrics. */
 static atomic_size_t own_bytes;
+
+/* The mappings kept between sessions: the executable ones and the text of
+ * /proc/self/maps that libdwfl's report reads (a program with a thousand
+ * threads has two thousand more lines there). */
+static size_t mappings_bytes(void)
+{
+    size_t n = S.nmaps * sizeof *S.maps + S.objects.len;
+    for (size_t i = 0; i < S.nmaps; i++)
+        n += (S.maps[i].file ? strlen(S.maps[i].file) + 1 : 0) +
+             (S.maps[i].build_id ? strlen(S.maps[i].build_id) + 1 : 0);
+    return n;
+}
 
 static const symbolize_frame unknown_frame = {"unknown", "unknown", "", 0, 0};
 static const symbolize_result unknown_result = {&unknown_frame, 1, -1, 0,
@@ -1012,8 +1024,8 @@ void symbolize_end(void)
     close_modules();
     drop_gone_modules(); /* libdw's state, as for the others */
     S.last_used_ns = clock_mono_ns();
-    atomic_store(&own_bytes,
-                 S.cache_bytes + tables_bytes() + symdi_kept_bytes());
+    atomic_store(&own_bytes, S.cache_bytes + tables_bytes() +
+                                 symdi_kept_bytes() + mappings_bytes());
     pthread_mutex_unlock(&S.lock);
     own_work_leave();
 }

@@ -83,10 +83,10 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
  * server's watch thread); never blocks. */
 void symbolize_release_if_idle(void);
 
-/* Bytes of the symbolizer's decoded tables and cached results, and of the
+/* Bytes of the symbolizer's decoded tables and cached results, of the
  * inflated copies of compressed debug files it keeps (memfds, not mapped
- * between sessions), as of the last session: all it keeps between
- * sessions (libdw is closed). */
+ * between sessions) and of the mappings it keeps, as of the last session:
+ * all it keeps between sessions (libdw is closed). */
 size_t symbolize_own_bytes(void);
 
 /* The executable mappings, in address order (the main binary first in any
