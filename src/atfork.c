@@ -95,8 +95,16 @@ static void parent(void)
     finish(false);
 }
 
+/* Nonzero in the parent once the locks' page is to be wiped: a child that
+ * still reads it nonzero has its page as it was (an emulator's madvise
+ * may answer 0 and do nothing: qemu-user 7.2's does), so it releases its
+ * locks itself.  The read costs the child a fault, but no copy. */
+static int wipe_canary ATFORK_LOCK;
+
 ATFORK_CHILD static void child(void)
 {
+    if (atfork_locks_wiped && wipe_canary != 0)
+        atfork_locks_wiped = false;
     for (int i = ATFORK_LEVELS - 1; i >= 0; i--)
         if (prepared[i])
             prepared[i]->child();
@@ -111,8 +119,10 @@ static void wipe_locks_in_children(void)
 {
 #ifndef __SANITIZE_THREAD__
     if (cpprof_fork_locks_page && sysconf(_SC_PAGESIZE) == 4096 &&
-        madvise(cpprof_fork_locks_page, 4096, MADV_WIPEONFORK) == 0)
+        madvise(cpprof_fork_locks_page, 4096, MADV_WIPEONFORK) == 0) {
+        wipe_canary = 1;
         atfork_locks_wiped = true;
+    }
 #endif
 }
 
