@@ -50,7 +50,7 @@ provided=(libc6 libc6-dev libc-dev-bin libgcc-s1 libstdc++6 gcc-12-base
 unit_tests=(check_labels check_unwind check_inherit check_builder
   check_lifecycle check_sampler check_accounting check_http check_heap
   check_cxx check_json http_badinput check_symlines tick_yield check_procmaps
-  cancel_unlinked)
+  cancel_unlinked fork_locks)
 http_tests=(http_profile.sh http_goroutine.sh)
 # Check test cases tagged (test/check_*.c) by what qemu-user 7.2 lacks,
 # each seen failing under it for that reason alone: TAG: reason.
