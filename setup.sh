@@ -378,13 +378,15 @@ check_sanitized() {
 
 # costliest_tests: the 15 tests of every build that took the most CPU
 # (test/timed's last line in each log), with their wall time: where a run's
-# time goes, test by test.
+# time goes, test by test.  awk, not head, takes the first 15: head would
+# leave while sort still writes, and sort's SIGPIPE failed the whole run
+# under pipefail (rc 141 after 550 checks passed).
 costliest_tests() {
   echo "setup: the costliest tests (CPU s, wall s, build, test):"
   grep -H '^timed: ' build*/test/*.log 2>/dev/null |
     sed -E 's|^([^/]+)/test/[^:]*:timed: ([^:]+): wall ([0-9.]+) s, cpu ([0-9.]+) s$|\4 \3 \1 \2|' |
-    sort -rn | head -n 15 |
-    awk '{ sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
+    sort -rn |
+    awk 'NR <= 15 { sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
 }
 
 # renice_tree PID NICE: PID and every process below it (make and the
