@@ -123,8 +123,6 @@ static void thread_exited(void *arg)
     alloc_real_free(e);
 }
 
-static void registry_atfork_prepare(void) { labels_atfork_prepare(); }
-static void registry_atfork_parent(void) { labels_atfork_parent(); }
 
 /* In the child only the forking thread exists: forget the others. */
 ATFORK_CHILD static void registry_atfork_child(void)
@@ -149,7 +147,7 @@ static void registry_init(void)
 {
     pthread_key_create(&exit_key, thread_exited);
     static const atfork_handlers on_fork = {
-        registry_atfork_prepare, registry_atfork_parent, registry_atfork_child};
+        labels_atfork_prepare, labels_atfork_parent, registry_atfork_child};
     atfork_add(ATFORK_REGISTRY, &on_fork);
 }
 

@@ -168,11 +168,13 @@ struct row_list {
 };
 
 /* Rows live in their own mappings, not the host's heap: their megabytes
- * must not show in its heap profile or reshape its allocator's arenas. */
-static void *rows_map(size_t bytes)
+ * must not show in its heap profile or reshape its allocator's arenas.
+ * `share` is MAP_PRIVATE for rows still being written, MAP_SHARED for a
+ * finished table (table_map). */
+static void *rows_map(size_t bytes, int share)
 {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, share | MAP_ANONYMOUS,
+                   -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -183,7 +185,7 @@ static int row_append(struct row_list *l, struct cfi_row row)
         struct cfi_row *r =
             l->r ? mremap(l->r, l->cap * sizeof *r, cap * sizeof *r,
                           MREMAP_MAYMOVE)
-                 : rows_map(cap * sizeof *r);
+                 : rows_map(cap * sizeof *r, MAP_PRIVATE);
         if (!r || r == MAP_FAILED)
             return -ENOMEM;
         l->r = r;
@@ -200,12 +202,7 @@ static int row_append(struct row_list *l, struct cfi_row row)
  * which made each of its forks about 0.2 ms dearer on a VM (bench/fork),
  * and each child's exit as much.  Shared pages cost a fork nothing; a
  * child that walks stacks faults in the pages it reads. */
-static void *table_map(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
+static void *table_map(size_t bytes) { return rows_map(bytes, MAP_SHARED); }
 
 static void rows_unmap(struct row_list *l)
 {
