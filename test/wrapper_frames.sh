@@ -56,7 +56,7 @@ check_profiles wrapper_frames
 
 # The interposed calls still show, as the libc functions the program
 # called.
-go tool pprof -top -nodecount=500 -tagignore='pprof_internal=.' "$tmp/cpu.body" \
+go tool pprof -top -nodecount=500 -nodefraction=0 -tagignore='pprof_internal=.' "$tmp/cpu.body" \
     >"$tmp/cpu.top" 2>"$tmp/pprof.err" || fail "pprof -top: $(cat "$tmp/pprof.err")"
 for fn in 'pthread_mutex_(un)?lock' 'malloc' 'free'; do
     grep -Eq "$fn" "$tmp/cpu.top" ||

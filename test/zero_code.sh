@@ -259,18 +259,22 @@ done
 
 # --- A daemon that closes every inherited descriptor --------------------------
 # It closes the server's descriptors at once, so it is not waited on to
-# serve: the library starts the server before main in any case.
-port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
-base=http://127.0.0.1:$port/debug/pprof
-LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$top_builddir/test/daemon_prog" \
-    "$tmp/db" </dev/null >"$tmp/daemon.out" 2>"$tmp/prog.err" &
-demo_pid=$!
-for tick in $(seq 300); do
-    grep -qs '^lost ' "$tmp/daemon.out" && grep -qs 'server has stopped' "$tmp/prog.err" &&
-        break
-    kill -0 "$demo_pid" 2>/dev/null || break
-    sleep 0.1
-done
+# serve: the library starts the server before main in any case.  A port
+# another test holds makes the server say so: then another port.
+launch_daemon() {
+    : >"$tmp/daemon.out"
+    : >"$tmp/prog.err"
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$top_builddir/test/daemon_prog" \
+        "$tmp/db" </dev/null >>"$tmp/daemon.out" 2>>"$tmp/prog.err" &
+}
+daemon_done() {
+    if grep -qs 'Address already in use' "$tmp/prog.err"; then
+        kill "$demo_pid" 2>/dev/null
+        return 1
+    fi
+    grep -qs '^lost ' "$tmp/daemon.out" && grep -qs 'server has stopped' "$tmp/prog.err"
+}
+serve_on_free_port daemon_prog "$tmp/prog.err" launch_daemon daemon_done
 kill -0 "$demo_pid" 2>/dev/null ||
     fail "daemon died: $(cat "$tmp/daemon.out" "$tmp/prog.err")"
 [ "$(cat "$tmp/daemon.out")" = "lost 0 of 1000" ] ||
