@@ -98,6 +98,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -510,6 +511,25 @@ func (c *cdp) bench(profile string, runs int) error {
 	return nil
 }
 
+// killBrowser kills chromium's process group: the browser and every
+// process it started.
+func killBrowser() {
+	syscall.Kill(-browser.Process.Pid, syscall.SIGKILL)
+}
+
+// removeProfile removes chromium's profile directory, again while a
+// renderer still dying writes to it, for at most 5 s.
+func removeProfile(dir string) {
+	for try := 0; try < 50; try++ {
+		if os.RemoveAll(dir) == nil {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // startBrowser starts headless chromium and attaches to a blank page; stop
 // kills it and removes its profile directory.
 func startBrowser(insecure bool) (c *cdp, stop func(), err error) {
@@ -529,6 +549,10 @@ func startBrowser(insecure bool) (c *cdp, stop func(), err error) {
 	}
 	browser = exec.Command("chromium", append(args, "about:blank")...)
 	browser.ExtraFiles = []*os.File{cmdR, outW} // fds 3 and 4
+	// Its own process group, so that its renderers die with it: killed
+	// alone, they went on writing to the profile directory as it was
+	// removed, and /tmp kept one in three.
+	browser.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := browser.Start(); err != nil {
 		os.RemoveAll(profileDir)
 		return nil, nil, fmt.Errorf("chromium: %v (apt-get install chromium)", err)
@@ -536,9 +560,9 @@ func startBrowser(insecure bool) (c *cdp, stop func(), err error) {
 	cmdR.Close()
 	outW.Close()
 	stop = func() {
-		browser.Process.Kill()
+		killBrowser()
 		browser.Wait()
-		os.RemoveAll(profileDir)
+		removeProfile(profileDir)
 	}
 	c = &cdp{in: cmdW, out: bufio.NewReader(outR)}
 
@@ -1084,7 +1108,7 @@ func main() {
 	case <-time.After(time.Duration(2**cpu+*traceSeconds+*watch+90) * time.Second):
 		fmt.Fprintln(os.Stderr, "browsercheck: no answer from the browser in time")
 		if browser != nil && browser.Process != nil {
-			browser.Process.Kill()
+			killBrowser()
 		}
 		os.Exit(1)
 	}
