@@ -109,9 +109,9 @@ static atomic_bool tracking;
 static const char *_Atomic declined;
 /* Tracking waits for a server: nothing could read the profile at load. */
 static atomic_bool waiting;
-/* When tracking began, if after load (heap_track_from_now), in seconds
- * since the process started; 0 when from load. */
-static _Atomic double late_start_s;
+/* When tracking began, if after load (heap_track_from_now); 0 when from
+ * load. */
+static _Atomic time_t late_start;
 
 /* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
  * out of the heap profile and summed by heap_internal_stats. */
@@ -754,19 +754,23 @@ const char *heap_unseen(void)
     if (atomic_load(&said) || heap_declined() ||
         !atomic_load(&tracking))
         return atomic_load(&said);
-    double late = atomic_load(&late_start_s);
+    time_t late = atomic_load(&late_start);
     if (!(api = alloc_unseen(&where)) && late == 0)
         return NULL;
     collect_spin_lock(&writing);
     if (!atomic_load(&said)) {
         int len = 0;
+        struct tm tm;
+        char at[16] = "";
+        if (late != 0 && gmtime_r(&late, &tm))
+            strftime(at, sizeof at, "%H:%M:%S", &tm);
         if (late != 0)
             len = snprintf(why, sizeof why,
-                           "allocations before the server started, %.1f s "
-                           "after the process, are not in the profile: "
-                           "cpprof was preloaded without CPPROF_HTTP, so "
-                           "nothing could read them until then%s",
-                           late, api ? "; " : "");
+                           "allocations before the server started (%s UTC) "
+                           "are not in the profile: cpprof was preloaded "
+                           "without CPPROF_HTTP, so nothing could read them "
+                           "until then%s",
+                           at, api ? "; " : "");
         if (api && len >= 0 && (size_t)len < sizeof why)
             snprintf(why + len, sizeof why - (size_t)len,
                      "allocations through %s (defined in %s) do not call "
@@ -780,36 +784,12 @@ const char *heap_unseen(void)
     return why;
 }
 
-/* The process's age in seconds (its start time in /proc/self/stat, in
- * clock ticks since boot, against CLOCK_BOOTTIME), or -1. */
-static double process_age_s(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "re");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* past the name, which may hold any */
-    unsigned long long start;
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                            "%*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                     &start) != 1)
-        return -1;
-    struct timespec now;
-    clock_gettime(CLOCK_BOOTTIME, &now);
-    return (double)now.tv_sec + now.tv_nsec / 1e9 -
-           (double)start / (double)sysconf(_SC_CLK_TCK);
-}
-
 void heap_track_from_now(void)
 {
     bool was_waiting = true;
     if (!atomic_compare_exchange_strong(&waiting, &was_waiting, false))
         return;
-    double age = process_age_s();
-    atomic_store(&late_start_s, age > 0 ? age : 1e-9);
+    atomic_store(&late_start, time(NULL));
     atomic_store(&tracking, true);
     heap_unseen();
 }
