@@ -19,6 +19,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 top=$PWD
+# Every configure this runs, the tests' own among them, makes libtool and
+# make's recipes dash scripts rather than bash ones: the build of the
+# library and the check programs took 140 s of CPU instead of 185 (fresh
+# build trees side by side on 2 cores, 2026-12-06), most of a build's
+# time being libtool's shell, not the compiler.
+[ ! -x /bin/dash ] || export CONFIG_SHELL=/bin/dash
 
 # The library's own (configure.ac requires these); then what only the tests
 # need: cmake, meson and ninja-build build test/install_consumers.sh's
