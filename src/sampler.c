@@ -172,8 +172,12 @@
  * loaded machine, whose collector runs late, 8 ran out (chains.sh's
  * plugin, loaded 40 times a second, with 8 busy threads on 2 cores: 2-4
  * samples in 70 kept their leaf alone); 32 did not in 12 such runs. */
-#define SNAPSHOTS 32
-#define SNAPSHOTS_ALL_BUSY ((unsigned)((1ull << SNAPSHOTS) - 1))
+/* 64: a burst of samples in a plugin just dlopened, before the collector
+ * builds its table, fits in 64 ms of a thread's CPU at 1000 Hz.  With 32,
+ * test/chains' plugin calls (28 samples each on average) overflowed them
+ * when a loaded machine kept the collector waiting. */
+#define SNAPSHOTS 64
+#define SNAPSHOTS_ALL_BUSY (~0ull)
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */
 
 /* A put-off walk is done again once, by the collector or, when an object
@@ -243,8 +247,8 @@ struct session {
      * bit i of snapshots_busy is set while a slot holds snapshot i, and
      * put_off[i] says who walks it again (finish_walk). */
     struct unwind_snapshot *snapshots;
-    atomic_uint snapshots_busy;
-    _Static_assert(SNAPSHOTS <= 32, "snapshots_busy has a bit each");
+    atomic_ullong snapshots_busy;
+    _Static_assert(SNAPSHOTS == 64, "snapshots_busy has a bit each");
     struct put_off put_off[SNAPSHOTS];
 
     stacktab *samples;   /* the collector's, until stop */
@@ -342,13 +346,13 @@ static void nudge_collector(struct session *s)
 /* SIGNAL-SAFE: a free snapshot buffer claimed, or -1. */
 static int snapshot_claim(struct session *s)
 {
-    unsigned busy = atomic_load(&s->snapshots_busy);
+    unsigned long long busy = atomic_load(&s->snapshots_busy);
     for (;;) {
         if (busy == SNAPSHOTS_ALL_BUSY)
             return -1;
-        int i = __builtin_ctz(~busy);
+        int i = __builtin_ctzll(~busy);
         if (atomic_compare_exchange_weak(&s->snapshots_busy, &busy,
-                                         busy | 1u << i))
+                                         busy | 1ull << i))
             return i;
     }
 }
@@ -369,7 +373,7 @@ static void defer_walk(struct session *s, struct slot *slot,
         s->put_off[i].slot = slot;
         atomic_store(&s->put_off[i].state, PUT_OFF_READY);
     } else
-        atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
+        atomic_fetch_and(&s->snapshots_busy, ~(1ull << i));
 }
 
 /* SIGNAL-SAFE.  Not inlined: its frame and its callees' are allocated
@@ -485,7 +489,7 @@ static void finish_walk(struct session *s, struct slot *slot)
     while (atomic_load(&s->put_off[i].state) != PUT_OFF_DONE)
         sched_yield(); /* a dlclosing thread is walking it */
     atomic_store(&s->put_off[i].state, PUT_OFF_FREE);
-    atomic_fetch_and(&s->snapshots_busy, ~(1u << i));
+    atomic_fetch_and(&s->snapshots_busy, ~(1ull << i));
     slot->snapshot = -1;
 }
 
