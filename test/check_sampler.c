@@ -1251,8 +1251,14 @@ int main(void)
     tcase_add_test(tc, errno_preserved_across_handler);
     tcase_add_test(tc, configured_signal_is_used);
     tcase_add_test(tc, program_handler_installed_during_profile_stays);
-    tcase_add_test(tc, many_threads_leave_program_its_queued_signals);
     suite_add_tcase(s, tc);
+    /* A limit on the queued-signal count, which is the user's unless the
+     * process can have a user namespace of its own (test/sigq.h). */
+    TCase *sigq = tcase_create("sampler_sigq");
+    tcase_set_timeout(sigq, 30);
+    tcase_set_tags(sigq, "shared_sigq");
+    tcase_add_test(sigq, many_threads_leave_program_its_queued_signals);
+    suite_add_tcase(s, sigq);
     /* Tagged by what they need of the system, so that a run under an
      * emulator that lacks it can leave them out (CK_EXCLUDE_TAGS;
      * test/cross/aarch64.sh): these count every thread of the process,
