@@ -166,16 +166,15 @@
 #define RECHECK_NS 1000000000LL /* signal masks re-read this often */
 #define RING_MIN 1024       /* slots; about 0.6 MiB */
 #define RING_MAX 65536
-/* Put-off walks in flight (512 KiB mapped, touched as used).  A buffer is
+/* Put-off walks in flight (1 MiB mapped, touched as used).  A buffer is
  * free again once the collector drains its sample, so a program that
  * loads plugins faster than the collector's ticks holds one a load; on a
  * loaded machine, whose collector runs late, 8 ran out (chains.sh's
  * plugin, loaded 40 times a second, with 8 busy threads on 2 cores: 2-4
- * samples in 70 kept their leaf alone); 32 did not in 12 such runs. */
-/* 64: a burst of samples in a plugin just dlopened, before the collector
- * builds its table, fits in 64 ms of a thread's CPU at 1000 Hz.  With 32,
- * test/chains' plugin calls (28 samples each on average) overflowed them
- * when a loaded machine kept the collector waiting. */
+ * samples in 70 kept their leaf alone), and so did 32 once in CI (24 of
+ * 1,577 samples: its calls take 28 samples each at 1000 Hz, so a call
+ * longer than average, with the collector waiting, filled them).  64 is
+ * 64 ms of a thread's CPU at 1000 Hz, one bit each of a 64-bit mask. */
 #define SNAPSHOTS 64
 #define SNAPSHOTS_ALL_BUSY (~0ull)
 #define COOKIE_MAGIC 0x43500000 /* "CP" in si_value, plus a session number */

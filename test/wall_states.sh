@@ -104,13 +104,14 @@ late_fraction=0
 [ -z "$late" ] || late_fraction=$(awk -v l="${late% *}" -v n="${late#* }" 'BEGIN { print (n ? l / n : 0) }')
 [ -z "$late" ] || echo "${late% *} of ${late#* } censuses late: each share judged within 3 points plus $late_fraction of its tenant's compute share"
 awk -v out="$tmp/shares" -v late=$late_fraction '
+    function bound_of(t) { return 3 + late * 100 * truth[t " compute"] / ttot[t] }
     FILENAME ~ /truth$/ { truth[$1 " " $2] = $3; ttot[$1] += $3; next }
     $2 != "-" { prof[$2 " " $4] += $1; ptot[$2] += $1 }
     END {
         bad = 0
         for (k in truth) {
             split(k, a, " ")
-            bound = 3 + late * 100 * truth[a[1] " compute"] / ttot[a[1]]
+            bound = bound_of(a[1])
             t = 100 * truth[k] / ttot[a[1]]
             p = ptot[a[1]] ? 100 * prof[k] / ptot[a[1]] : 0
             d = p - t; if (d < 0) d = -d
@@ -118,7 +119,7 @@ awk -v out="$tmp/shares" -v late=$late_fraction '
             if (d > bound) bad = 1
         }
         for (t in ptot) {
-            bound = 3 + late * 100 * truth[t " compute"] / ttot[t]
+            bound = bound_of(t)
             o = 100 * prof[t " other"] / ptot[t]
             printf "%-8s %-10s profile %5.1f%%%s\n", t, "(other)", o, (o > bound ? "  OFF" : "") > out
             if (o > bound) bad = 1
