@@ -51,6 +51,12 @@
  *
  *   tenant acme parked_tasks_mean 12.3 moved 456
  *
+ * With --rate N the producer offers N jobs a second, as the requests of a
+ * service below its capacity arrive, and workers wait for work between
+ * them; without it the queue is always full and every worker busy.  A
+ * test that needs the server and labelled work but not every core (the
+ * others run beside it) takes a rate.
+ *
  * With --job-log FILE every job (in --tasks, every part of a job run in
  * its task) appends "TENANT START_NS END_NS" to FILE, on CLOCK_MONOTONIC,
  * the clock of cpprof's traces: the truth a trace's label spans are held
@@ -108,6 +114,7 @@ static int task_mode; /* --tasks */
 static FILE *job_log;  /* --job-log */
 static pthread_mutex_t job_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t stop_requested;
+static long rate; /* --rate: jobs a second, or 0 for as many as run */
 
 static int64_t clock_ns(clockid_t clock)
 {
@@ -541,8 +548,20 @@ static void usage(void)
     fprintf(stderr, "usage: jobrunner [--workers N] [--for SECONDS] "
                     "[--addr HOST:PORT] [--park N] [--park-after S] "
                     "[--park-note TEXT] [--park-tasks N] [--tasks] [--hold] "
-                    "[--job-log FILE]\n");
+                    "[--job-log FILE] [--rate JOBS_PER_SECOND]\n");
     exit(2);
+}
+
+/* --rate: job N is due N/rate seconds after the start, so that a late
+ * wake-up is made up by the next ones rather than lowering the rate. */
+static void sleep_until(int64_t monotonic_ns)
+{
+    struct timespec due = {monotonic_ns / 1000000000,
+                           monotonic_ns % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) ==
+               EINTR &&
+           !stop_requested)
+        ;
 }
 
 static long parse_count(const char *flag, const char *v, long max)
@@ -589,6 +608,8 @@ int main(int argc, char **argv)
         }
         else if (!strcmp(argv[i], "--tasks"))
             task_mode = 1;
+        else if (!strcmp(argv[i], "--rate"))
+            rate = parse_count("--rate", v, 1000000), i++;
         else if (!strcmp(argv[i], "--addr") && v)
             addr = v, i++;
         else
@@ -635,8 +656,11 @@ int main(int argc, char **argv)
     int64_t start = clock_ns(CLOCK_MONOTONIC);
     int64_t end = start + seconds * 1000000000LL;
     for (unsigned n = 0; !stop_requested && clock_ns(CLOCK_MONOTONIC) < end;
-         n++)
+         n++) {
+        if (rate)
+            sleep_until(start + (int64_t)n * 1000000000 / rate);
         queue_push(task_mode ? next_task_job(n) : next_job(n));
+    }
     if (task_mode)
         drain_tasks(completer);
     queue_close();

@@ -31,7 +31,7 @@ flaw() {
     failed=1
 }
 
-start_demo --workers 2 --park 3 --for 120
+start_demo --workers 1 --park 3 --for 120
 
 # The refusal to be framed, on the index and on every other response: a
 # page's file, a profile's text, an error.

@@ -141,7 +141,7 @@ check_flame() {
     [ ! -s "$tmp/console" ] || fail "the page logged errors: $(cat "$tmp/console")"
 }
 
-start_demo --workers 2 --park 3 --park-tasks 2 --park-note "$NOTE" --for 120
+start_demo --workers 1 --park 3 --park-tasks 2 --park-note "$NOTE" --for 120
 mkdir -p "$SHOTS"
 rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
 "$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 -flame \
@@ -166,7 +166,7 @@ make_pki "$tmp/pki"
 TOKEN=tok-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN=$TOKEN \
 CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
-    DEMO_HOST=0.0.0.0 start_demo --workers 2 --park 3 --park-tasks 2 --for 120
+    DEMO_HOST=0.0.0.0 start_demo --workers 1 --park 3 --park-tasks 2 --for 120
 mkdir -p "$tmp/shots"
 "$BROWSERCHECK" -insecure -url "https://user:$TOKEN@127.0.0.1:$port/debug/pprof/" \
     -shots "$tmp/shots" -cpu 2 >"$tmp/page" ||

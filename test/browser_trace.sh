@@ -54,7 +54,7 @@ check_zoom() {
         END { exit !ok }' || fail "zoom and pan: $(line 'trace zoom')"
 }
 
-start_demo --workers 2 --park 3 --for 120
+start_demo --workers 2 --rate 400 --park 3 --for 120
 mkdir -p "$SHOTS"
 
 # ---- The fixture ------------------------------------------------------------

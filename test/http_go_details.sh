@@ -12,7 +12,7 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 command -v go >/dev/null || fail "go not found (Debian package golang-go)"
 
-start_demo --workers 2 --for 120
+start_demo --workers 1 --for 120
 code=$(fetch cpu "$base/profile?seconds=2")
 [ "$code" = 200 ] || fail "profile: status $code: $(cat "$tmp/cpu.body")"
 mkdir "$tmp/elsewhere"

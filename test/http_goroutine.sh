@@ -15,7 +15,7 @@
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
-start_demo --workers 2 --park 7 --park-after 3 --for 120
+start_demo --workers 2 --rate 200 --park 7 --park-after 3 --for 120
 
 # --- seconds=6: the delta (first, while the parked threads still sleep) ---
 code=$(fetch delta "$base/goroutine?seconds=6")

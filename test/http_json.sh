@@ -50,7 +50,7 @@ EOF
 }
 
 NOTE='<b>&"\'
-start_demo --workers 2 --park 3 --park-note "$NOTE" --for 120
+start_demo --workers 1 --park 3 --park-note "$NOTE" --for 120
 
 # --- The CPU profile, proto and JSON of one window --------------------------
 code=$(fetch cpu "$base/profile?seconds=2&format=json&proto=1")

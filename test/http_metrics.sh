@@ -16,7 +16,7 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 CHECK=$top_builddir/test/check_accounting
 
-CPPROF_ACCOUNTING=1 start_demo --workers 4 --for 20 --park 3 --hold
+CPPROF_ACCOUNTING=1 start_demo --workers 1 --for 20 --park 3 --hold
 metrics=http://127.0.0.1:$port/metrics
 
 # The parked threads take their labels as they start.

@@ -13,7 +13,7 @@ asan | tsan) echo "SKIP: under $CPPROF_SANITIZER" >&2; exit 77 ;;
 esac
 . "$(dirname "$0")/http_lib.sh"
 
-start_demo --workers 2 --for 120
+start_demo --workers 2 --rate 400 --for 120
 for i in $(seq 20); do
     code=$(fetch profile "$base/profile?seconds=1")
     [ "$code" = 200 ] || fail "profile $i: status $code: $(cat "$tmp/profile.body")"

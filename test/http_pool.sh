@@ -20,7 +20,7 @@ threads_created() {
         awk '$1 == "threadcreate" && $2 == "profile:" { print $4 }'
 }
 
-start_demo --workers 2 --park 3 --for 120
+start_demo --workers 2 --rate 200 --park 3 --for 120
 before=$(threads_created)
 [ -n "$before" ] || fail "no threadcreate total"
 for i in $(seq 1000); do
@@ -56,7 +56,7 @@ grep -q 'id="profiler">This server.s [0-9]* threads have used [0-9.]* s of CPU' 
     "$tmp/html.body" || fail "index page: no CPU line"
 stop_demo
 
-CPPROF_HTTP_THREADS=2 start_demo --workers 1 --for 120
+CPPROF_HTTP_THREADS=2 start_demo --workers 1 --rate 200 --for 120
 curl -s -o "$tmp/long.pb" -w '%{http_code}\n' --max-time 30 \
     "$base/profile?seconds=10" >"$tmp/long.code" &
 long=$!

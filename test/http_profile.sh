@@ -6,7 +6,7 @@
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
-start_demo --workers 2 --for 120
+start_demo --workers 1 --rate 200 --for 120
 
 # --- a good profile: Go's headers -------------------------------------------
 code=$(fetch ok "$base/profile?seconds=1&unknown=ignored")

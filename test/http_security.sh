@@ -69,7 +69,7 @@ done
 # --- A token on a non-loopback address --------------------------------------
 token=s3cret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 export CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN="$token"
-DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+DEMO_HOST=0.0.0.0 start_demo --workers 1 --rate 200 --for 120
 for auth in '' "Bearer wrong" "Bearer ${token%?}" "Bearer ${token}x" \
             "Basic $token" "bearer$token"; do
     code=$(fetch noauth "$base/goroutine?debug=2" ${auth:+-H "Authorization: $auth"})
@@ -107,7 +107,7 @@ stop_demo
 
 # --- http_require_token=0: explicitly open ------------------------------------
 unset CPPROF_HTTP_TOKEN
-CPPROF_HTTP_REQUIRE_TOKEN=0 DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+CPPROF_HTTP_REQUIRE_TOKEN=0 DEMO_HOST=0.0.0.0 start_demo --workers 1 --rate 200 --for 120
 code=$(fetch open "$base/")
 expect_status "open server" 200 "$code"
 stop_demo
@@ -121,7 +121,7 @@ demo_sockets() {
 }
 CPPROF_HTTP_MAX_CONNECTIONS=2 CPPROF_HTTP_CONNECTION_TIMEOUT=3 \
 CPPROF_HTTP_MAX_BODY=2048 CPPROF_HTTP_CMDLINE=0 CPPROF_LABEL_CAP=lots \
-    start_demo --workers 1 --for 120
+    start_demo --workers 1 --rate 200 --for 120
 listeners=$(demo_sockets) # no request yet: its listening sockets alone
 [ "$(grep -c 'CPPROF_LABEL_CAP="lots" is not valid' "$tmp/demo.err")" = 1 ] ||
     fail "bad CPPROF_LABEL_CAP not reported once: $(cat "$tmp/demo.err")"
@@ -178,7 +178,7 @@ expect_status "4 s profile with a 3 s idle timeout" 200 "$code"
 stop_demo
 
 # --- DNS rebinding and cross-site use (loopback) ----------------------------------
-CPPROF_HTTP_ALLOWED_HOSTS=pprof.internal,other.example start_demo --workers 1 --for 120
+CPPROF_HTTP_ALLOWED_HOSTS=pprof.internal,other.example start_demo --workers 1 --rate 200 --for 120
 for host in evil.example "evil.example:$port" "localhost.evil.example:$port" \
     "127.0.0.1:1" "pprof.internal:1"; do
     code=$(fetch rebind "$base/cmdline" -H "Host: $host")
@@ -216,7 +216,7 @@ done
 stop_demo
 
 # --- A token on loopback: asked for, so required --------------------------------
-CPPROF_HTTP_TOKEN="$token" start_demo --workers 1 --for 120
+CPPROF_HTTP_TOKEN="$token" start_demo --workers 1 --rate 200 --for 120
 code=$(fetch loopnoauth "$base/")
 expect_status "loopback without the token" 401 "$code"
 code=$(fetch loopauth "$base/" -H "Authorization: Bearer $token")
@@ -227,7 +227,7 @@ stop_demo
 # client's; another CA signs nothing the server trusts.
 make_pki "$tmp/pki"
 CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
-CPPROF_HTTP_TLS_CA=$pki/ca.pem start_demo --workers 2 --for 120
+CPPROF_HTTP_TLS_CA=$pki/ca.pem start_demo --workers 2 --rate 200 --for 120
 tls=https://127.0.0.1:$port/debug/pprof
 mine="--cacert $pki/ca.pem --cert $pki/client.pem --key $pki/client.key"
 code=$(fetch tlsprof "$tls/profile?seconds=2" $mine)

@@ -20,7 +20,7 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 command -v jq >/dev/null || fail "jq is missing: apt-get install jq"
 
-start_demo --workers 2 --park 3 --for 120
+start_demo --workers 1 --park 3 --for 120
 
 # expect_error NAME STATUS GOT PATTERN: Go's error form with STATUS and a
 # one-line message matching PATTERN (grep -E).
@@ -168,7 +168,7 @@ code=$(fetch cmdline "$base/cmdline")
     fail "cmdline: content-type $(header cmdline content-type)"
 # argv[0] is the binary behind libtool's wrapper; the rest is what we ran.
 { cat "$tmp/cmdline.body"; echo; } | tr '\0' '\n' | tail -n +2 >"$tmp/argv"
-printf '%s\n' --addr "127.0.0.1:$port" --workers 2 --park 3 --for 120 |
+printf '%s\n' --addr "127.0.0.1:$port" --workers 1 --park 3 --for 120 |
     cmp -s - "$tmp/argv" || fail "cmdline: arguments $(cat "$tmp/argv")"
 [ "$(tr -cd '\0' <"$tmp/cmdline.body" | wc -c)" = 8 ] ||
     fail "cmdline: want 8 NULs between 9 arguments, none trailing"

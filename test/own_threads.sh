@@ -22,7 +22,7 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 seconds=${OWN_THREADS_SECONDS:-30}
 
-start_demo --workers 2 --park 3 --for $((seconds + 60))
+start_demo --workers 1 --park 3 --for $((seconds + 60))
 deadline=$(($(date +%s) + seconds + 2))
 (
     while [ "$(date +%s)" -lt "$deadline" ]; do

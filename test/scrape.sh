@@ -12,7 +12,7 @@ seconds=${SCRAPE_SECONDS:-40}
 slack_kb=${SCRAPE_RSS_SLACK_KB:-8192}
 
 CPPROF_BLOCK_PROFILE_RATE=10000 CPPROF_MUTEX_PROFILE_FRACTION=10 \
-    start_demo --workers 2 --park 3 --for $((seconds + 60))
+    start_demo --workers 2 --rate 200 --park 3 --for $((seconds + 60))
 
 rss_kb() {
     awk '$1 == "VmRSS:" { print $2 }' "/proc/$demo_pid/status"

@@ -94,7 +94,7 @@ stop_demo
 
 # --- The flight recorder over HTTP: at once, the last seconds ---------------
 export CPPROF_TRACE_FLIGHT_SECONDS=2
-start_demo --workers 2 --for 120
+start_demo --workers 1 --for 120
 unset CPPROF_TRACE_FLIGHT_SECONDS
 code=$(fetch flight "$base/trace?flight=1")
 [ "$code" = 200 ] || fail "flight=1: status $code: $(cat "$tmp/flight.body")"
