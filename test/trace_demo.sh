@@ -16,7 +16,7 @@ command -v protoc >/dev/null ||
     fail "protoc not found (Debian package protobuf-compiler)"
 proto_dir=$srcdir/src
 
-start_demo --workers 4 --for 120 --job-log "$tmp/jobs.log"
+start_demo --workers 4 --rate 1000 --for 120 --job-log "$tmp/jobs.log"
 
 # The demo's threads alive before and after a trace: each needs a track.
 threads_now() { ls "/proc/$demo_pid/task" | sort; }
