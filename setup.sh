@@ -364,13 +364,27 @@ tests_but() {
 asan_tests() { tests_but build "$normal_only"; }
 
 # build_sanitized: the ASan+UBSan, TSan and fuzzing builds, each with what
-# its tests need and nothing more.
+# its tests need and nothing more, one after the other; each leaves
+# DIR/.setup-built when it is done, for await_build.
 build_sanitized() {
+  rm -f build-asan/.setup-built build-tsan/.setup-built build-fuzz/.setup-built
   phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
+  touch build-asan/.setup-built &&
   phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
+  touch build-tsan/.setup-built &&
   CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
     "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
-    --enable-fuzzing --enable-asan-ubsan
+    --enable-fuzzing --enable-asan-ubsan &&
+  touch build-fuzz/.setup-built
+}
+
+# await_build DIR PID: waits until build_sanitized (PID) has built DIR;
+# fails, saying so, when it ended without.
+await_build() {
+  while [ ! -e "$1/.setup-built" ] && kill -0 "$2" 2>/dev/null; do
+    sleep 1
+  done
+  [ -e "$1/.setup-built" ] || { echo "setup: the $1 build failed" >&2; return 1; }
 }
 
 # build_checks DIR TESTS [CONFIGURE ARGS...]: the library in DIR, then
@@ -401,35 +415,25 @@ costliest_tests() {
     awk 'NR <= 15 { sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
 }
 
-# renice_tree PID NICE: PID and every process below it (make and the
-# compilers it runs now; those it starts later inherit make's).  Lowering
-# a nice value needs root: otherwise the tree keeps the one it has.
-renice_tree() {
-  local p
-  renice -n "$2" -p "$1" >/dev/null 2>&1 || true
-  for p in $(ps -o pid= --ppid "$1"); do
-    renice_tree "$p" "$2"
-  done
-}
-
 run_tests() {
   local rc=0 side=() pid builds=
   # The sanitized builds start beside the normal build's tests at the
-  # lowest priority (nice 19): they take the CPU the tests leave idle
-  # (about a fifth: the tests wait on profile windows and on each other),
-  # and a test's thread takes a CPU back from a compiler as soon as it
-  # wakes (CFS weights 1024 to 15).  At the tests' priority, tried, the
-  # tests took three times as long.  Once the tests are done the builds
-  # get their priority back.  The arm64 build and its qemu run wait: its
-  # tests have timeouts that a starved emulator could miss.
+  # lowest priority (nice 19) and stay there: they take the CPU the tests
+  # leave idle (about a fifth: the tests wait on profile windows and on
+  # each other), and a test's thread takes a CPU back from a compiler as
+  # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
+  # tried, the tests took three times as long.  Each build's tests start
+  # as soon as it is done, beside the builds still to come: a pipeline, so
+  # that no CPU waits for a phase to end.  The arm64 build and its qemu
+  # run wait for the normal tests: its tests have timeouts that a starved
+  # emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
   fi
   phase "normal tests" check_normal || rc=$?
-  [ -z "$builds" ] || renice_tree "$builds" 0
   # README's commands (which wait on the demo most of their minute) and the
-  # arm64 cross build and its qemu run go on beside the sanitized builds.
+  # arm64 cross build and its qemu run go on beside the sanitized ones.
   phase "README commands" run_readme_commands &
   side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
@@ -437,14 +441,22 @@ run_tests() {
     side+=($!)
   fi
   if [ -n "$builds" ]; then
-    if wait "$builds"; then
+    if await_build build-asan "$builds"; then
       phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
-      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
-      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
     else
-      echo "setup: a sanitized build failed" >&2
       rc=1
     fi
+    if await_build build-tsan "$builds"; then
+      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
+    else
+      rc=1
+    fi
+    if await_build build-fuzz "$builds"; then
+      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
+    else
+      rc=1
+    fi
+    wait "$builds" || rc=1
   fi
   for pid in "${side[@]}"; do
     wait "$pid" || rc=$?
