@@ -673,16 +673,88 @@ static bool is_frame_record(const struct maps_table *t, struct reader *r,
     return step(c, r, &next, &by_cfi, &flags) && code_of(t, c, &next);
 }
 
-/* SIGNAL-SAFE: `len` bytes of code at `a` into `out`, fault-proof (the
- * object may be unmapped meanwhile). */
-static bool read_code(struct reader *r, uintptr_t a, void *out, size_t len)
+/* The code bytes read_code read last, by address and the table's
+ * generation: the threads of one census mostly sit in the same calls, so
+ * their walks read the same few instructions (each of bench/mariadb.sh's
+ * 1,000 connection threads the same one), and a process_vm_readv, about
+ * 3 us, was one of the seven system calls of such a thread in its first
+ * census.  The generation moves whenever a refresh finds code gone
+ * (track_generation), and the census refreshes when the loader's counts
+ * move (unwind_refresh_if_loaded), so the bytes of an object dlclosed
+ * since are not taken for those of one mapped at its address; one
+ * dlclosed during a census gives what a walk a moment earlier would have
+ * read.  Lock-free, as the crew's helpers walk at once: a seqlock
+ * per entry, odd while written; a writer that finds it taken, or a
+ * reader that finds it changing, goes without.  Each architecture reads
+ * one size (8 bytes at most), so the size is no part of the key. */
+#define CODE_MEMO 8
+static struct code_memo {
+    atomic_uint seq;
+    atomic_uintptr_t addr;
+    _Atomic uint64_t gen, bytes;
+} code_memo[CODE_MEMO];
+
+/* SIGNAL-SAFE */
+static struct code_memo *memo_of(uintptr_t a)
 {
+    return &code_memo[(a * 0x9e3779b97f4a7c15u) >> 61];
+}
+
+_Static_assert(CODE_MEMO == 8, "memo_of takes the hash's top 3 bits");
+
+/* SIGNAL-SAFE: the memo's bytes at `a` for generation `gen` into out. */
+static bool memo_get(uintptr_t a, uint64_t gen, void *out, size_t len)
+{
+    struct code_memo *m = memo_of(a);
+    unsigned seq = atomic_load_explicit(&m->seq, memory_order_acquire);
+    uintptr_t at = atomic_load_explicit(&m->addr, memory_order_relaxed);
+    uint64_t g = atomic_load_explicit(&m->gen, memory_order_relaxed);
+    uint64_t bytes = atomic_load_explicit(&m->bytes, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if ((seq & 1) || atomic_load_explicit(&m->seq, memory_order_relaxed) !=
+                         seq ||
+        at != a || g != gen || at == 0)
+        return false;
+    memcpy(out, &bytes, len);
+    return true;
+}
+
+/* SIGNAL-SAFE */
+static void memo_put(uintptr_t a, uint64_t gen, const void *in, size_t len)
+{
+    struct code_memo *m = memo_of(a);
+    unsigned seq = atomic_load_explicit(&m->seq, memory_order_relaxed);
+    if ((seq & 1) ||
+        !atomic_compare_exchange_strong_explicit(&m->seq, &seq, seq + 1,
+                                                 memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    atomic_thread_fence(memory_order_release);
+    uint64_t bytes = 0;
+    memcpy(&bytes, in, len);
+    atomic_store_explicit(&m->addr, a, memory_order_relaxed);
+    atomic_store_explicit(&m->gen, gen, memory_order_relaxed);
+    atomic_store_explicit(&m->bytes, bytes, memory_order_relaxed);
+    atomic_store_explicit(&m->seq, seq + 2, memory_order_release);
+}
+
+/* SIGNAL-SAFE: `len` bytes (at most 8) of code at `a` into `out`,
+ * fault-proof (the object may be unmapped meanwhile), or from the memo
+ * for t's generation. */
+static bool read_code(const struct maps_table *t, struct reader *r,
+                      uintptr_t a, void *out, size_t len)
+{
+    if (memo_get(a, t->gen, out, len))
+        return true;
     if (!r->pid)
         r->pid = (pid_t)syscall(SYS_getpid);
     struct iovec local = {out, len};
     struct iovec remote = {(void *)a, len};
-    return syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1, 0) ==
-           (ssize_t)len;
+    if (syscall(SYS_process_vm_readv, r->pid, &local, 1, &remote, 1, 0) !=
+        (ssize_t)len)
+        return false;
+    memo_put(a, t->gen, out, len);
+    return true;
 }
 
 /* Most CFI rows between a function's entry and a PC in it. */
@@ -722,7 +794,7 @@ static enum call call_before(const struct maps_table *t, struct reader *r,
 {
 #if defined(__x86_64__)
     uint8_t b[8];
-    if (!read_code(r, ra - sizeof b, b, sizeof b))
+    if (!read_code(t, r, ra - sizeof b, b, sizeof b))
         return CALL_NOT;
     if (b[3] == 0xe8) { /* call rel32 */
         int32_t rel;
@@ -742,7 +814,7 @@ static enum call call_before(const struct maps_table *t, struct reader *r,
     return CALL_NOT;
 #elif defined(__aarch64__)
     uint32_t insn;
-    if (!read_code(r, ra - 4, &insn, sizeof insn))
+    if (!read_code(t, r, ra - 4, &insn, sizeof insn))
         return CALL_NOT;
     if ((insn & 0xfc000000u) == 0x94000000u) { /* bl imm26 */
         int64_t off = (int64_t)((uint64_t)(insn & 0x03ffffffu) << 38) >> 36;
