@@ -509,6 +509,11 @@ static void keep_still(const census *c, unsigned long renames)
         forget_still();
         return;
     }
+    /* Filled whole just below: 1,000 threads' entries and stacks are
+     * about 60 pages, most of them new in a first census (half its page
+     * faults once the rest were cut: bench/mariadb.sh). */
+    prefault_for_write(still.v, n * sizeof *still.v);
+    prefault_for_write(still.pcs, frames * sizeof *still.pcs);
     uintptr_t *pcs = still.pcs;
     for (size_t i = 0; i < c->n; i++) {
         const census_thread *t = &c->threads[i];
@@ -1507,8 +1512,12 @@ static struct round *new_round(size_t n)
     size_t pcs_at = (slots_end + _Alignof(uintptr_t) - 1) &
                     ~(_Alignof(uintptr_t) - 1);
     struct round *r = calloc(1, pcs_at + n * sizeof *r->pcs);
-    if (r)
+    if (r) {
         r->pcs = (void *)((char *)r + pcs_at);
+        /* The slots are all read (gather_answers): populated in one
+         * call rather than a fault at each page's first look. */
+        prefault_for_write(r, slots_end);
+    }
     return r;
 }
 
