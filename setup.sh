@@ -416,7 +416,7 @@ costliest_tests() {
 }
 
 run_tests() {
-  local rc=0 side=() pid builds= cross=
+  local rc=0 side=() pid builds=
   # The sanitized builds start beside the normal build's tests at the
   # lowest priority (nice 19) and stay there: they take the CPU the tests
   # leave idle (about a fifth: the tests wait on profile windows and on
@@ -424,24 +424,12 @@ run_tests() {
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
   # tried, the tests took three times as long.  Each build's tests start
   # as soon as it is done, beside the builds still to come: a pipeline, so
-  # that no CPU waits for a phase to end.  The arm64 tests under qemu wait
-  # for the normal tests: they have timeouts that a starved emulator
-  # could miss.
+  # that no CPU waits for a phase to end.  The arm64 build and its qemu
+  # run wait for the normal tests: its tests have timeouts that a starved
+  # emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
-  fi
-  # The arm64 cross build too, beside them, so that the CPU a configure
-  # leaves idle (it runs one process at a time) goes to the other chain;
-  # its tests wait (below).  Best effort: its failure shows when the
-  # tests' run builds again.
-  if [ "${AARCH64:-1}" != 0 ]; then
-    (renice -n 19 -p "$BASHPID" >/dev/null
-     rm -f build-aarch64/.setup-built
-     AARCH64_BUILD_ONLY=1 phase "arm64 build" test/cross/aarch64.sh build-aarch64 \
-       >/dev/null 2>&1
-     mkdir -p build-aarch64 && touch build-aarch64/.setup-built) &
-    cross=$!
   fi
   phase "normal tests" check_normal || rc=$?
   # README's commands (which wait on the demo most of their minute) and the
@@ -449,8 +437,7 @@ run_tests() {
   phase "README commands" run_readme_commands &
   side+=($!)
   if [ "${AARCH64:-1}" != 0 ]; then
-    { await_build build-aarch64 "$cross" 2>/dev/null
-      phase "arm64 tests" test/cross/aarch64.sh build-aarch64; } &
+    phase "arm64 build and tests" test/cross/aarch64.sh build-aarch64 &
     side+=($!)
   fi
   if [ -n "$builds" ]; then
@@ -474,7 +461,6 @@ run_tests() {
   for pid in "${side[@]}"; do
     wait "$pid" || rc=$?
   done
-  [ -z "$cross" ] || wait "$cross" || true
   summarize_tests
   costliest_tests
   cpu_so_far
