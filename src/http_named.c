@@ -96,9 +96,15 @@ const char *http_stacks_unavailable(void)
 
 #define POLL_NS 100000000L
 
+/* A delta's seconds are any positive int64, as Go takes them: past
+ * INT64_MAX nanoseconds (292 years) the window is as long as that, which
+ * only the client's leaving ends (fuzz_http found the overflow). */
 http_end http_wait_window(http_req *r, long seconds)
 {
-    return http_wait_window_ns(r, (int64_t)seconds * 1000000000);
+    int64_t ns;
+    if (__builtin_mul_overflow((int64_t)seconds, (int64_t)1000000000, &ns))
+        ns = INT64_MAX;
+    return http_wait_window_ns(r, ns);
 }
 
 http_end http_wait_window_ns(http_req *r, int64_t ns)
