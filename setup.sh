@@ -422,10 +422,12 @@ run_tests() {
   # leave idle (about a fifth: the tests wait on profile windows and on
   # each other), and a test's thread takes a CPU back from a compiler as
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
-  # tried, the tests took three times as long.  Each build's tests start
-  # as soon as it is done, beside the builds still to come: a pipeline, so
-  # that no CPU waits for a phase to end.  The arm64 build and its qemu
-  # run wait for the normal tests: its tests have timeouts that a starved
+  # tried, the tests took three times as long.  Once the normal tests are
+  # done, each build's tests start as soon as it is built, beside the
+  # builds still to come and the other builds' tests: a pipeline, so that
+  # no CPU waits for a phase to end (the ASan tests alone kept under one
+  # core busy, waiting on windows).  The arm64 build and its qemu run
+  # wait for the normal tests: its tests have timeouts that a starved
   # emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
@@ -441,21 +443,15 @@ run_tests() {
     side+=($!)
   fi
   if [ -n "$builds" ]; then
-    if await_build build-asan "$builds"; then
-      phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
-    else
-      rc=1
-    fi
-    if await_build build-tsan "$builds"; then
-      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
-    else
-      rc=1
-    fi
-    if await_build build-fuzz "$builds"; then
-      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
-    else
-      rc=1
-    fi
+    { await_build build-asan "$builds" &&
+      phase "ASan tests" check_sanitized build-asan "$(asan_tests)"; } &
+    side+=($!)
+    { await_build build-tsan "$builds" &&
+      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)"; } &
+    side+=($!)
+    { await_build build-fuzz "$builds" &&
+      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}"; } &
+    side+=($!)
     wait "$builds" || rc=1
   fi
   for pid in "${side[@]}"; do
