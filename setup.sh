@@ -415,38 +415,23 @@ costliest_tests() {
     awk 'NR <= 15 { sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
 }
 
-# renice_tree PID NICE: PID and every process below it (make and the
-# compilers it runs now; those it starts later inherit make's).  Lowering
-# a nice value needs root: otherwise the tree keeps the one it has.
-renice_tree() {
-  local p
-  renice -n "$2" -p "$1" >/dev/null 2>&1 || true
-  for p in $(ps -o pid= --ppid "$1"); do
-    renice_tree "$p" "$2"
-  done
-}
-
 run_tests() {
   local rc=0 side=() pid builds=
   # The sanitized builds start beside the normal build's tests at the
-  # lowest priority (nice 19): they take the CPU the tests leave idle
-  # (about a fifth: the tests wait on profile windows and on each other),
-  # and a test's thread takes a CPU back from a compiler as soon as it
-  # wakes (CFS weights 1024 to 15).  At the tests' priority, tried, the
-  # tests took three times as long.  Once the normal tests are done the
-  # builds get their priority back (left at 19, the TSan build took 338 s
-  # beside the ASan tests, and its tests waited), and each build's tests
-  # start as soon as it is built, beside the builds still to come and the
-  # other builds' tests: a pipeline, so that no CPU waits for a phase to
-  # end (the ASan tests alone kept under one core busy, waiting on
-  # windows).  The arm64 build and its qemu run wait for the normal
-  # tests: its tests have timeouts that a starved emulator could miss.
+  # lowest priority (nice 19) and stay there: they take the CPU the tests
+  # leave idle (about a fifth: the tests wait on profile windows and on
+  # each other), and a test's thread takes a CPU back from a compiler as
+  # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
+  # tried, the tests took three times as long.  Each build's tests start
+  # as soon as it is done, beside the builds still to come: a pipeline, so
+  # that no CPU waits for a phase to end.  The arm64 build and its qemu
+  # run wait for the normal tests: its tests have timeouts that a starved
+  # emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
   fi
   phase "normal tests" check_normal || rc=$?
-  [ -z "$builds" ] || renice_tree "$builds" 0
   # README's commands (which wait on the demo most of their minute) and the
   # arm64 cross build and its qemu run go on beside the sanitized ones.
   phase "README commands" run_readme_commands &
@@ -456,15 +441,21 @@ run_tests() {
     side+=($!)
   fi
   if [ -n "$builds" ]; then
-    { await_build build-asan "$builds" &&
-      phase "ASan tests" check_sanitized build-asan "$(asan_tests)"; } &
-    side+=($!)
-    { await_build build-tsan "$builds" &&
-      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)"; } &
-    side+=($!)
-    { await_build build-fuzz "$builds" &&
-      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}"; } &
-    side+=($!)
+    if await_build build-asan "$builds"; then
+      phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
+    else
+      rc=1
+    fi
+    if await_build build-tsan "$builds"; then
+      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
+    else
+      rc=1
+    fi
+    if await_build build-fuzz "$builds"; then
+      phase "fuzzing" run_fuzzers "${FUZZ_SECONDS:-30}" || rc=$?
+    else
+      rc=1
+    fi
     wait "$builds" || rc=1
   fi
   for pid in "${side[@]}"; do

@@ -44,7 +44,7 @@ make_pki "$tmp/pki"
 TOKEN=tok-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 
 # --- 1. SSH tunnel to the loopback server ------------------------------------
-start_demo --workers 1 --for 120
+start_demo --workers 2 --for 120
 run way1pprof go tool pprof -tags "http://127.0.0.1:$port/debug/pprof/profile?seconds=2"
 has_tenants way1pprof
 run way1curl curl -sf -o p.pb "http://127.0.0.1:$port/debug/pprof/profile?seconds=2"
@@ -55,7 +55,7 @@ stop_demo
 # --- 2. TLS and a token -------------------------------------------------------
 CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN=$TOKEN \
 CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
-    DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+    DEMO_HOST=0.0.0.0 start_demo --workers 2 --for 120
 run way2pprof env SSL_CERT_FILE=ca.pem go tool pprof -tags \
     "https://user:$TOKEN@127.0.0.1:$port/debug/pprof/profile?seconds=2"
 has_tenants way2pprof
@@ -71,7 +71,7 @@ stop_demo
 CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_REQUIRE_TOKEN=0 \
 CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
 CPPROF_HTTP_TLS_CA=$pki/ca.pem \
-    DEMO_HOST=0.0.0.0 start_demo --workers 1 --for 120
+    DEMO_HOST=0.0.0.0 start_demo --workers 2 --for 120
 run way3pprof "$PPROF" -tls_cert client.pem -tls_key client.key -tls_ca ca.pem \
     -tags "https://127.0.0.1:$port/debug/pprof/profile?seconds=2"
 has_tenants way3pprof

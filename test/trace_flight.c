@@ -5,7 +5,8 @@
  * message holding its own CLOCK_MONOTONIC time, switching labels between
  * marks; then writes the recorder's snapshot (cpprof_trace_flight_write)
  * to the file named by argv[1] and prints on stdout the time it asked
- * for it ("snapshot_at NS") and every mark it logged ("mark NS").
+ * for it ("snapshot_at NS") and every mark it logged ("mark NS AFTER_NS
+ * TENANT", AFTER_NS read once cpprof_trace_log returned).
  * trace_flight.sh decodes the file and compares.
  */
 #define _GNU_SOURCE
@@ -35,8 +36,9 @@ static void mark(void *arg, const cpprof_labelset *labels)
     snprintf(message, sizeof message, "%lld", t);
     if (cpprof_trace_log("mark", message) != 0)
         abort();
+    long long after = now_ns(); /* the event's time lies between the two */
     pthread_mutex_lock(&out_mu);
-    printf("mark %lld %s\n", t, (const char *)arg);
+    printf("mark %lld %lld %s\n", t, after, (const char *)arg);
     pthread_mutex_unlock(&out_mu);
 }
 
