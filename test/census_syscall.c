@@ -123,7 +123,7 @@ START_TEST(census_cuts_no_system_call_short)
     while (atomic_load(&callers[0].calls) < 1 ||
            atomic_load(&callers[1].calls) < 1)
         usleep(1000);
-    int with_stack[2] = {0, 0};
+    int with_stack[2] = {0, 0}, tsan_held[2] = {0, 0};
     char why[2][sizeof ((census_thread *)0)->missing] = {"", ""};
     for (int n = 0; n < CENSUSES; n++) {
         census c;
@@ -136,6 +136,8 @@ START_TEST(census_cuts_no_system_call_short)
                 with_stack[k]++;
             else if (t->missing[0])
                 strcpy(why[k], t->missing);
+            if (strcmp(t->missing, "signal blocked") == 0)
+                tsan_held[k]++;
         }
         census_release(&c);
     }
@@ -156,9 +158,23 @@ START_TEST(census_cuts_no_system_call_short)
                       callers[k].fn_name,
                       atomic_load(&callers[k].short_calls),
                       atomic_load(&callers[k].calls));
+#ifdef __SANITIZE_THREAD__
+        /* TSan holds a signal that arrives while the thread is in its
+         * runtime (the read interceptor's own part) until it leaves: that
+         * census says "signal blocked", a stated decline, not a wrong
+         * stack (CI, loaded: 3 of 40). */
+        ck_assert_msg(with_stack[k] + tsan_held[k] == CENSUSES &&
+                          with_stack[k] >= CENSUSES / 2,
+                      "%s: a stack through it in %d of %d censuses, %d held "
+                      "by TSan (%s)",
+                      callers[k].fn_name, with_stack[k], CENSUSES,
+                      tsan_held[k], why[k]);
+#else
+        (void)tsan_held;
         ck_assert_msg(with_stack[k] == CENSUSES,
                       "%s: a stack through it in %d of %d censuses (%s)",
                       callers[k].fn_name, with_stack[k], CENSUSES, why[k]);
+#endif
     }
 }
 END_TEST
