@@ -604,6 +604,37 @@ START_TEST(threads_exiting_during_census)
 }
 END_TEST
 
+/* A census after the last one's thread exited and another started in its
+ * place, so that the process has as many threads as that census listed:
+ * the new thread is in it, the gone one not (census.c's list_known finds
+ * the one gone and lists the threads afresh). */
+START_TEST(thread_in_a_gone_ones_place_is_listed)
+{
+    cpprof_labelset *before = make("before"), *after = make("after");
+    for (int round = 0; round < 20; round++) {
+        struct park p1 = {0}, p2 = {0};
+        ck_assert_int_eq(pipe(p1.pipe), 0);
+        ck_assert_int_eq(pipe(p2.pipe), 0);
+        pthread_t *t1 = park_threads(&p1, 1, before);
+        census c;
+        ck_assert_int_eq(census_take_stacks(&c), 0);
+        ck_assert_uint_eq(count_with(&c, before, ""), 1);
+        size_t n = c.n;
+        census_release(&c);
+        release_threads(&p1, t1, 1);
+        pthread_t *t2 = park_threads(&p2, 1, after);
+        ck_assert_int_eq(census_take_stacks(&c), 0);
+        ck_assert_uint_eq(c.n, n);
+        ck_assert_uint_eq(count_with(&c, before, ""), 0);
+        ck_assert_uint_eq(count_with(&c, after, ""), 1);
+        census_release(&c);
+        release_threads(&p2, t2, 1);
+    }
+    cpprof_labelset_release(before);
+    cpprof_labelset_release(after);
+}
+END_TEST
+
 START_TEST(thousand_threads)
 {
     /* Every one must answer: a long timeout, since this is about counts,
@@ -829,6 +860,7 @@ static Suite *census_suite(void)
     tcase_add_test(tc, thread_in_vfork_given_a_reason_at_once);
     tcase_add_test(tc, exited_leader_given_a_reason);
     tcase_add_test(tc, threads_exiting_during_census);
+    tcase_add_test(tc, thread_in_a_gone_ones_place_is_listed);
     tcase_add_test(tc, thousand_threads);
     tcase_add_test(tc, census_stays_within_queued_signal_limit);
     tcase_add_test(tc, signal_with_another_handler_is_refused);
