@@ -72,6 +72,7 @@
 #include "thread.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -722,3 +723,10 @@ __attribute__((constructor(102))) static void accounting_hooks(void)
     atomic_store(&label_hooks.thread_exiting, thread_exiting);
     atomic_store(&label_hooks.counters_retired, counters_retired);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(accounting_enabled);
+UPPER_CALLS(accounting_rows);
+UPPER_CALLS(accounting_rows_free);
+UPPER_CALLS(accounting_tick_yielded);
+UPPER_CALLS(accounting_user_names);

@@ -12,6 +12,7 @@
  * wrong has its own code, so the message says which part to fix.
  */
 #include "addr.h"
+#include "upper_calls.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -98,3 +99,6 @@ int addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
     *len = sizeof *in4;
     return parse_port(colon + 1, &in4->sin_port);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(addr_parse);

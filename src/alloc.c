@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "alloc.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -336,3 +337,6 @@ const char *alloc_unseen(const char **where)
     }
     return NULL;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(alloc_next_slow);

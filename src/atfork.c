@@ -29,6 +29,7 @@
  */
 #include "atfork.h"
 #include "own.h"
+#include "upper_calls.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -138,3 +139,6 @@ void atfork_add(enum atfork_level level, const atfork_handlers *h)
     pthread_once(&once, register_once);
     atomic_store(&table[level], h);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(atfork_add);

@@ -133,6 +133,7 @@
 #include "unwind.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1761,3 +1762,10 @@ void census_release(census *c)
     free(c->parked_pcs);
     *c = (census){0};
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(census_release);
+UPPER_CALLS(census_signal_is_programs);
+UPPER_CALLS(census_take);
+UPPER_CALLS(census_take_labels);
+UPPER_CALLS(census_take_stacks);

@@ -42,6 +42,7 @@
 #include "own.h"
 #include "thread.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -249,3 +250,6 @@ int64_t census_crew_cpu_ns(unsigned *helpers)
         *helpers = n;
     return ns;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(census_crew_cpu_ns);

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -444,3 +445,9 @@ __attribute__((constructor(101))) static void config_load(void)
                 "comes from whoever started it; every setting keeps its "
                 "default unless the program sets it\n", ignored);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(cfg_env_name);
+UPPER_CALLS(cfg_int);
+UPPER_CALLS(cfg_refused);
+UPPER_CALLS(cfg_str);

@@ -46,6 +46,7 @@
 #include "stacktab.h"
 #include "trace.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -473,3 +474,7 @@ __attribute__((constructor)) static void contention_init(void)
                                             atfork_child};
     atfork_add(ATFORK_CONTENTION, &on_fork);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(block_snapshot);
+UPPER_CALLS(mutex_snapshot);

@@ -72,6 +72,7 @@
 #include "config.h"
 #include "stacktab.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -832,3 +833,11 @@ __attribute__((constructor)) static void heap_init(void)
         warn_stderr("cpprof: no heap profile: %s\n", why);
 #endif
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(heap_declined);
+UPPER_CALLS(heap_get_stats);
+UPPER_CALLS(heap_internal_stats);
+UPPER_CALLS(heap_scale);
+UPPER_CALLS(heap_snapshot);
+UPPER_CALLS(heap_unseen);

@@ -31,6 +31,7 @@
 #include "config.h"
 #include "labelhooks.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -705,3 +706,11 @@ ATFORK_CHILD void labels_atfork_child(void)
     atfork_mutex_release(&registry_mu);
     atfork_mutex_release(&intern_lock);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(labelset_drop);
+UPPER_CALLS(labelset_hold);
+UPPER_CALLS(labelset_key);
+UPPER_CALLS(labelset_value);
+UPPER_CALLS(text_escape);
+UPPER_CALLS(text_put_escaped);

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "upper_calls.h"
 
 #include <elf.h>
 #include <link.h>
@@ -91,3 +92,6 @@ bool loader_program_needs_cpprof(void)
     dl_iterate_phdr(find_cpprof_user, &needs);
     return needs;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(loader_counts_now);

@@ -4,6 +4,7 @@
  * signal handler is one load, and never calls into the dynamic linker.
  */
 #include "own.h"
+#include "upper_calls.h"
 
 __thread int own_busy __attribute__((tls_model("initial-exec")));
 __thread int own_work __attribute__((tls_model("initial-exec")));
@@ -24,3 +25,8 @@ int own_busy_exchange(int busy)
     own_busy = busy;
     return was;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(own_busy_exchange);
+UPPER_CALLS(own_work_enter);
+UPPER_CALLS(own_work_leave);

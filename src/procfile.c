@@ -3,6 +3,7 @@
  * handler. */
 #define _GNU_SOURCE
 #include "procfile.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,3 +41,6 @@ const char *procfile_status_field(const char *status, const char *key,
     }
     return NULL;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(procfile_read);

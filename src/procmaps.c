@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "procmaps.h"
 #include "cpprof.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -129,3 +130,8 @@ int procmaps_check(void)
     close(fd);
     return 0;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(procmaps_check);
+UPPER_CALLS(procmaps_foreach);
+UPPER_CALLS(procmaps_path_is);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* getdents64 */
 #include "proctasks.h"
 #include "cpprof.h"
+#include "upper_calls.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,3 +45,7 @@ int proctasks_next(int dirfd, pid_t *tids)
     /* A batch of "." and ".." alone is not the end. */
     return n == 0 && got > 0 ? proctasks_next(dirfd, tids) : n;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(proctasks_next);
+UPPER_CALLS(proctasks_open);

@@ -141,6 +141,7 @@
 #include "unwind.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1393,3 +1394,13 @@ const char *sampler_reason_text(sampler_reason why)
     };
     return texts[why];
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(sampler_collector_cpu_ns);
+UPPER_CALLS(sampler_period_ns);
+UPPER_CALLS(sampler_reason_frame);
+UPPER_CALLS(sampler_reason_text);
+UPPER_CALLS(sampler_running);
+UPPER_CALLS(sampler_signal_is_programs);
+UPPER_CALLS(sampler_start);
+UPPER_CALLS(sampler_stop);

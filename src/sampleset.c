@@ -16,6 +16,7 @@
 #include "labels.h"
 #include "own.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -238,3 +239,11 @@ void sampleset_trim(sampleset *s, bool (*keep)(uintptr_t pc))
                 break;
             }
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(sampleset_add);
+UPPER_CALLS(sampleset_free);
+UPPER_CALLS(sampleset_new);
+UPPER_CALLS(sampleset_sorted);
+UPPER_CALLS(sampleset_subtract);
+UPPER_CALLS(sampleset_trim);

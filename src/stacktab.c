@@ -11,6 +11,7 @@
 #include "stacktab.h"
 #include "labels.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -132,3 +133,7 @@ void stacktab_free(stacktab *t)
     hashindex_free(&t->index);
     free(t);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(stacktab_foreach);
+UPPER_CALLS(stacktab_free);

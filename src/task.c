@@ -47,6 +47,7 @@
 #include "trace.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -505,3 +506,7 @@ void task_foreach_runner(task_runner_fn fn, void *arg)
             fn(tid, arg);
     }
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(task_foreach_parked);
+UPPER_CALLS(task_parked_count);

@@ -31,6 +31,7 @@
 #include "labels.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -607,3 +608,6 @@ int64_t tid_cpu_ns(pid_t tid)
         return -1;
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(thread_own_role);

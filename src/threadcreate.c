@@ -37,6 +37,7 @@
 #include "thread.h"
 #include "trace.h"
 #include "stacktab.h"
+#include "upper_calls.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -149,3 +150,6 @@ __attribute__((constructor)) static void threadcreate_init(void)
                                             atfork_child};
     atfork_add(ATFORK_THREADCREATE, &on_fork);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(threadcreate_snapshot);

@@ -43,6 +43,7 @@
 #include "labels.h"
 #include "thread.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -518,3 +519,8 @@ __attribute__((constructor)) static void flight_from_environment(void)
         trace_flight_start();
 }
 
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(trace_flight_on);
+UPPER_CALLS(trace_window_begin);
+UPPER_CALLS(trace_window_end);

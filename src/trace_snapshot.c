@@ -18,6 +18,7 @@
 #include "proctasks.h"
 #include "thread.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -466,3 +467,7 @@ void trace_snapshot_free(trace_snapshot *s)
     free(s->stacks);
     free(s);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(trace_snapshot_free);
+UPPER_CALLS(trace_snapshot_take);

@@ -59,6 +59,7 @@
 #include "procmaps.h"
 #include "util.h"
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -588,3 +589,8 @@ void unwind_learn_own_stack(void)
     }
     pthread_attr_destroy(&attr);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(unwind_gone_at);
+UPPER_CALLS(unwind_pin_generation);
+UPPER_CALLS(unwind_unpin_generation);

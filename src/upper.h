@@ -12,7 +12,7 @@
  * the C library, and the upper layers' entry points there are forwarders
  * (http_upper.c): the first call dlopens libcpprof-upper.so, which is linked
  * against those libraries and against libcpprof.so (for the lower layers'
- * functions, exported under the prefix cpprof__: Makefile.am, upper_uses),
+ * functions, exported under the prefix cpprof__: upper_uses.h, upper_calls.h),
  * and exports one symbol, the table below.  A program that never serves,
  * encodes or symbolizes never maps any of them; a forked child of one that
  * does inherits them, as before.  Zero-code mode (CPPROF_HTTP set) loads

@@ -7,12 +7,12 @@
  * scope first, where any function of the program's of the same name (a
  * program linked with --export-dynamic, such as PostgreSQL or nginx,
  * exports all of its) would take the call.  So libcpprof.so exports each
- * under an alias with cpprof's prefix (Makefile.am turns this list into a
- * linker script, src/upper_uses.ld: its own calls stay direct), and the
- * upper objects are compiled with this file included first, calling the
- * aliases.  A new call from the upper layers down fails
- * libcpprof-upper.so's link (an undefined reference) until it is added
- * here.  The tests' library and libcpprof.a do not use it.
+ * under an alias with cpprof's prefix, made where it is defined
+ * (upper_calls.h: its own calls stay direct), and the upper objects are
+ * compiled with this file included first, calling the aliases.  The
+ * tests' library and libcpprof.a link the same upper objects, and the
+ * lower objects that define the aliases.  A new call from the upper
+ * layers down fails to link until it is added here and marked there.
  */
 #ifndef CPPROF_UPPER_USES_H
 #define CPPROF_UPPER_USES_H

@@ -42,6 +42,7 @@
 #include "config.h"
 #include "labels.h"
 #include "util.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -463,3 +464,11 @@ void wall_end(wall_profile *w)
     census_time_handlers(false);
     atomic_store(&active, false);
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(wall_end);
+UPPER_CALLS(wall_get_stats);
+UPPER_CALLS(wall_missing_samples);
+UPPER_CALLS(wall_run);
+UPPER_CALLS(wall_samples);
+UPPER_CALLS(wall_start);

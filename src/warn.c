@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "warn.h"
+#include "upper_calls.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -117,3 +118,6 @@ void warn_stderr(const char *fmt, ...)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = saved_errno;
 }
+
+/* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(warn_stderr);
