@@ -22,7 +22,7 @@ test_only="check golang-go curl jq chromium cmake meson ninja-build
   golang-github-google-pprof-dev"
 
 # The library's .pc files and everything they require, transitively.
-mkdir "$tmp/pc" "$tmp/bin" "$tmp/build"
+mkdir "$tmp/pc" "$tmp/bin" "$tmp/build" "$tmp/listed"
 todo=$library_deps
 while [ -n "$todo" ]; do
     next=
@@ -40,15 +40,20 @@ done
 # PATH: every command of /usr/bin and /bin but the test tools.  go, curl
 # and the rest are hidden by name; the Go sources gocheck needs are found
 # by a fixed path, which configure reports on its own line.
+# One ln for them all: a ln per command was 1,500 forks, 8 s of CPU.
 for d in /usr/bin /bin; do
     for f in "$d"/*; do
         name=${f##*/}
         case " go curl jq chromium cmake meson ninja protoc g++ c++ clang++ clang++-14 " in
         *" $name "*) continue ;;
         esac
-        [ -e "$tmp/bin/$name" ] || ln -s "$f" "$tmp/bin/$name"
+        [ -e "$tmp/bin/$name" ] || [ -e "$tmp/listed/$name" ] || {
+            printf '%s\0' "$f"
+            : >"$tmp/listed/$name"
+        }
     done
-done
+done >"$tmp/commands"
+xargs -0 -r ln -s -t "$tmp/bin" <"$tmp/commands" || fail "cannot link the commands"
 
 (cd "$tmp/build" && PATH=$tmp/bin PKG_CONFIG_LIBDIR=$tmp/pc PKG_CONFIG_PATH= \
     "$srcdir/configure" >configure.out 2>&1) ||
