@@ -395,25 +395,20 @@ tests_but() {
 asan_tests() { tests_but build "$normal_only"; }
 
 # build_sanitized: the ASan+UBSan, TSan and fuzzing builds, each with what
-# its tests need and nothing more: ASan's first (its tests come first),
-# then TSan's and the fuzzers' side by side, so that the fuzzing, whose
-# build came last, need not wait for the end of the TSan tests to start.
-# Each leaves DIR/.setup-built when it is done, for await_build.
+# its tests need and nothing more, one after the other in the order their
+# tests run (built side by side, TSan's ended after the ASan tests and
+# held its tests back); each leaves DIR/.setup-built when it is done, for
+# await_build.
 build_sanitized() {
-  local tsan fuzz rc=0
   rm -f build-asan/.setup-built build-tsan/.setup-built build-fuzz/.setup-built
   phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
-    touch build-asan/.setup-built || return 1
-  (phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
-    touch build-tsan/.setup-built) &
-  tsan=$!
-  (CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
+  touch build-asan/.setup-built &&
+  phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
+  touch build-tsan/.setup-built &&
+  CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
     "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
-    --enable-fuzzing --enable-asan-ubsan && touch build-fuzz/.setup-built) &
-  fuzz=$!
-  wait "$tsan" || rc=1
-  wait "$fuzz" || rc=1
-  return $rc
+    --enable-fuzzing --enable-asan-ubsan &&
+  touch build-fuzz/.setup-built
 }
 
 # await_build DIR PID: waits until build_sanitized (PID) has built DIR;

@@ -1500,6 +1500,7 @@ static bool list_known(struct pass *p, size_t expected)
     if (!p->may_list_known || expected == 0 || expected != still.n_tids)
         return false;
     append_threads(p->c, still.tids, (int)still.n_tids);
+    p->listed_known = true; /* before the helpers read (census_one) */
     census_crew_offer(&p->run, p->c->n);
     return true;
 }
@@ -1525,8 +1526,8 @@ static int list_while_reading(struct pass *p)
     bool reading = true; /* the helpers' run takes what is listed */
     pid_t tids[PROCTASKS_BATCH_MAX];
     int got = 0, rc = 0;
-    p->listed_known = list_known(p, expected);
-    while (!p->listed_known && (got = proctasks_next(p->td->fd, tids)) > 0) {
+    bool known = list_known(p, expected);
+    while (!known && (got = proctasks_next(p->td->fd, tids)) > 0) {
         if (c->n + (size_t)got > p->cap) {
             if (reading) {
                 census_crew_close(&p->run, c->n);
