@@ -448,10 +448,21 @@ costliest_tests() {
     awk 'NR <= 15 { sub(".*/", "", $4); printf "  %7.1f %7.1f  %-13s %s\n", $1, $2, $3, $4 }'
 }
 
+# renice_tree PID NICE: PID and every process below it (make and the
+# compilers it runs now; those it starts later inherit make's).  Lowering
+# a nice value needs root: otherwise the tree keeps the one it has.
+renice_tree() {
+  local p
+  renice -n "$2" -p "$1" >/dev/null 2>&1 || true
+  for p in $(ps -o pid= --ppid "$1"); do
+    renice_tree "$p" "$2"
+  done
+}
+
 run_tests() {
   local rc=0 side=() pid builds= fuzzing=
   # The sanitized builds start beside the normal build's tests at the
-  # lowest priority (nice 19) and stay there: they take the CPU the tests
+  # lowest priority (nice 19) while those run: they take the CPU the tests
   # leave idle (about a fifth: the tests wait on profile windows and on
   # each other), and a test's thread takes a CPU back from a compiler as
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
@@ -465,6 +476,11 @@ run_tests() {
     builds=$!
   fi
   phase "normal tests" check_normal || rc=$?
+  # Then the builds left get the tests' priority: left at nice 19 beside
+  # the ASan tests, README's commands and the arm64 run, the fuzzers' build
+  # ended after the TSan tests (908 s, 2026-12-06), and the fuzzers ran
+  # alone at the end.
+  [ -z "$builds" ] || renice_tree "$builds" 0
   # README's commands (which wait on the demo most of their minute) and the
   # arm64 cross build and its qemu run go on beside the sanitized ones.
   phase "README commands" run_readme_commands &
