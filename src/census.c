@@ -90,10 +90,11 @@
  * the helpers describe and walk the threads listed so far, then joins
  * them.  While the process has as many threads as the last census found,
  * that census's list stands in for the listing, checked as it is read
- * (list_known).  A helper does everything a thread blocked in the kernel needs and
- * leaves to the caller what needs the round (a running thread's signal)
- * or the caller itself (its own stack); the helpers themselves, which move
- * while they read, are read once the run is over and they sleep again.
+ * (list_known).  A helper does everything a thread blocked in the kernel
+ * needs and leaves to the caller what needs the round (a running thread's
+ * signal) or the caller itself (its own stack); the helpers themselves,
+ * which move while they read, are read once the run is over and they sleep
+ * again.
  *
  * The handler and the collector meet in a `round`: the collector publishes
  * it through an atomic pointer; a handler counts itself in `in_flight`

@@ -29,4 +29,20 @@ for f in heap contention threadcreate; do
         echo "src/$f.c: no libmicrohttpd or GnuTLS header"
     fi
 done
+# The lower layers' functions the upper ones call: the renames in
+# upper_uses.h and the aliases made where they are defined (UPPER_CALLS,
+# upper_calls.h) name the same functions.  A missing alias fails the link;
+# this finds one nothing calls any more.
+renamed=$(sed -n 's/^#define \([a-z_0-9]*\) cpprof__\1$/\1/p' \
+    "$srcdir/src/upper_uses.h" | sort)
+aliased=$(cat "$srcdir"/src/*.c |
+    sed -n 's/^UPPER_CALLS(\([a-z_0-9]*\));$/\1/p' | sort)
+if [ "$renamed" != "$aliased" ]; then
+    echo "FAIL: upper_uses.h and the UPPER_CALLS lines differ:" \
+        "renamed only: $(echo "$renamed" | grep -vxF -e "$aliased" | tr '\n' ' ')" \
+        "aliased only: $(echo "$aliased" | grep -vxF -e "$renamed" | tr '\n' ' ')"
+    rc=1
+else
+    echo "upper_uses.h: $(echo "$renamed" | wc -l) functions, each with its UPPER_CALLS"
+fi
 exit $rc
