@@ -328,15 +328,14 @@ tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
   test/wall_states.sh test/check_trace"
 
-# fuzz_one NAME RUNS: one libFuzzer target on RUNS inputs from its seed
-# corpus, written up as a test (test/fuzz_NAME.log and .trs) for
-# summarize_tests.  A crash, a sanitizer report or a failed check in the
-# target fails it.  A number of inputs rather than a time, so that the
-# fuzzing is the same however busy the machine (it runs beside the
-# sanitized tests, at the lowest priority: run_tests); 600 s caps a
-# machine far slower than CI's.
+# fuzz_one NAME RUNS NICE: one libFuzzer target on RUNS inputs from its
+# seed corpus, at priority NICE, written up as a test (test/fuzz_NAME.log
+# and .trs) for summarize_tests.  A crash, a sanitizer report or a failed
+# check in the target fails it.  A number of inputs rather than a time, so
+# that the fuzzing is the same however busy the machine (it runs beside
+# the tests: run_tests); 600 s caps a machine far slower than CI's.
 fuzz_one() {
-  local name=$1 runs=$2
+  local name=$1 runs=$2 nice=$3
   local corpus=build-fuzz/test/corpus_$name log=build-fuzz/test/fuzz_$name.log
   local result=PASS extra=()
   mkdir -p "$corpus"
@@ -346,26 +345,31 @@ fuzz_one() {
   [ $name = http ] && extra=(-detect_leaks=0 "-dict=$top/test/fuzz/http.dict")
   (cd build-fuzz/test && ASAN_OPTIONS=halt_on_error=1:detect_leaks=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ../test/fuzz/fuzz_$name -runs="$runs" -max_total_time=600 -timeout=30 \
-      -artifact_prefix=./fuzz_$name- "${extra[@]}" \
+    nice -n "$nice" ../test/fuzz/fuzz_$name -runs="$runs" -max_total_time=600 \
+      -timeout=30 -artifact_prefix=./fuzz_$name- "${extra[@]}" \
       "corpus_$name" "$top/test/fuzz/corpus/$name") >"$log" 2>&1 || result=FAIL
   echo ":test-result: $result" >"${log%.log}.trs"
 }
 
-# run_fuzzers: every target at once (each is one process on one CPU),
-# then their results.  Each takes about as many inputs as it got through in
-# 30 s on CI's machine alone (56,835 and 152,163 there, 2026-12-06).
-fuzz_inputs=(http:60000 labels:150000)
+# run_fuzzers: every target at once (each is one process), then their
+# results.  Each takes about as many inputs as it got through in 30 s on
+# CI's machine alone (56,835 and 152,163 there, 2026-12-06), at a priority
+# set by what limits it (NAME:RUNS:NICE):
+#  - fuzz_labels is all CPU, so at nice 19 it takes what the tests leave;
+#  - fuzz_http waits: a connection and a server thread per input, 0.4 of a
+#    CPU alone (60,000 inputs in 47 s, 20 s of CPU).  At nice 19 each of
+#    those wake-ups waited behind the tests: 253 s, the suite's last 86.
+fuzz_inputs=(http:60000:0 labels:150000:19)
 run_fuzzers() {
   local rc=0 name spec pids=()
   mkdir -p build-fuzz/test
   for spec in "${fuzz_inputs[@]}"; do
-    fuzz_one "${spec%:*}" "${spec#*:}" &
+    fuzz_one ${spec//:/ } &
     pids+=($!)
   done
   wait "${pids[@]}"
   for spec in "${fuzz_inputs[@]}"; do
-    name=${spec%:*}
+    name=${spec%%:*}
     local log=build-fuzz/test/fuzz_$name.log result
     result=$(sed -n 's/^:test-result: //p' "${log%.log}.trs")
     echo "build-fuzz: $result: fuzz_$name ($(grep -o 'Done [0-9]* runs' "$log" || echo 'no run'))"
@@ -397,23 +401,28 @@ tests_but() {
 # The tests each sanitized build runs.
 asan_tests() { tests_but build "$normal_only"; }
 
-# build_sanitized: the ASan+UBSan, fuzzing and TSan builds, each with what
-# its tests need and nothing more, one after the other (built side by
-# side, TSan's ended after the ASan tests and held its tests back).  The
-# fuzzers' before TSan's: the fuzzers start as soon as they are built,
-# while the TSan tests wait for the ASan tests, and built last the
-# fuzzers ended 74 s after every test (918 s, 2026-12-06).  Each leaves
-# DIR/.setup-built when it is done, for await_build.
+# build_sanitized: the ASan+UBSan build, then the fuzzing and TSan builds
+# side by side, each with what its tests need and nothing more.  The ASan
+# build first, alone: its tests come first, and it ended after the
+# normal tests even so (the normal tests leave it little CPU).  The two
+# others then together: built one after the other, the last one ended
+# after the tests that waited for it (the fuzzers 86 s after every test,
+# 897 s, or the TSan tests 33 s after the ASan tests, 2026-12-06).  Each
+# leaves DIR/.setup-built when it is done, for await_build.
 build_sanitized() {
+  local fuzz rc=0
   rm -f build-asan/.setup-built build-tsan/.setup-built build-fuzz/.setup-built
   phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
-  touch build-asan/.setup-built &&
-  CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
-    "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
-    --enable-fuzzing --enable-asan-ubsan &&
-  touch build-fuzz/.setup-built &&
+    touch build-asan/.setup-built || return 1
+  (CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
+     "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
+     --enable-fuzzing --enable-asan-ubsan &&
+   touch build-fuzz/.setup-built) &
+  fuzz=$!
   phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
-  touch build-tsan/.setup-built
+    touch build-tsan/.setup-built || rc=1
+  wait $fuzz || rc=1
+  return $rc
 }
 
 # await_build DIR PID: waits until build_sanitized (PID) has built DIR;
@@ -479,10 +488,9 @@ run_tests() {
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
-    # The fuzzers take the CPU the tests leave, from the end of their
-    # build (a fixed number of inputs: fuzz_one).
-    (renice -n 19 -p "$BASHPID" >/dev/null &&
-       await_build build-fuzz "$builds" && phase "fuzzing" run_fuzzers) &
+    # The fuzzers run from the end of their build, each at its own
+    # priority (run_fuzzers).
+    (await_build build-fuzz "$builds" && phase "fuzzing" run_fuzzers) &
     fuzzing=$!
   fi
   phase "normal tests" check_normal || rc=$?
