@@ -328,14 +328,14 @@ tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
   test/wall_states.sh test/check_trace"
 
-# fuzz_one NAME RUNS NICE: one libFuzzer target on RUNS inputs from its
-# seed corpus, at priority NICE, written up as a test (test/fuzz_NAME.log
-# and .trs) for summarize_tests.  A crash, a sanitizer report or a failed
-# check in the target fails it.  A number of inputs rather than a time, so
-# that the fuzzing is the same however busy the machine (it runs beside
-# the tests: run_tests); 600 s caps a machine far slower than CI's.
+# fuzz_one NAME RUNS: one libFuzzer target on RUNS inputs from its seed
+# corpus, written up as a test (test/fuzz_NAME.log and .trs) for
+# summarize_tests.  A crash, a sanitizer report or a failed check in the
+# target fails it.  A number of inputs rather than a time, so that the
+# fuzzing is the same however busy the machine (it runs beside the tests:
+# run_tests); 600 s caps a machine far slower than CI's.
 fuzz_one() {
-  local name=$1 runs=$2 nice=$3
+  local name=$1 runs=$2
   local corpus=build-fuzz/test/corpus_$name log=build-fuzz/test/fuzz_$name.log
   local result=PASS extra=()
   mkdir -p "$corpus"
@@ -345,31 +345,30 @@ fuzz_one() {
   [ $name = http ] && extra=(-detect_leaks=0 "-dict=$top/test/fuzz/http.dict")
   (cd build-fuzz/test && ASAN_OPTIONS=halt_on_error=1:detect_leaks=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    nice -n "$nice" ../test/fuzz/fuzz_$name -runs="$runs" -max_total_time=600 \
-      -timeout=30 -artifact_prefix=./fuzz_$name- "${extra[@]}" \
+    ../test/fuzz/fuzz_$name -runs="$runs" -max_total_time=600 -timeout=30 \
+      -artifact_prefix=./fuzz_$name- "${extra[@]}" \
       "corpus_$name" "$top/test/fuzz/corpus/$name") >"$log" 2>&1 || result=FAIL
   echo ":test-result: $result" >"${log%.log}.trs"
 }
 
 # run_fuzzers: every target at once (each is one process), then their
 # results.  Each takes about as many inputs as it got through in 30 s on
-# CI's machine alone (56,835 and 152,163 there, 2026-12-06), at a priority
-# set by what limits it (NAME:RUNS:NICE):
-#  - fuzz_labels is all CPU, so at nice 19 it takes what the tests leave;
-#  - fuzz_http waits: a connection and a server thread per input, 0.4 of a
-#    CPU alone (60,000 inputs in 47 s, 20 s of CPU).  At nice 19 each of
-#    those wake-ups waited behind the tests: 253 s, the suite's last 86.
-fuzz_inputs=(http:60000:0 labels:150000:19)
+# CI's machine alone (56,835 and 152,163 there, 2026-12-06).  They run at
+# the tests' priority, 50 s of CPU between them: fuzz_http waits on a
+# connection and a server thread per input (60,000 inputs in 47 s alone,
+# 20 s of CPU), and at nice 19 each wake-up waited behind the tests: 253 s,
+# the suite's last 86 (897 s, 2026-12-06).
+fuzz_inputs=(http:60000 labels:150000)
 run_fuzzers() {
   local rc=0 name spec pids=()
   mkdir -p build-fuzz/test
   for spec in "${fuzz_inputs[@]}"; do
-    fuzz_one ${spec//:/ } &
+    fuzz_one "${spec%:*}" "${spec#*:}" &
     pids+=($!)
   done
   wait "${pids[@]}"
   for spec in "${fuzz_inputs[@]}"; do
-    name=${spec%%:*}
+    name=${spec%:*}
     local log=build-fuzz/test/fuzz_$name.log result
     result=$(sed -n 's/^:test-result: //p' "${log%.log}.trs")
     echo "build-fuzz: $result: fuzz_$name ($(grep -o 'Done [0-9]* runs' "$log" || echo 'no run'))"
@@ -401,28 +400,20 @@ tests_but() {
 # The tests each sanitized build runs.
 asan_tests() { tests_but build "$normal_only"; }
 
-# build_sanitized: the ASan+UBSan build, then the fuzzing and TSan builds
-# side by side, each with what its tests need and nothing more.  The ASan
-# build first, alone: its tests come first, and it ended after the
-# normal tests even so (the normal tests leave it little CPU).  The two
-# others then together: built one after the other, the last one ended
-# after the tests that waited for it (the fuzzers 86 s after every test,
-# 897 s, or the TSan tests 33 s after the ASan tests, 2026-12-06).  Each
-# leaves DIR/.setup-built when it is done, for await_build.
+# build_sanitized: the TSan, ASan+UBSan and fuzzing builds, each with what
+# its tests need and nothing more, one after the other in the order their
+# tests run (built side by side, the first ones' tests waited for them).
+# Each leaves DIR/.setup-built when it is done, for await_build.
 build_sanitized() {
-  local fuzz rc=0
   rm -f build-asan/.setup-built build-tsan/.setup-built build-fuzz/.setup-built
-  phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
-    touch build-asan/.setup-built || return 1
-  (CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
-     "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
-     --enable-fuzzing --enable-asan-ubsan &&
-   touch build-fuzz/.setup-built) &
-  fuzz=$!
   phase "TSan build" build_checks build-tsan "$(echo $tsan_tests)" --enable-tsan &&
-    touch build-tsan/.setup-built || rc=1
-  wait $fuzz || rc=1
-  return $rc
+  touch build-tsan/.setup-built &&
+  phase "ASan build" build_checks build-asan "$(asan_tests)" --enable-asan-ubsan &&
+  touch build-asan/.setup-built &&
+  CC=clang CXX=clang++ phase "fuzzing build" build_for build-fuzz \
+    "test/fuzz/fuzz_http test/fuzz/fuzz_labels" \
+    --enable-fuzzing --enable-asan-ubsan &&
+  touch build-fuzz/.setup-built
 }
 
 # await_build DIR PID: waits until build_sanitized (PID) has built DIR;
@@ -482,22 +473,25 @@ run_tests() {
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
   # tried, the tests took three times as long.  Each build's tests start
   # as soon as it is done, beside the builds still to come: a pipeline, so
-  # that no CPU waits for a phase to end.  The arm64 build and its qemu
+  # that no CPU waits for a phase to end.  The TSan tests come first:
+  # TSan's build costs two thirds of ASan's (76 against 124 s of CPU), so
+  # it is done when the normal tests are, and the ASan build ends while the
+  # TSan tests run (first, it ended 46-57 s after the normal tests, which
+  # the ASan tests then waited, 2026-12-06).  The arm64 build and its qemu
   # run wait for the normal tests: its tests have timeouts that a starved
   # emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
-    # The fuzzers run from the end of their build, each at its own
-    # priority (run_fuzzers).
+    # The fuzzers run from the end of their build (run_fuzzers).
     (await_build build-fuzz "$builds" && phase "fuzzing" run_fuzzers) &
     fuzzing=$!
   fi
   phase "normal tests" check_normal || rc=$?
   # Then the builds left get the tests' priority: left at nice 19 beside
-  # the ASan tests, README's commands and the arm64 run, the fuzzers' build
-  # ended after the TSan tests (908 s, 2026-12-06), and the fuzzers ran
-  # alone at the end.
+  # the sanitized tests, README's commands and the arm64 run, the last
+  # build ended after the other tests (908 s, 2026-12-06), and its tests
+  # ran alone at the end.
   [ -z "$builds" ] || renice_tree "$builds" 0
   # README's commands (which wait on the demo most of their minute) and the
   # arm64 cross build and its qemu run go on beside the sanitized ones.
@@ -508,13 +502,13 @@ run_tests() {
     side+=($!)
   fi
   if [ -n "$builds" ]; then
-    if await_build build-asan "$builds"; then
-      phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
+    if await_build build-tsan "$builds"; then
+      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
     else
       rc=1
     fi
-    if await_build build-tsan "$builds"; then
-      phase "TSan tests" check_sanitized build-tsan "$(echo $tsan_tests)" || rc=$?
+    if await_build build-asan "$builds"; then
+      phase "ASan tests" check_sanitized build-asan "$(asan_tests)" || rc=$?
     else
       rc=1
     fi
