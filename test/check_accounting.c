@@ -367,6 +367,7 @@ START_TEST(tick_charges_a_thread_that_keeps_its_set)
 }
 END_TEST
 
+#ifndef CPPROF_SANITIZER_INTERCEPTS /* registered only without a sanitizer: below */
 /* A program that installs its own handler for the accounting tick's
  * signal after accounting was enabled gets none of
  * cpprof's ticks there, only its own signals; accounting goes on. */
@@ -412,6 +413,7 @@ START_TEST(program_handler_gets_no_ticks)
     cpprof_labelset_release(a);
 }
 END_TEST
+#endif
 
 /* accounting_cpu=sampled: switches read no clock, so CPU reaches a set
  * only at the thread's tick and at its exit.  At one tick per CPU-second

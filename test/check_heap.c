@@ -183,6 +183,7 @@ START_TEST(rate_zero_samples_nothing)
 }
 END_TEST
 
+#ifndef CPPROF_SANITIZER_INTERCEPTS /* registered only without a sanitizer: below */
 /* The handler's size is one glibc serves from its per-thread cache
  * (tcache, up to 1032 bytes), which the main loop's larger blocks never
  * touch: glibc's malloc is not async-signal-safe, and a handler block
@@ -221,6 +222,7 @@ START_TEST(signal_handler_allocations)
     ck_assert_int_ge(t[HEAP_ALLOC_OBJECTS] + (int64_t)st.skipped_allocs, 1);
 }
 END_TEST
+#endif
 
 static void *churn(void *arg)
 {
