@@ -328,17 +328,17 @@ tsan_tests="test/check_labels test/check_inherit test/check_unwind
   test/http_slowloris test/http_emfile test/check_tasks test/task_pool.sh
   test/wall_states.sh test/check_trace"
 
-# fuzz_one NAME RUNS: one libFuzzer target on RUNS inputs from its seed
-# corpus, written up as a test (test/fuzz_NAME.log and .trs) for
+# fuzz_one NAME RUNS LOG: one libFuzzer target on RUNS inputs from its
+# seed corpus, written up as a test (build-fuzz/test/LOG.log and .trs) for
 # summarize_tests.  A crash, a sanitizer report or a failed check in the
 # target fails it.  A number of inputs rather than a time, so that the
 # fuzzing is the same however busy the machine (it runs beside the tests:
-# run_tests); 600 s caps a machine far slower than CI's.
+# run_tests); 600 s caps a machine far slower than CI's.  Processes of one
+# target share its corpus directory: libFuzzer reads what the others found
+# every second (-reload).
 fuzz_one() {
-  local name=$1 runs=$2
-  local corpus=build-fuzz/test/corpus_$name log=build-fuzz/test/fuzz_$name.log
-  local result=PASS extra=()
-  mkdir -p "$corpus"
+  local name=$1 runs=$2 log=build-fuzz/test/$3.log
+  local corpus=build-fuzz/test/corpus_$name result=PASS extra=()
   # fuzz_http's connection threads outlive each input: libFuzzer's
   # per-input leak check would count their stacks (ASan still checks
   # every access; the leak checks are make check's).
@@ -346,32 +346,37 @@ fuzz_one() {
   (cd build-fuzz/test && ASAN_OPTIONS=halt_on_error=1:detect_leaks=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ../test/fuzz/fuzz_$name -runs="$runs" -max_total_time=600 -timeout=30 \
-      -artifact_prefix=./fuzz_$name- "${extra[@]}" \
+      -artifact_prefix=./$3- "${extra[@]}" \
       "corpus_$name" "$top/test/fuzz/corpus/$name") >"$log" 2>&1 || result=FAIL
   echo ":test-result: $result" >"${log%.log}.trs"
 }
 
-# run_fuzzers: every target at once (each is one process), then their
-# results.  Each takes about as many inputs as it got through in 30 s on
-# CI's machine alone (56,835 and 152,163 there, 2026-12-06).  They run at
-# the tests' priority, 50 s of CPU between them: fuzz_http waits on a
-# connection and a server thread per input (60,000 inputs in 47 s alone,
-# 20 s of CPU), and at nice 19 each wake-up waited behind the tests: 253 s,
-# the suite's last 86 (897 s, 2026-12-06).
-fuzz_inputs=(http:60000 labels:150000)
+# run_fuzzers: every target at once, then their results.  Each target
+# (NAME:RUNS:PROCESSES) takes about as many inputs as it got through in
+# 30 s on CI's machine alone (56,835 and 152,163 there, 2026-12-06), at the
+# tests' priority: 50 s of CPU between them.  fuzz_labels is all CPU, one
+# process.  fuzz_http waits on a connection and a server thread per input,
+# and on a 1 s profile window for each input that asks for one; as its
+# corpus drifts towards those, the same 60,000 inputs took 47 to 157 s
+# (2026-12-06), so it runs as two processes of 30,000.
+fuzz_inputs=(http:30000:2 labels:150000:1)
 run_fuzzers() {
-  local rc=0 name spec pids=()
+  local rc=0 spec name runs n i logs=() pids=()
   mkdir -p build-fuzz/test
   for spec in "${fuzz_inputs[@]}"; do
-    fuzz_one "${spec%:*}" "${spec#*:}" &
-    pids+=($!)
+    IFS=: read -r name runs n <<<"$spec"
+    mkdir -p "build-fuzz/test/corpus_$name"
+    for i in $(seq "$n"); do
+      logs+=("fuzz_$name$([ "$n" = 1 ] || echo "-$i")")
+      fuzz_one "$name" "$runs" "${logs[-1]}" &
+      pids+=($!)
+    done
   done
   wait "${pids[@]}"
-  for spec in "${fuzz_inputs[@]}"; do
-    name=${spec%:*}
-    local log=build-fuzz/test/fuzz_$name.log result
+  for i in "${logs[@]}"; do
+    local log=build-fuzz/test/$i.log result
     result=$(sed -n 's/^:test-result: //p' "${log%.log}.trs")
-    echo "build-fuzz: $result: fuzz_$name ($(grep -o 'Done [0-9]* runs' "$log" || echo 'no run'))"
+    echo "build-fuzz: $result: $i ($(grep -o 'Done [0-9]* runs' "$log" || echo 'no run'))"
     [ "$result" = PASS ] || { tail -n 40 "$log" >&2; rc=1; }
   done
   return $rc
