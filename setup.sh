@@ -480,11 +480,11 @@ run_tests() {
   # as soon as it is done, beside the builds still to come: a pipeline, so
   # that no CPU waits for a phase to end.  The TSan tests come first:
   # TSan's build costs two thirds of ASan's (76 against 124 s of CPU), so
-  # it is done when the normal tests are, and the ASan build ends while the
-  # TSan tests run (first, it ended 46-57 s after the normal tests, which
-  # the ASan tests then waited, 2026-12-06).  The arm64 build and its qemu
-  # run wait for the normal tests: its tests have timeouts that a starved
-  # emulator could miss.
+  # it is done about when the normal tests are, and the TSan tests run
+  # while the ASan build ends (ASan first, the ASan tests had waited 46-57
+  # s for their build after the normal tests, 2026-12-06).  The arm64
+  # build and its qemu run wait for the normal tests: its tests have
+  # timeouts that a starved emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
     (renice -n 19 -p "$BASHPID" >/dev/null && build_sanitized) &
     builds=$!
