@@ -473,7 +473,7 @@ run_tests() {
   local rc=0 side=() pid builds= fuzzing=
   # The sanitized builds start beside the normal build's tests at the
   # lowest priority (nice 19) while those run: they take the CPU the tests
-  # leave idle (about a fifth: the tests wait on profile windows and on
+  # leave idle (a tenth to a fifth: the tests wait on profile windows and on
   # each other), and a test's thread takes a CPU back from a compiler as
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
   # tried, the tests took three times as long.  Each build's tests start
