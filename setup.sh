@@ -214,12 +214,11 @@ cpu_so_far() {
   rm -f "$f"
 }
 
-# check_in DIR JOBS [MAKE ARGS...]: make check in DIR, JOBS tests at a
-# time; shows the failures' logs.
+# check_in DIR [MAKE ARGS...]: make check in DIR; shows the failures' logs.
 check_in() {
-  local dir=$1 jobs=$2 rc=0
-  shift 2
-  (cd "$dir" && make -j"$jobs" check "$@") >"$dir/check.out" 2>&1 || rc=$?
+  local dir=$1 rc=0
+  shift
+  (cd "$dir" && make -j"$(nproc)" check "$@") >"$dir/check.out" 2>&1 || rc=$?
   grep -E '^(PASS|FAIL|XPASS|ERROR|SKIP):' "$dir/check.out" | sed "s|^|$dir: |"
   [ $rc -eq 0 ] || cat "$dir/test-suite.log" >&2 || true
   return $rc
@@ -441,7 +440,7 @@ build_checks() {
 # check_sanitized DIR TESTS: make check of TESTS in DIR, told to build
 # nothing more than build_sanitized did.
 check_sanitized() {
-  check_in "$1" "$(nproc)" TESTS="$2" check_PROGRAMS= check_LTLIBRARIES= \
+  check_in "$1" TESTS="$2" check_PROGRAMS= check_LTLIBRARIES= \
     check_SCRIPTS= "${gocache[@]}"
 }
 
@@ -473,16 +472,16 @@ run_tests() {
   local rc=0 side=() pid builds= fuzzing=
   # The sanitized builds start beside the normal build's tests at the
   # lowest priority (nice 19) while those run: they take the CPU the tests
-  # leave idle (a tenth to a fifth: the tests wait on profile windows and on
+  # leave idle (about a fifth: the tests wait on profile windows and on
   # each other), and a test's thread takes a CPU back from a compiler as
   # soon as it wakes (CFS weights 1024 to 15).  At the tests' priority,
   # tried, the tests took three times as long.  Each build's tests start
   # as soon as it is done, beside the builds still to come: a pipeline, so
   # that no CPU waits for a phase to end.  The TSan tests come first:
   # TSan's build costs two thirds of ASan's (76 against 124 s of CPU), so
-  # it is done about when the normal tests are, and the TSan tests run
-  # while the ASan build ends (ASan first, the ASan tests had waited 46-57
-  # s for their build after the normal tests, 2026-12-06).  The arm64
+  # it is done first, and the TSan tests run while the ASan build ends
+  # (ASan first, with the normal tests three at a time, the ASan tests
+  # waited 46-57 s for their build after them, 2026-12-06).  The arm64
   # build and its qemu run wait for the normal tests: its tests have
   # timeouts that a starved emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
@@ -532,14 +531,15 @@ run_tests() {
 
 # The soak and the sampler stress for 20 s each (their own defaults are
 # 120 and 60, for a run by hand): each checks the same things every few
-# seconds.  The sanitized_only tests run in the ASan build instead.  One
-# test more than there are CPUs at a time: two at a time kept 1.4 of 2
-# CPUs busy (the tests wait on profile windows and servers), and the
-# sanitized builds beside them at nice 19, which took the rest, had time
-# to spare (the ASan build ended 114 s before the tests, 2026-12-06).
+# seconds.  The sanitized_only tests run in the ASan build instead.  As
+# many tests at a time as there are CPUs: three at a time on CI's two
+# (tried, 2026-12-06) ended the normal tests 60-75 s sooner, but starved
+# the sanitized builds beside them, and in one run of four starved
+# check_sampler and browser_index.sh too (a thread's CPU unsampled, a
+# tenant with no CPU in a window).
 check_normal() {
   (export SOAK_SECONDS=${SOAK_SECONDS:-20} STRESS_SECONDS=${STRESS_SECONDS:-20}
-   check_in build $(($(nproc) + 1)) TESTS="$(tests_but build "$sanitized_only")")
+   check_in build TESTS="$(tests_but build "$sanitized_only")")
 }
 
 demo_pid= demo_dir=
