@@ -14,7 +14,8 @@
 # Usage: bench/attribution.sh [WORKERS [SECONDS]]   (run from the build dir,
 # or set top_builddir)
 set -u
-. "$(dirname "$0")/../test/http_lib.sh"
+test_dir=$(dirname "$0")/../test
+. "$test_dir/http_lib.sh"
 
 workers=${1:-2}
 seconds=${2:-10}

@@ -10,6 +10,9 @@
 : "${top_builddir:=.}"
 # The demo; a cross build runs it through an emulator (test/cross/aarch64.sh).
 : "${JOBRUNNER:=$top_builddir/examples/jobrunner}"
+# ports.sh beside this file (a script sourcing this one from elsewhere
+# names this directory in $test_dir first).
+. "${test_dir:-$(dirname "$0")}/ports.sh"
 GOCHECK=$top_builddir/test/gocheck/gocheck
 PPROF=$top_builddir/test/pprof/pprof
 
@@ -69,8 +72,8 @@ start_demo() {
     start_program "$JOBRUNNER" "$@"
 }
 
-# serve_on_free_port NAME ERRFILE LAUNCH READY: picks a random port (20000
-# to 39999: a test may use port + 20000 too), sets $port and $base, runs the
+# serve_on_free_port NAME ERRFILE LAUNCH READY: picks a random port
+# (random_port), sets $port and $base, runs the
 # shell function LAUNCH, which starts the program in the background, and
 # waits up to 10 s for the function READY to succeed; a program that dies
 # (its port taken, say) or never gets ready is killed and tried again on
@@ -79,7 +82,7 @@ start_demo() {
 serve_on_free_port() {
     sofp_name=$1 sofp_err=$2 sofp_launch=$3 sofp_ready=$4
     for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+        random_port
         base=http://127.0.0.1:$port/debug/pprof
         $sofp_launch
         demo_pid=$!

@@ -30,6 +30,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$srcdir/test/readme_lib.sh"
+. "$srcdir/test/ports.sh"
 README=$srcdir/README
 use_block() { readme_block "$README" "Use it in your build" "$1"; }
 
@@ -86,7 +87,7 @@ mv "$tmp/c_shared/app" "$tmp/consumer_shared"
 LD_LIBRARY_PATH=$libdir ldd "$tmp/consumer_shared" | grep -q "libcpprof.so.* => $libdir/" ||
     fail "the shared consumer does not load the installed libcpprof.so"
 for attempt in 1 2 3 4 5 6 7 8; do
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+    random_port
     rm -f "$tmp/serve.out" "$tmp/stop"
     CONSUMER_NAME=shared LD_LIBRARY_PATH=$libdir \
         "$tmp/consumer_shared" serve ":$port" "$tmp/stop" >"$tmp/serve.out" 2>&1 &

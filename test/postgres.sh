@@ -37,7 +37,7 @@ as_pg "$PG_BIN/initdb -D $pg/data -A trust" >"$tmp/initdb.log" 2>&1 ||
 
 launch_pg() {
     stop_pg
-    pgport=$((port + 20000))
+    pgport=$((port + port_span))
     as_pg "LD_PRELOAD='$preload' CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_FORK_DELAY_MS=200 ASAN_OPTIONS=${ASAN_OPTIONS:-} $PG_BIN/postgres -D $pg/data -k $pg/sock -p $pgport -c listen_addresses=" \
         </dev/null >"$tmp/pg.out" 2>"$tmp/pg.err" &
 }

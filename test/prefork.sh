@@ -38,7 +38,7 @@ launch() {
     for attempt in 1 2 3 4 5 6 7 8; do
         end_family
         : >"$pidfile"
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+        random_port
         base=http://127.0.0.1:$port/debug/pprof
         env "$@" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
             CPPROF_HTTP_FORK_DELAY_MS=200 "$PROG" "$mode" 60 "$pidfile" \

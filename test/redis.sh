@@ -20,9 +20,9 @@ ping() {
     redis-cli -p "$rport" PING 2>/dev/null
 }
 
-# Redis listens on port + 20000.
+# Redis listens on port + port_span (random_port).
 launch_redis() {
-    rport=$((port + 20000))
+    rport=$((port + port_span))
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port redis-server \
         --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$tmp" >"$tmp/redis.out" 2>"$tmp/redis.err" &

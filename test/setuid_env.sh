@@ -58,7 +58,7 @@ trap 'stop_run; rm -rf "$copies"; cleanup' EXIT
 # pick_port: a random loopback port nothing answers on, in $port and $url.
 pick_port() {
     for attempt in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+        random_port
         url=http://127.0.0.1:$port/debug/pprof/
         curl -s -o /dev/null --max-time 2 "$url" || return 0
     done

@@ -29,7 +29,7 @@ failed() {
 launch() {
     name=$1
     shift
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+    random_port
     base=http://127.0.0.1:$port/debug/pprof
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$@" \
         </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" &

@@ -185,7 +185,7 @@ EOF
 
 # --- A refused token: no server, and said why ---------------------------------
 secret=leak-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-port=$((20000 + $$ % 40000))
+random_port
 cr=$(printf '\r')
 LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port CPPROF_HTTP_TOKEN="$secret$cr" \
     sh -c 'if curl -s -o /dev/null --max-time 5 "http://127.0.0.1:$1/debug/pprof/";
@@ -204,7 +204,7 @@ make_pki "$tmp/pki"
 # spoiling otherwise good TLS settings runs, and stderr says WANT once.
 tls_refused() {
     want=$1
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000))
+    random_port
     env CPPROF_HTTP_TLS_CERT="$pki/server.pem" CPPROF_HTTP_TLS_KEY="$pki/server.key" \
         "$2" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
         sh -c 'if curl -sk -o /dev/null --max-time 5 "https://127.0.0.1:$1/debug/pprof/";
