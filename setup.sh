@@ -479,9 +479,10 @@ run_tests() {
   # as soon as it is done, beside the builds still to come: a pipeline, so
   # that no CPU waits for a phase to end.  The TSan tests come first:
   # TSan's build costs two thirds of ASan's (76 against 124 s of CPU), so
-  # it is done first, and the TSan tests run while the ASan build ends
-  # (ASan first, with the normal tests three at a time, the ASan tests
-  # waited 46-57 s for their build after them, 2026-12-06).  The arm64
+  # the first sanitized tests can start soonest, and a late ASan build
+  # ends while the TSan tests run (ASan first, with the normal tests three
+  # at a time, the ASan tests waited 46-57 s for their build, 2026-12-06;
+  # two at a time, both builds end before the normal tests).  The arm64
   # build and its qemu run wait for the normal tests: its tests have
   # timeouts that a starved emulator could miss.
   if [ "${SANITIZERS:-1}" != 0 ]; then
@@ -534,7 +535,7 @@ run_tests() {
 # seconds.  The sanitized_only tests run in the ASan build instead.  As
 # many tests at a time as there are CPUs: three at a time on CI's two
 # (tried, 2026-12-06) ended the normal tests 60-75 s sooner, but starved
-# the sanitized builds beside them, and in one run of four starved
+# the sanitized builds beside them, and in one run of five starved
 # check_sampler and browser_index.sh too (a thread's CPU unsampled, a
 # tenant with no CPU in a window).
 check_normal() {

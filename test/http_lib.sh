@@ -73,9 +73,9 @@ start_demo() {
 }
 
 # serve_on_free_port NAME ERRFILE LAUNCH READY: picks a random port
-# (random_port), sets $port and $base, runs the
-# shell function LAUNCH, which starts the program in the background, and
-# waits up to 10 s for the function READY to succeed; a program that dies
+# (random_port), sets $port and $base, runs the shell function LAUNCH,
+# which starts the program in the background, and waits up to 10 s for
+# the function READY to succeed; a program that dies
 # (its port taken, say) or never gets ready is killed and tried again on
 # another port, 8 times in all.  Sets $demo_pid (killed at exit); fails
 # with NAME and the contents of ERRFILE when no attempt served.

@@ -11,7 +11,7 @@
 # callers still try another port when one is taken: tests run side by side.
 random_port() {
     eph_lo=32768
-    read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || :
+    read -r eph_lo _ 2>/dev/null </proc/sys/net/ipv4/ip_local_port_range || :
     # A range starting below 12000 leaves no room beneath it: pick beneath
     # the default start anyway, which the kernel then may hand out too.
     [ "$eph_lo" -ge 12000 ] || eph_lo=32768
