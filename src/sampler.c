@@ -84,8 +84,9 @@
  * threads' charges account for (cpu_unaccounted).  A timed thread that
  * takes its signal leaves at most a period unaccounted; one that blocks
  * it leaves all its CPU, and then each timed thread's clock is read, the
- * status of those that ran, and one that blocks the signal is untimed
- * with its CPU since it was timed charged.  Otherwise only the threads
+ * status of those that ran, and one that blocks the signal through a
+ * period of its CPU is untimed with that CPU charged (recheck_timed).
+ * Otherwise only the threads
  * that ran by the last look are looked at.  Left open: a thread that
  * blocks the signal, slept through the start and exits within a second
  * of waking is neither sampled nor reported.
@@ -220,6 +221,9 @@ struct thread_timer {
      * its mask. */
     bool mask_unread;
     bool ran; /* timed, and ran by the last look at it (look_at_timed) */
+    /* Timed: its CPU clock from which a look found it blocking the signal
+     * (recheck_timed), -1 while none has. */
+    int64_t blocked_since;
 };
 
 #define TIMED (-1)
@@ -696,6 +700,7 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         t->why = TIMED;
         t->timer = timer;
         t->cpu_mark = t->mask_cpu = cpu;
+        t->blocked_since = -1;
         t->mask_unread = !mask_settled;
         t->ran = mask_settled; /* it runs its own code now */
     } else if (rc == -EAGAIN) {
@@ -730,31 +735,33 @@ static bool ran_since_mask_read(struct thread_timer *t)
 }
 
 /* A timed thread that ran since its mask was last read is untimed if it
- * blocks the signal now.  One whose mask was never read may have blocked
- * it since it got its timer: its CPU since then counts as unsampled.  But
- * a listing can find a thread still in glibc's start, which holds every
- * signal blocked until the start routine, for as long as a loaded machine
- * leaves it waiting there: such a thread is judged once it has used a
- * period of CPU, at a later look (its CPU meanwhile still counts from its
- * timer's start if it does block the signal).  Returns whether the thread
- * ran. */
+ * blocks the signal, but only once it has used a period of CPU with it
+ * blocked: a look finds a thread blocking it for a moment too, inside a
+ * signal handler (the sampler's own, where the kernel holds the signal for
+ * microseconds of CPU, but for as long as a loaded machine leaves the
+ * thread preempted there; untimed then, a busy thread went unsampled until
+ * the next recheck, CI: 39 ms of 0.4 s), or, its mask never read, still in
+ * glibc's start, which holds every signal blocked until the start routine.
+ * Its CPU counts as unsampled from the look that first found it blocking
+ * the signal, or, its mask unread, from its timer's start.  Returns whether
+ * the thread ran. */
 static bool recheck_timed(struct session *s, struct thread_timer *t)
 {
-    int64_t timed_at = t->cpu_mark;
     if (!ran_since_mask_read(t))
         return false;
     bool unread = t->mask_unread;
     t->mask_unread = false;
-    if (blocks_signal(t->tid, s->signo)) {
-        if (unread && t->mask_cpu - timed_at < s->period) {
-            t->mask_unread = true;
-            return true;
-        }
-        make_untimed(s, t, SAMPLER_BLOCKED);
-        if (unread)
-            t->cpu_mark = timed_at;
-        charge_unsampled(s, t);
+    if (!blocks_signal(t->tid, s->signo)) {
+        t->blocked_since = -1;
+        return true;
     }
+    if (t->blocked_since < 0)
+        t->blocked_since = unread ? t->cpu_mark : t->mask_cpu;
+    if (t->mask_cpu - t->blocked_since < s->period)
+        return true;
+    make_untimed(s, t, SAMPLER_BLOCKED);
+    t->cpu_mark = t->blocked_since;
+    charge_unsampled(s, t);
     return true;
 }
 
