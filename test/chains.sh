@@ -30,12 +30,22 @@
 # (qsort, deflate) or above the throw (chain_dt2) is complete only if the
 # walk from a leaf deeper down got through the library's frames.
 #
+# One window no walk gets right, set apart and bounded (docs/stacks.md):
+# libgcc's _Unwind_RaiseException, in its last instructions before it
+# jumps to the landing pad, has copied the catching frame's registers,
+# its return address among them, over its own saved ones, which its CFI
+# still describes; a sample there finds the catcher where __cxa_throw
+# was (gdb's backtrace does the same).  Such samples of d_throw (leaf
+# _Unwind_RaiseException, next frame not __cxa_throw) are counted apart,
+# at most APART_MAX% of them (CI, loaded: 16 of 1,523; idle: 0 to 3).
+#
 # CHAINS_SECONDS (default 1.5) sets each CPU profile's length, in CPU
 # seconds of the profiled thread: about 1,500 samples each at 1000 Hz.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 CHAINS=$top_builddir/test/chains
 NEED=99
+APART_MAX=2
 MIN_SAMPLES=200
 NPARK=8
 failed=0
@@ -66,11 +76,19 @@ judge() {
     line=$(grep '^chain judged ' "$tmp/judge.out")
     judged=$(echo "$line" | cut -d' ' -f3)
     complete=$(echo "$line" | cut -d' ' -f5)
+    apart=$(sed -n 's/^chain apart //p' "$tmp/judge.out")
     verdict=$(awk -v c="$complete" -v n="$judged" -v need=$NEED \
-        -v min="$min" -v unit="$unit" 'BEGIN { p = n ? 100 * c / n : 0;
+        -v min="$min" -v unit="$unit" -v a="${apart:--1}" \
+        -v amax=$APART_MAX 'BEGIN { p = n ? 100 * c / n : 0;
                  printf "%.1f%% of %d %s complete, need >= %d%%", p, n, unit, need
                  if (n < min) printf " (and at least %d %s: too few to judge)", min, unit
-                 print (p >= need && n >= min) ? "" : " FAIL" }')
+                 ok = p >= need && n >= min
+                 if (a >= 0) {
+                     ap = a + n ? 100 * a / (a + n) : 0
+                     printf "; %d set apart (%.1f%%, at most %d%%)", a, ap, amax
+                     ok = ok && ap <= amax
+                 }
+                 print ok ? "" : " FAIL" }')
     echo "$name: $verdict"
     case $verdict in
     *FAIL)
@@ -86,9 +104,12 @@ top='main;profile_workload;cpprof_do;run_once'
 "$CHAINS" cpu "${CHAINS_SECONDS:-1.5}" "$tmp" control a b_qsort b_mem c d_sort \
     d_throw e ||
     fail "test/chains cpu exited with status $?"
+# cpu WORKLOAD CHAIN [GOCHECK-ARGS...]
 cpu() {
-    judge "$1" samples $MIN_SAMPLES -where "chain=$1" -chain "$top;$2" \
-        "$tmp/$1.pb.gz"
+    name=$1 chain=$2
+    shift 2
+    judge "$name" samples $MIN_SAMPLES -where "chain=$name" -chain "$top;$chain" \
+        "$@" "$tmp/$name.pb.gz"
 }
 # The control is judged from its own first frame: it is the only code of
 # the program with frame pointers, so today's walker cannot be asked for the
@@ -105,7 +126,7 @@ cpu b_qsort "chain_b1;chain_b2;$libc_qsort"
 cpu b_mem 'chain_bm1;chain_bm2'
 cpu c 'chain_c1;chain_c2;deflate'
 cpu d_sort 'chain_d1;chain_d2<.*>;sort<.*>'
-cpu d_throw 'chain_dt1;chain_dt2<.*>'
+cpu d_throw 'chain_dt1;chain_dt2<.*>' -apart '_Unwind_RaiseException;__cxa_throw'
 cpu e 'chain_e1;plugin_e1;plugin_e2;plugin_e3'
 
 # --- Census and heap profile ---------------------------------------------------

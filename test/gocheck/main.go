@@ -4,7 +4,8 @@
 //
 // Usage: gocheck [-frames] [-locations] [-mappings]
 //
-//	[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]] FILE
+//	[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]
+//	[-apart LEAF;CALLER]] FILE
 //
 // FILE is a profile.proto, gzip-compressed or not.  If the protobuf parser
 // or CheckValid rejects it, gocheck prints the parser's message on stderr
@@ -49,6 +50,11 @@
 //	            (-value, default 0) over them; V likewise per printed
 //	            STACK, its names root first joined by ";" (an unsymbolized
 //	            location as its address).
+//	-apart:     chain apart A                 after "chain judged"
+//	            a known place where no walk can find the caller: the
+//	            selected samples whose leaf matches the expression LEAF
+//	            and whose next frame is missing or does not match CALLER
+//	            are summed in A and left out of N and C.
 //
 // Lines of each kind after "total" are sorted.  A field that is empty or
 // holds a space, a quote or an unprintable character is printed Go-quoted
@@ -284,14 +290,37 @@ func selected(s *profile.Sample, key, value, without, numKey string, numValue in
 	return true
 }
 
-func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
+// wholeNames compiles flag's ";"-separated expressions, each matched
+// against a whole function name.
+func wholeNames(flag, exprs string) []*regexp.Regexp {
 	var pattern []*regexp.Regexp
-	for _, expr := range strings.Split(chain, ";") {
+	for _, expr := range strings.Split(exprs, ";") {
 		re, err := regexp.Compile("^(?:" + expr + ")$")
 		if err != nil {
-			fail(2, "-chain: %v", err)
+			fail(2, "%s: %v", flag, err)
 		}
 		pattern = append(pattern, re)
+	}
+	return pattern
+}
+
+// leftApart says whether a stack (names root first) has its leaf matching
+// apart[0] and no next frame matching apart[1] (-apart).
+func leftApart(names []string, apart []*regexp.Regexp) bool {
+	n := len(names)
+	if apart == nil || n == 0 || !apart[0].MatchString(names[n-1]) {
+		return false
+	}
+	return n == 1 || !apart[1].MatchString(names[n-2])
+}
+
+func printChain(p *profile.Profile, chain, where, numWhere, apartFlag string, idx int) {
+	pattern := wholeNames("-chain", chain)
+	var apart []*regexp.Regexp
+	if apartFlag != "" {
+		if apart = wholeNames("-apart", apartFlag); len(apart) != 2 {
+			fail(2, "-apart wants LEAF;CALLER, not %q", apartFlag)
+		}
 	}
 	var key, value, without, numKey string
 	var numValue int64
@@ -318,13 +347,17 @@ func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
 	if idx < 0 || idx >= len(p.SampleType) {
 		fail(2, "-value %d: the profile has %d sample types", idx, len(p.SampleType))
 	}
-	var judged, complete int64
+	var judged, complete, apartSum int64
 	missing := map[string]int64{}
 	for _, s := range p.Sample {
 		if !selected(s, key, value, without, numKey, numValue) {
 			continue
 		}
 		names := rootFirst(s)
+		if leftApart(names, apart) {
+			apartSum += s.Value[idx]
+			continue
+		}
 		judged += s.Value[idx]
 		if carries(names, pattern) {
 			complete += s.Value[idx]
@@ -333,6 +366,9 @@ func printChain(p *profile.Profile, chain, where, numWhere string, idx int) {
 		}
 	}
 	fmt.Printf("chain judged %d complete %d\n", judged, complete)
+	if apart != nil {
+		fmt.Printf("chain apart %d\n", apartSum)
+	}
 	var stacks []string
 	for st := range missing {
 		stacks = append(stacks, st)
@@ -359,10 +395,12 @@ func main() {
 	where := flag.String("where", "", "with -chain: judge samples with this label KEY=VALUE (or without label KEY: !KEY)")
 	numWhere := flag.String("numwhere", "", "with -chain: judge samples with this numeric label KEY=N")
 	value := flag.Int("value", 0, "with -chain: the sample value to sum")
+	apart := flag.String("apart", "", "with -chain: LEAF;CALLER, samples whose leaf matches LEAF but whose next frame is missing or not CALLER are summed apart, not judged")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fail(2, "usage: gocheck [-frames] [-locations] [-mappings] "+
-			"[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]] FILE")
+			"[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX] "+
+			"[-apart LEAF;CALLER]] FILE")
 	}
 	data, err := ioutil.ReadFile(flag.Arg(0))
 	if err != nil {
@@ -380,6 +418,6 @@ func main() {
 		printMappings(p)
 	}
 	if *chain != "" {
-		printChain(p, *chain, *where, *numWhere, *value)
+		printChain(p, *chain, *where, *numWhere, *apart, *value)
 	}
 }
