@@ -91,16 +91,21 @@ check_flame() {
         fail "heap view with a tenant filter: $(grep '^flame heap' "$tmp/page")"
     [ "$(field 'flame cpu' 3)" -gt 0 ] && [ "$(field 'flame cpu' 4)" -gt 1 ] ||
         fail "no CPU flame graph: $(grep '^flame cpu' "$tmp/page")"
-    # CPU and wall side by side: every tenant has a share of both, the
-    # wall shares add up to at most 1, and the demo's tenants (which
-    # compute all the time they are not parked) are each below it.
+    # CPU and wall side by side, over a 1 s window: a row per tenant, each
+    # with a share of wall time (its parked thread waits all along), and
+    # the wall shares and the CPU shares each add up to at most 1.  Of CPU,
+    # only initech's share must show: the tenants cost 1:2:5, and a loaded
+    # machine left the demo 54 samples in a whole profile, 2 of them
+    # acme's and none in the window (CI).
     for t in acme globex initech; do
-        awk -v t=$t '$1 == "compare" && $2 == "tenant" && $3 == t && $4 > 0 && $5 > 0 { ok = 1 }
+        awk -v t=$t '$1 == "compare" && $2 == "tenant" && $3 == t && $5 > 0 &&
+                     (t != "initech" || $4 > 0) { ok = 1 }
              END { exit !ok }' "$tmp/page" ||
-            fail "CPU and wall: no shares of both for $t: $(grep '^compare' "$tmp/page")"
+            fail "CPU and wall: no share for $t: $(grep '^compare' "$tmp/page")"
     done
-    awk '$1 == "compare" && $2 == "tenant" { w += $5 } END { exit !(w > 0 && w <= 1.0001) }' "$tmp/page" ||
-        fail "CPU and wall: the wall shares do not add up: $(grep '^compare' "$tmp/page")"
+    awk '$1 == "compare" && $2 == "tenant" { c += $4; w += $5 }
+         END { exit !(w > 0 && w <= 1.0001 && c <= 1.0001) }' "$tmp/page" ||
+        fail "CPU and wall: the shares do not add up: $(grep '^compare' "$tmp/page")"
     # A second of wall time: at least half a second for all threads, and
     # initech's part of it, which is less.
     awk '$1 == "flame" && $2 == "wall" && $3 >= 5e8 && $4 > 0 && $4 < $3 { ok = 1 }
