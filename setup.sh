@@ -358,8 +358,9 @@ fuzz_one() {
 # process.  fuzz_http waits on a connection and a server thread per input,
 # and on a 1 s profile window for each input that asks for one; as its
 # corpus drifts towards those, the same 60,000 inputs took 47 to 157 s
-# (2026-12-06), so it runs as two processes of 30,000.
-fuzz_inputs=(http:30000:2 labels:150000:1)
+# (2026-12-06), so it runs as four processes of 15,000 (as two of 30,000
+# they took 72 and 87 s, and ended 29 s after every test, 2026-12-07).
+fuzz_inputs=(http:15000:4 labels:150000:1)
 run_fuzzers() {
   local rc=0 spec name runs n i logs=() pids=()
   mkdir -p build-fuzz/test
