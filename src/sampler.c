@@ -338,7 +338,6 @@ static struct slot *ring_claim(struct session *s, size_t *pos_out)
     }
 }
 
-/* SIGNAL-SAFE */
 /* SIGNAL-SAFE: wakes the collector now rather than at its next tick (a
  * futex wake is one system call; errno is the handler's to restore). */
 static void nudge_collector(struct session *s)
