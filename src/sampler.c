@@ -754,8 +754,15 @@ static bool recheck_timed(struct session *s, struct thread_timer *t)
         t->blocked_since = -1;
         return true;
     }
+    if (t->blocked_since < 0 && !unread) {
+        /* Its clock after this read, against the next look's from before
+         * its own: only CPU run between two reads that both found the
+         * signal blocked counts (census.c, keeps_signal_blocked). */
+        t->blocked_since = tid_cpu_ns(t->tid);
+        return true;
+    }
     if (t->blocked_since < 0)
-        t->blocked_since = unread ? t->cpu_mark : t->mask_cpu;
+        t->blocked_since = t->cpu_mark;
     if (t->mask_cpu - t->blocked_since < s->period)
         return true;
     make_untimed(s, t, SAMPLER_BLOCKED);
