@@ -395,9 +395,7 @@ static int recheck_before_signal(const struct task_dir *td, census_thread *t,
     if (!v || len < 1)
         return -ESRCH;
     set_state(t, v[0]);
-    v = procfile_status_field(buf, "SigBlk", &len);
-    unsigned long long mask = v ? strtoull(v, NULL, 16) : 0;
-    *blocked = (mask & (1ULL << (signo - 1))) != 0;
+    *blocked = procfile_blocks_signal(buf, signo);
     return 0;
 }
 
@@ -1044,41 +1042,14 @@ static void await_slot(struct round *r, uint32_t i)
     atomic_store(&r->slots[i].state, SLOT_PENDING);
 }
 
-/* A running thread's status file, just read, says it blocks the signal:
- * its CPU clock from then, taken after the read, unless an earlier look
- * found it so. */
-static void note_blocking(census_thread *t)
-{
-    if (!t->seen_blocked) {
-        t->seen_blocked = true;
-        t->cpu_ns = tid_cpu_ns(t->tid);
-    }
-}
-
-/* Whether t, found blocking the signal again by a status read, keeps it
- * blocked: it ran BLOCKED_RUN_NS of CPU time between the look that first
- * found it so and `cpu_before`, its clock taken before this look's read.
- * A thread inside the census's handler (where the kernel blocks the
- * signal) needs microseconds of CPU to leave it, so one seen blocked but
- * hardly run since is looked at again rather than given up on: given up
- * on at once, a busy thread still returning from the last census's
- * handler, or preempted in this one's before it claimed its slot, lost
- * its stack in back-to-back censuses.  Only CPU run between two reads
- * that both found the signal blocked counts: a clock taken after this
- * read counted what the thread ran after it too, and a collector
- * preempted there found the last census's last answerer (preempted inside
- * the handler by the futex wake it sent) "keeping" the signal blocked
- * through the 16 MB getrandom it had gone on to (test/census_syscall,
- * ASan, loaded: 1 census of 40). */
+/* A running thread found blocking the signal keeps it blocked once it has
+ * run BLOCKED_RUN_NS between two looks that found it so (struct
+ * blocked_run, thread.h).  A thread inside the census's handler needs
+ * microseconds of CPU to leave it: given up on at once, a busy thread
+ * still returning from the last census's handler, or preempted in this
+ * one's before it claimed its slot, lost its stack in back-to-back
+ * censuses. */
 #define BLOCKED_RUN_NS 1000000
-static bool keeps_signal_blocked(census_thread *t, int64_t cpu_before)
-{
-    if (!t->seen_blocked) {
-        note_blocking(t);
-        return false;
-    }
-    return cpu_before - t->cpu_ns >= BLOCKED_RUN_NS;
-}
 
 /* A running thread found blocking the signal: its slot awaits, without a
  * timer, the census's next look (recheck_pending), which gives it one if
@@ -1086,7 +1057,7 @@ static bool keeps_signal_blocked(census_thread *t, int64_t cpu_before)
  * if it keeps the signal blocked. */
 static void look_again(struct round *r, census_thread *t, uint32_t i)
 {
-    note_blocking(t);
+    blocked_run_start(&t->blocked, t->tid);
     await_slot(r, i);
 }
 
@@ -1321,7 +1292,7 @@ static void recheck_pending(struct pass *p)
         if (atomic_load(&r->slots[i].state) != SLOT_PENDING)
             continue;
         census_thread *t = &p->c->threads[i];
-        int64_t cpu_before = tid_cpu_ns(t->tid); /* keeps_signal_blocked */
+        int64_t cpu_before = tid_cpu_ns(t->tid); /* blocked_run_held */
         bool blocked;
         if (recheck_before_signal(p->td, t, p->signo, &blocked) != 0)
             continue;
@@ -1330,12 +1301,13 @@ static void recheck_pending(struct pass *p)
             continue;
         }
         if (!t->missing[0] && !blocked) {
-            t->seen_blocked = false;
+            t->blocked = (struct blocked_run){0};
             if (!r->slots[i].armed)
                 signal_thread(p->c, r, i, p->signo, &p->held, p->deadline);
             continue;
         }
-        if (!t->missing[0] && !keeps_signal_blocked(t, cpu_before))
+        if (!t->missing[0] &&
+            !blocked_run_held(&t->blocked, t->tid, cpu_before, BLOCKED_RUN_NS))
             continue;
         if (!t->missing[0])
             strcpy(t->missing, "signal blocked");

@@ -9,6 +9,7 @@
 
 #include "cpprof.h"
 #include "stacktab.h"
+#include "thread.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,12 +40,12 @@ typedef struct {
      * read, and whether state, wait channel and stack were all read while
      * that clock stood still (then the next census may reuse them); its
      * start time (clock ticks after boot), which tells it from a later
-     * thread with the same tid.  A running thread found blocking the
-     * census signal (seen_blocked) has cpu_ns from when it was first so:
-     * how long it has run with the signal blocked tells a thread that
-     * keeps it blocked from one still in the census's handler. */
+     * thread with the same tid.  `blocked`: a running thread found
+     * blocking the census signal, told from one still in the census's
+     * handler by how long it runs so. */
     int64_t cpu_ns;
-    bool still, seen_blocked;
+    bool still;
+    struct blocked_run blocked;
     unsigned long long start_ticks;
     /* name, state and wchan were read (census_take; census_take_stacks
      * reads them only for a thread it signals, wchan never). */

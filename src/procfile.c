@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -40,6 +41,13 @@ const char *procfile_status_field(const char *status, const char *key,
             line++;
     }
     return NULL;
+}
+
+bool procfile_blocks_signal(const char *status, int signo)
+{
+    size_t len;
+    const char *v = procfile_status_field(status, "SigBlk", &len);
+    return v && (strtoull(v, NULL, 16) >> (signo - 1)) & 1;
 }
 
 /* Called by the upper layers (upper_calls.h). */

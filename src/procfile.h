@@ -4,6 +4,7 @@
 #ifndef CPPROF_PROCFILE_H
 #define CPPROF_PROCFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -17,5 +18,8 @@ ssize_t procfile_read(int dirfd, const char *path, char *buf, size_t cap);
  * colon and up to the newline (its length in *len), or NULL. */
 const char *procfile_status_field(const char *status, const char *key,
                                   size_t *len);
+
+/* Whether a status file's text says signal signo is blocked (SigBlk). */
+bool procfile_blocks_signal(const char *status, int signo);
 
 #endif

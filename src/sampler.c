@@ -221,9 +221,7 @@ struct thread_timer {
      * its mask. */
     bool mask_unread;
     bool ran; /* timed, and ran by the last look at it (look_at_timed) */
-    /* Timed: its CPU clock from which a look found it blocking the signal
-     * (recheck_timed), -1 while none has. */
-    int64_t blocked_since;
+    struct blocked_run blocked; /* timed: recheck_timed */
 };
 
 #define TIMED (-1)
@@ -637,11 +635,8 @@ static bool blocks_signal(pid_t tid, int signo)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    size_t len;
-    const char *v = procfile_read(AT_FDCWD, path, buf, sizeof buf) > 0
-                        ? procfile_status_field(buf, "SigBlk", &len)
-                        : NULL;
-    return v && (strtoull(v, NULL, 16) >> (signo - 1)) & 1;
+    return procfile_read(AT_FDCWD, path, buf, sizeof buf) > 0 &&
+           procfile_blocks_signal(buf, signo);
 }
 
 /* Moves the CPU an untimed thread used since its mark into its reason's
@@ -699,7 +694,7 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         t->why = TIMED;
         t->timer = timer;
         t->cpu_mark = t->mask_cpu = cpu;
-        t->blocked_since = -1;
+        t->blocked = (struct blocked_run){0};
         t->mask_unread = !mask_settled;
         t->ran = mask_settled; /* it runs its own code now */
     } else if (rc == -EAGAIN) {
@@ -734,16 +729,12 @@ static bool ran_since_mask_read(struct thread_timer *t)
 }
 
 /* A timed thread that ran since its mask was last read is untimed if it
- * blocks the signal, but only once it has used a period of CPU with it
- * blocked: a look finds a thread blocking it for a moment too, inside a
- * signal handler (the sampler's own, where the kernel holds the signal for
- * microseconds of CPU, but for as long as a loaded machine leaves the
- * thread preempted there; untimed then, a busy thread went unsampled until
- * the next recheck, CI: 39 ms of 0.4 s), or, its mask never read, still in
- * glibc's start, which holds every signal blocked until the start routine.
- * Its CPU counts as unsampled from the look that first found it blocking
- * the signal, or, its mask unread, from its timer's start.  Returns whether
- * the thread ran. */
+ * keeps the signal blocked through a period of its CPU (struct
+ * blocked_run, thread.h: a look also finds threads inside a handler, the
+ * sampler's own among them; untimed at once, a busy thread went unsampled
+ * until the next recheck, CI: 39 ms of 0.4 s).  Its mask never read, it
+ * counts from its timer's start: its CPU since then is unsampled if it
+ * blocked the signal all along.  Returns whether the thread ran. */
 static bool recheck_timed(struct session *s, struct thread_timer *t)
 {
     if (!ran_since_mask_read(t))
@@ -751,22 +742,15 @@ static bool recheck_timed(struct session *s, struct thread_timer *t)
     bool unread = t->mask_unread;
     t->mask_unread = false;
     if (!blocks_signal(t->tid, s->signo)) {
-        t->blocked_since = -1;
+        t->blocked = (struct blocked_run){0};
         return true;
     }
-    if (t->blocked_since < 0 && !unread) {
-        /* Its clock after this read, against the next look's from before
-         * its own: only CPU run between two reads that both found the
-         * signal blocked counts (census.c, keeps_signal_blocked). */
-        t->blocked_since = tid_cpu_ns(t->tid);
-        return true;
-    }
-    if (t->blocked_since < 0)
-        t->blocked_since = t->cpu_mark;
-    if (t->mask_cpu - t->blocked_since < s->period)
+    if (unread && !t->blocked.seen)
+        t->blocked = (struct blocked_run){.seen = true, .since = t->cpu_mark};
+    if (!blocked_run_held(&t->blocked, t->tid, t->mask_cpu, s->period))
         return true;
     make_untimed(s, t, SAMPLER_BLOCKED);
-    t->cpu_mark = t->blocked_since;
+    t->cpu_mark = t->blocked.since;
     charge_unsampled(s, t);
     return true;
 }

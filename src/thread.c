@@ -609,5 +609,21 @@ int64_t tid_cpu_ns(pid_t tid)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+void blocked_run_start(struct blocked_run *b, pid_t tid)
+{
+    if (!b->seen)
+        *b = (struct blocked_run){.seen = true, .since = tid_cpu_ns(tid)};
+}
+
+bool blocked_run_held(struct blocked_run *b, pid_t tid, int64_t cpu_before,
+                      int64_t run_ns)
+{
+    if (!b->seen) {
+        blocked_run_start(b, tid);
+        return false;
+    }
+    return cpu_before - b->since >= run_ns;
+}
+
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(thread_own_role);
