@@ -23,8 +23,9 @@ end_nginx() {
 }
 trap 'end_nginx; cleanup' EXIT
 
-# launch_nginx: nginx on port + port_span (random_port), serving cpprof on $port.  As root
-# its workers run as nobody, who must reach the prefix directory.
+# launch_nginx: nginx on port + port_span (random_port), serving cpprof
+# on $port.  As root its workers run as nobody, who must reach the prefix
+# directory.
 launch_nginx() {
     nport=$((port + port_span))
     mkdir -p "$tmp/ngx" && chmod 755 "$tmp" "$tmp/ngx"
