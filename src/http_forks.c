@@ -77,6 +77,13 @@ static worker_table *table;    /* shared by the family, or NULL */
 static char served_addr[HOST_TEXT_MAX + 8]; /* this process's address */
 static bool will_serve;        /* its thread waits to serve (a child) */
 static pid_t forked_from;      /* the parent at the fork, in a child */
+/* This process's pid, recorded when it serves or will: its children read
+ * it as their parent's.  getppid() in a child's fork handler names the
+ * parent only if the parent has not exited yet, and a daemon's first
+ * process exits at once after the fork (nginx's does), which a loaded
+ * machine may run before the child: taking init for the parent, the
+ * child would wait for it to exit and never serve the parent's place. */
+static pid_t serving_pid;
 static int my_slot = -1;       /* this process's entry, once it serves */
 
 /* The host part of "HOST:PORT" ("[::1]" with its brackets; "" for
@@ -127,6 +134,7 @@ static void check_allocator(void)
 void http_forks_serving(const char *addr)
 {
     snprintf(served_addr, sizeof served_addr, "%s", addr);
+    serving_pid = getpid();
     if (table != NULL)
         return;
     check_allocator();
@@ -299,7 +307,8 @@ void http_forks_after_fork(bool was_serving)
             warn_stderr("cpprof: %s\n", forks_declined);
         return;
     }
-    forked_from = getppid();
+    forked_from = serving_pid;
+    serving_pid = getpid();
     int rc = http_as_internal(create_waiter, NULL);
     will_serve = rc == 0;
     if (rc < 0)

@@ -71,7 +71,7 @@ check_mode() {
     serve_on_free_port "nginx (daemon $daemon)" "$tmp/nginx.err" \
         launch_nginx true
     for tick in $(seq 300); do nginx_ready && break; sleep 0.1; done
-    nginx_ready || fail "daemon $daemon: the index never listed 2 nginx workers; listening: $(ss -Hltnp | grep nginx); index: $(cat "$tmp/index.json" "$tmp/nginx.err" "$tmp/ngx/error.log")"
+    nginx_ready || fail "daemon $daemon: the index never listed 2 nginx workers; the started process $demo_pid: $(grep -s '^State' "/proc/$demo_pid/status" || echo exited); listening: $(ss -Hltnp | grep nginx); index: $(cat "$tmp/index.json" "$tmp/nginx.err" "$tmp/ngx/error.log")"
     master=$(cat "$tmp/ngx/nginx.pid")
     # nginx has sent stderr to its error log by then, which cpprof does
     # not write to (warn.c): who listens tells.

@@ -12,7 +12,13 @@
  *     start, whose first process may outlive cpprof's fork delay); the
  *     daemon writes "daemon PID", forks one worker as above ("worker
  *     PID") and waits for it.
+ *   prefork orphan SECONDS PIDFILE: the same, but the first process
+ *     stops the daemon (SIGSTOP), writes "stopped PID" and exits at once:
+ *     continued once it is gone, the daemon runs its fork handlers as an
+ *     orphan, as a loaded machine may run those of nginx's daemon.
  */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +87,7 @@ static void wait_all(void)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: prefork workers|daemon SECONDS PIDFILE\n");
+        fprintf(stderr, "usage: prefork workers|daemon|orphan SECONDS PIDFILE\n");
         return 2;
     }
     double seconds = atof(argv[2]);
@@ -104,8 +110,21 @@ int main(int argc, char **argv)
         wait_all();
         return 0;
     }
-    if (strcmp(argv[1], "daemon") == 0) {
-        if (fork() != 0) {
+    bool orphan = strcmp(argv[1], "orphan") == 0;
+    if (strcmp(argv[1], "daemon") == 0 || orphan) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 2;
+        }
+        if (pid != 0 && orphan) {
+            /* Stops it as it leaves fork, unless it has run already (then
+             * the test shows less, never wrongly). */
+            kill(pid, SIGSTOP);
+            note(pidfile, "stopped", pid);
+            _exit(0);
+        }
+        if (pid != 0) {
             usleep(1000000); /* longer than the test's fork delay */
             return 0;
         }

@@ -10,6 +10,8 @@
 #   daemon: the started process exits 1 s after its fork (after the
 #     fork delay); its fork serves the address asked for, says so, and
 #     lists its own worker;
+#   orphan: the same when the first process is gone before the fork
+#     handlers run in the daemon;
 #   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's;
 #   jemalloc's or tcmalloc's malloc preloaded: no worker starts a thread
 #     of cpprof's, stderr says why once, and the index (HTML and JSON).
@@ -22,16 +24,21 @@ pidfile=$tmp/pids
 all_pids() { awk '{ print $2 }' "$pidfile" 2>/dev/null; }
 end_family() {
     touch "$pidfile.go"
-    for p in $(all_pids) $demo_pid; do kill "$p" 2>/dev/null; done
+    for p in $(all_pids) $demo_pid; do
+        kill "$p" 2>/dev/null
+        kill -CONT "$p" 2>/dev/null # a stopped one (orphan) takes the TERM
+    done
     demo_pid=
     rm -f "$pidfile.go"
 }
 trap 'end_family; cleanup' EXIT
 
 # launch MODE [VAR=VALUE...]: runs prefork MODE for 60 s (a bound: the
-# test ends it) serving a free port, forks serving after 200 ms.  A port
-# someone else holds (the started process says it cannot serve) is tried
-# again on another, 8 times in all.
+# test ends it) serving a free port, forks serving after 200 ms, and
+# waits until the command $launch_ready succeeds (the index answers, by
+# default).  A port someone else holds (the started process says it
+# cannot serve) is tried again on another, 8 times in all.
+launch_ready=answers_index
 launch() {
     mode=$1
     shift
@@ -45,8 +52,8 @@ launch() {
             </dev/null >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
         demo_pid=$!
         for tick in $(seq 100); do
-            answers_index && return 0
             grep -q "cannot serve CPPROF_HTTP" "$tmp/$mode.err" && break
+            $launch_ready && return 0
             sleep 0.1
         done
     done
@@ -108,21 +115,38 @@ said=$(grep -c "forked processes that live on serve too" "$tmp/workers.err")
 [ "$said" -eq 1 ] || fail "stderr said where workers serve $said times: $(cat "$tmp/workers.err")"
 end_family
 
-# -- daemon --
-launch daemon
-wait "$demo_pid" || fail "prefork daemon's first process exited with $?"
-demo_pid=
-workers_listed 1 || fail "the daemon's index never listed its worker: $(cat "$tmp/index.json" "$tmp/daemon.err")"
-daemon_pid=$(awk '$1 == "daemon" { print $2 }' "$pidfile")
-grep -q "pid $daemon_pid (prefork) was forked by pid [0-9]*, which has exited, so it serves 127.0.0.1:$port in its place" "$tmp/daemon.err" ||
-    fail "the daemon did not say it serves in its parent's place: $(cat "$tmp/daemon.err")"
-read -r pid url <"$tmp/listed"
-[ "$pid" = "$(awk '$1 == "worker" { print $2 }' "$pidfile")" ] ||
-    fail "the daemon lists $pid, not its worker"
-profile_has "$url" prefork_request_path ||
-    fail "the daemon's worker's profile has no prefork_request_path"
-echo "ok: the daemon serves its parent's address and lists its worker"
-end_family
+# -- daemon, orphan --
+# check_daemon MODE: the daemon serves the address asked for, says so,
+# and lists its worker.
+check_daemon() {
+    mode=$1
+    launch "$mode"
+    first=$demo_pid
+    wait "$demo_pid" || fail "prefork $mode's first process exited with $?"
+    demo_pid=
+    stopped=$(awk '$1 == "stopped" { print $2 }' "$pidfile")
+    [ -z "$stopped" ] || kill -CONT "$stopped"
+    workers_listed 1 || fail "$mode: the daemon's index never listed its worker: $(cat "$tmp/index.json" "$tmp/$mode.err")"
+    daemon_pid=$(awk '$1 == "daemon" { print $2 }' "$pidfile")
+    grep -q "pid $daemon_pid (prefork) was forked by pid $first, which has exited, so it serves 127.0.0.1:$port in its place" "$tmp/$mode.err" ||
+        fail "$mode: the daemon did not say it serves in its parent's place: $(cat "$tmp/$mode.err")"
+    read -r pid url <"$tmp/listed"
+    [ "$pid" = "$(awk '$1 == "worker" { print $2 }' "$pidfile")" ] ||
+        fail "$mode: the daemon lists $pid, not its worker"
+    profile_has "$url" prefork_request_path ||
+        fail "$mode: the daemon's worker's profile has no prefork_request_path"
+    echo "ok: $mode: the daemon serves its parent's address and lists its worker"
+    end_family
+}
+# The first process outlives the fork delay: the daemon serves a port of
+# its own until it is gone.
+check_daemon daemon
+# The first process is gone before the daemon's fork handler runs (it
+# was stopped as it left fork), where getppid() names init already: the
+# daemon must still know whose place to take.
+launch_ready="grep -q ^stopped $pidfile"
+check_daemon orphan
+launch_ready=answers_index
 
 # -- CPPROF_HTTP_FORKS=0 --
 # A worker that will serve has cpprof's waiting thread as soon as fork
