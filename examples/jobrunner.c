@@ -58,9 +58,9 @@
  * others run beside it) takes a rate.
  *
  * With --job-log FILE every job (in --tasks, every part of a job run in
- * its task) appends "TENANT START_NS END_NS" to FILE, on CLOCK_MONOTONIC,
- * the clock of cpprof's traces: the truth a trace's label spans are held
- * to over any window.  Each job's work is a trace region named after its
+ * its task) appends "TENANT START_NS END_NS TID" to FILE, on
+ * CLOCK_MONOTONIC, the clock of cpprof's traces: the truth a trace's
+ * label spans are held to over any window.  Each job's work is a trace region named after its
  * kind (cpprof_trace_region_begin), which a trace draws under the span.
  */
 #define _GNU_SOURCE
@@ -167,14 +167,15 @@ static uint32_t do_work(int kind, unsigned iterations)
     return kind == 0 ? reindex(iterations) : export_rows(iterations);
 }
 
-/* --job-log: tenant t's job ran (in its labels) from t0 to t1. */
+/* --job-log: tenant t's job ran (in its labels) from t0 to t1 on the
+ * calling thread. */
 static void log_job(int t, int64_t t0, int64_t t1)
 {
     if (!job_log)
         return;
     pthread_mutex_lock(&job_log_mu);
-    fprintf(job_log, "%s %lld %lld\n", tenants[t], (long long)t0,
-            (long long)t1);
+    fprintf(job_log, "%s %lld %lld %d\n", tenants[t], (long long)t0,
+            (long long)t1, (int)gettid());
     pthread_mutex_unlock(&job_log_mu);
 }
 

@@ -209,13 +209,40 @@ def read_json(path):
 # ---- The checks --------------------------------------------------------------
 
 def job_truth(path, start, end):
-    truth = {}
+    """Each tenant's jobs' time in the window, and the jobs there as
+    (tenant, start, end, tid)."""
+    truth, jobs = {}, []
     for line in open(path, encoding="utf-8"):
-        tenant, a, b = line.split()
+        tenant, a, b, tid = line.split()
         a, b = max(int(a), start), min(int(b), end)
         if b > a:
             truth[tenant] = truth.get(tenant, 0) + b - a
-    return truth
+            jobs.append((tenant, a, b, int(tid)))
+    return truth, jobs
+
+
+def least_covered(tenant, jobs, spans, count=3):
+    """The tenant's jobs least covered by their own thread's spans of the
+    tenant: what a failed share comes from, and where in the job."""
+    mine = {}
+    for tid, a, b, labels in spans:
+        if labels.get("tenant") == tenant:
+            mine.setdefault(tid, []).append((a, b))
+    rows = []
+    for t, a, b, tid in jobs:
+        if t != tenant:
+            continue
+        covered = [(max(a, x), min(b, y)) for x, y in mine.get(tid, [])
+                   if min(b, y) > max(a, x)]
+        got = sum(y - x for x, y in covered)
+        first = min((x for x, _ in covered), default=b)
+        last = max((y for _, y in covered), default=a)
+        rows.append((b - a - got, tid, a, b, first - a, b - last))
+    rows.sort(reverse=True)
+    return ["job on thread %d from %d, %.3f ms: %.3f ms without its span "
+            "(%.3f ms at its start, %.3f ms at its end)"
+            % (tid, a, (b - a) / 1e6, lost / 1e6, head / 1e6, tail / 1e6)
+            for lost, tid, a, b, head, tail in rows[:count]]
 
 
 def check(form, path, job_log, tids_path):
@@ -233,7 +260,7 @@ def check(form, path, job_log, tids_path):
     if missing:
         problems.append("threads without a track: %s" % missing)
 
-    truth = job_truth(job_log, start, end)
+    truth, jobs = job_truth(job_log, start, end)
     traced = {}
     for tid, a, b, labels in spans:
         if "tenant" in labels:
@@ -248,6 +275,7 @@ def check(form, path, job_log, tids_path):
         if off > TOLERANCE:
             problems.append("tenant %s: spans %.4f s against jobs %.4f s"
                             % (tenant, s / 1e9, t / 1e9))
+            problems += least_covered(tenant, jobs, spans)
     if len(truth) < 3:
         problems.append("jobs of %d tenants in the window, want 3"
                         % len(truth))
