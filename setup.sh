@@ -278,7 +278,8 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/wrapper_frames.sh test/heap_late.sh test/http_metrics.sh test/http_json.sh
   test/http_go_details.sh test/check_sampler test/stress_sampler
   test/census_quiet.sh test/wall_states.sh test/task_pool.sh
-  test/task_coro.sh test/task_asio.sh test/task_uv.sh test/task_fiber.sh"
+  test/task_coro.sh test/task_coro_inline.sh test/task_asio.sh test/task_uv.sh
+  test/task_fiber.sh"
 
 # Slow HTTP tests that run sanitized only, not in the normal build too:
 # what they check is the server's answers (to hostile and TLS clients

@@ -21,7 +21,8 @@
  *                      in the task on any thread (executors, callbacks)
  *   cpprof::task_promise  (C++20) a coroutine promise's base: the
  *                      coroutine becomes a task, left at every co_await
- *                      and entered again on whichever thread resumes it
+ *                      and entered again on whichever thread resumes it,
+ *                      inline from another task's work included
  *   cpprof::error      std::system_error carrying a cpprof code and
  *                      cpprof_strerror's text; cpprof::category() turns
  *                      any code the C API returns into a std::error_code
@@ -444,6 +445,50 @@ private:
     cpprof_task t_{0};
 };
 
+namespace detail {
+
+/* How a piece of work got into its task: whether this call entered it
+ * (else the thread ran it already, or it could not be entered), and the
+ * task it displaced from the thread, or {0}. */
+struct task_entry {
+    bool entered;
+    cpprof_task displaced;
+};
+
+/* Enters t, as cpprof_task_enter, except on a thread that runs another
+ * task: work resumed inline by code running in a task of its own (an
+ * event's set() resuming its waiters on the setter's thread, a callback
+ * an executor runs on the spot) would be refused (CPPROF_ETASKBUSY: tasks
+ * do not nest) and run under that task's labels.  So that task is left
+ * first ("inline resume", no stack: its code waits below t's on this very
+ * stack), and given back (give_back) once t is left or ended, which is
+ * when control returns to it. */
+inline task_entry enter_displacing(cpprof_task t) noexcept
+{
+    int rc = cpprof_task_enter(t);
+    if (rc != CPPROF_ETASKBUSY)
+        return {rc == 0, cpprof_task{0}};
+    cpprof_task running = cpprof_task_current();
+    if (running.id == t.id)
+        return {false, cpprof_task{0}}; /* in it already: its caller's */
+    if (cpprof_task_leave(running, "inline resume", CPPROF_TASK_NO_STACK) != 0)
+        return {false, cpprof_task{0}};
+    if (cpprof_task_enter(t) != 0) { /* t runs elsewhere, or ended */
+        cpprof_task_enter(running);
+        return {false, cpprof_task{0}};
+    }
+    return {true, running};
+}
+
+/* The thread runs again the task enter_displacing displaced, if any. */
+inline void give_back(cpprof_task displaced) noexcept
+{
+    if (displaced.id != 0)
+        cpprof_task_enter(displaced);
+}
+
+} // namespace detail
+
 /* f wrapped to run in task `t` on whichever thread calls it (an executor's
  * pool, an event loop's callback): it enters the task, calls f, and
  * leaves the task with `reason` unless f left it already.  A step that
@@ -455,9 +500,11 @@ private:
  *         j.task.leave("timer");
  *         j.timer.async_wait(cpprof::run_in(j.task, [&j](auto) { step(j); }));
  *     }
- * The task must outlive every call.  When the task cannot be entered (it
- * runs elsewhere, or ended), f runs anyway, under the thread's labels:
- * the work is never lost to its labels. */
+ * The task must outlive every call.  Called inline from work in another
+ * task (an executor's dispatch on its own thread), it runs f in `t` all
+ * the same, that task left meanwhile and entered again after.  When the
+ * task cannot be entered (it runs elsewhere, or ended), f runs anyway,
+ * under the thread's labels: the work is never lost to its labels. */
 template <class F>
 auto run_in(const task &t, F &&f, const char *reason = nullptr)
 {
@@ -467,12 +514,14 @@ auto run_in(const task &t, F &&f, const char *reason = nullptr)
         struct leave_unless_left {
             cpprof_task h;
             const char *reason;
+            detail::task_entry entry;
             ~leave_unless_left()
             {
-                if (h.id != 0 && cpprof_task_current().id == h.id)
+                if (entry.entered && cpprof_task_current().id == h.id)
                     cpprof_task_leave(h, reason, 0);
+                detail::give_back(entry.displaced);
             }
-        } guard{cpprof_task_enter(h) == 0 ? h : cpprof_task{0}, reason};
+        } guard{h, reason, detail::enter_displacing(h)};
         return std::invoke(fn, std::forward<decltype(args)>(args)...);
     };
 }
@@ -560,7 +609,10 @@ namespace cpprof {
  * its body runs in the task (entered when it first runs, after a lazy
  * start), every co_await in it leaves the task before the awaited thing
  * can resume it elsewhere, and enters it again on the thread that resumes
- * it; the task ends at the final suspend.  So labels the body applies
+ * it; the task ends at the final suspend.  Resumed inline by code that
+ * runs in a task of its own (an event's set() resuming its waiters on the
+ * setter's thread), it takes the thread from that task until it suspends
+ * or ends, and gives it back then.  So labels the body applies
  * (cpprof::scope, cpprof::do_) go with it, and the goroutine profile
  * lists the suspended coroutines with their labels, what they wait for
  * ("co_await", or an awaiter's `static constexpr const char
@@ -605,14 +657,32 @@ template <class W> constexpr const char *wait_reason()
         return "co_await";
 }
 
+/* A coroutine's task and, while a run of it displaced another task from
+ * its thread (it was resumed inline, enter_displacing), that task, given
+ * back when the run ends at a suspend or the final one.  The promise
+ * holds it; its awaiters point to it. */
+struct coro_task {
+    cpprof_task task{0};
+    cpprof_task displaced{0};
+
+    void enter() noexcept
+    {
+        if (task.id != 0)
+            displaced = enter_displacing(task).displaced;
+    }
+};
+
 /* Leaves the task before the inner awaiter may hand the coroutine to
  * another thread, and enters it again in await_resume, on whichever
- * thread that is.  After inner.await_suspend has returned (and made the
- * coroutine resumable elsewhere) nothing here touches *this, unless it
- * returned false: then this thread resumes the coroutine itself. */
+ * thread that is; a task the run displaced is given back once the inner
+ * awaiter has taken the coroutine, as control then returns to that task's
+ * code (or to what inner.await_suspend returns, which enters its own).
+ * After inner.await_suspend has returned (and made the coroutine
+ * resumable elsewhere) nothing here touches *this, unless it returned
+ * false: then this thread resumes the coroutine itself. */
 template <class W> struct leaving_awaiter {
     W inner;
-    cpprof_task task;
+    coro_task *run;
     bool left = false;
 
     bool await_ready() { return inner.await_ready(); }
@@ -620,41 +690,55 @@ template <class W> struct leaving_awaiter {
     template <class P> auto await_suspend(std::coroutine_handle<P> h)
     {
         using R = decltype(inner.await_suspend(h));
-        left = cpprof_task_leave(task, wait_reason<std::remove_reference_t<W>>(),
+        left = cpprof_task_leave(run->task,
+                                 wait_reason<std::remove_reference_t<W>>(),
                                  0) == 0;
+        cpprof_task displaced = std::exchange(run->displaced, cpprof_task{0});
         try {
             if constexpr (std::is_same_v<R, bool>) {
-                bool suspended = inner.await_suspend(h);
-                if (!suspended)
-                    enter_again();
-                return suspended;
+                if (!inner.await_suspend(h)) {
+                    go_on(displaced);
+                    return false;
+                }
+                give_back(displaced);
+                return true;
+            } else if constexpr (std::is_void_v<R>) {
+                inner.await_suspend(h);
+                give_back(displaced);
             } else {
-                return inner.await_suspend(h);
+                auto next = inner.await_suspend(h);
+                give_back(displaced);
+                return next;
             }
         } catch (...) {
-            enter_again(); /* the coroutine goes on here, with the error */
+            go_on(displaced); /* the coroutine goes on here, with the error */
             throw;
         }
     }
 
     decltype(auto) await_resume()
     {
-        enter_again();
+        if (left)
+            run->enter();
+        left = false;
         return inner.await_resume();
     }
 
-    void enter_again() noexcept
+    /* Not suspended after all: the coroutine's run goes on in its task,
+     * the task it displaced still waiting for its end. */
+    void go_on(cpprof_task displaced) noexcept
     {
         if (left)
-            cpprof_task_enter(task);
+            cpprof_task_enter(run->task);
         left = false;
+        run->displaced = displaced;
     }
 };
 
 /* The initial suspend: the task entered when the body first runs. */
 template <class W> struct entering_awaiter {
     W inner;
-    cpprof_task task;
+    coro_task *run;
     bool await_ready() { return inner.await_ready(); }
     template <class P> decltype(auto) await_suspend(std::coroutine_handle<P> h)
     {
@@ -662,20 +746,21 @@ template <class W> struct entering_awaiter {
     }
     decltype(auto) await_resume()
     {
-        if (task.id != 0)
-            cpprof_task_enter(task);
+        run->enter();
         return inner.await_resume();
     }
 };
 
-/* The final suspend: the task ended before whatever the inner awaiter
- * resumes next (the awaiting coroutine, which enters its own). */
+/* The final suspend: the task ended, and the task its last run displaced
+ * given back, before whatever the inner awaiter resumes next (the
+ * awaiting coroutine, which enters its own). */
 template <class W> struct ending_awaiter {
     W inner;
-    cpprof_task task;
+    cpprof_task task, displaced;
     bool await_ready() noexcept
     {
         cpprof_task_end(task);
+        give_back(displaced);
         return inner.await_ready();
     }
     template <class P>
@@ -693,13 +778,13 @@ public:
     /* A task with the labels of the code that called the coroutine. */
     task_promise() noexcept
     {
-        if (cpprof_task_create(&task_, nullptr) != 0)
-            task_ = cpprof_task{0};
+        if (cpprof_task_create(&run_.task, nullptr) != 0)
+            run_.task = cpprof_task{0};
     }
     ~task_promise()
     {
-        if (task_.id != 0)
-            cpprof_task_end(task_); /* destroyed before its end */
+        if (run_.task.id != 0)
+            cpprof_task_end(run_.task); /* destroyed before its end */
     }
     task_promise(const task_promise &) = delete;
     task_promise &operator=(const task_promise &) = delete;
@@ -709,15 +794,16 @@ public:
         /* By value: a's temporary ends with the promise's call. */
         using W = std::decay_t<decltype(detail::awaiter_of(std::declval<A>()))>;
         return detail::entering_awaiter<W>{
-            detail::awaiter_of(std::forward<A>(a)), task_};
+            detail::awaiter_of(std::forward<A>(a)), &run_};
     }
     template <class A> auto end_before(A &&a) noexcept
     {
         /* By value: a's temporary ends with the promise's call. */
         using W = std::decay_t<decltype(detail::awaiter_of(std::declval<A>()))>;
-        cpprof_task t = std::exchange(task_, cpprof_task{0});
+        cpprof_task t = std::exchange(run_.task, cpprof_task{0});
+        cpprof_task d = std::exchange(run_.displaced, cpprof_task{0});
         return detail::ending_awaiter<W>{
-            detail::awaiter_of(std::forward<A>(a)), t};
+            detail::awaiter_of(std::forward<A>(a)), t, d};
     }
     template <class A> auto leave_around(A &&a)
     {
@@ -725,10 +811,10 @@ public:
         if constexpr (std::is_reference_v<W>)
             return detail::leaving_awaiter<W>{
                 detail::as_lvalue(detail::awaiter_of(std::forward<A>(a))),
-                task_};
+                &run_};
         else
             return detail::leaving_awaiter<W>{
-                detail::awaiter_of(std::forward<A>(a)), task_};
+                detail::awaiter_of(std::forward<A>(a)), &run_};
     }
 
     auto initial_suspend() noexcept { return enter_after(std::suspend_always{}); }
@@ -740,10 +826,10 @@ public:
 
     /* The coroutine's task ({0} after its end, or when the limit refused
      * one). */
-    cpprof_task native_task() const noexcept { return task_; }
+    cpprof_task native_task() const noexcept { return run_.task; }
 
 private:
-    cpprof_task task_{0};
+    detail::coro_task run_;
 };
 
 } // namespace cpprof

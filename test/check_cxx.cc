@@ -331,7 +331,8 @@ static void test_task()
 }
 
 /* run_in: f in the task on another thread, left after it (or by f
- * itself); a task that cannot be entered still gets f run. */
+ * itself); a task that cannot be entered still gets f run; called from
+ * work in another task, f runs in its own. */
 static void test_run_in()
 {
     cpprof_set_thread_labels(nullptr);
@@ -365,6 +366,25 @@ static void test_run_in()
         t.join();
     }
     CHECK(elsewhere == "ran outside"); /* run elsewhere: f ran all the same */
+    /* Called inline from work in another task (an executor's dispatch on
+     * its own thread): f runs in its own task, the other one left
+     * meanwhile and run again after; from work in the same task: f runs
+     * in it, and the task stays run. */
+    cpprof::task outer(cpprof::labels{{"tenant", "umbrella"}});
+    std::string inside, back;
+    {
+        auto running = outer.run();
+        cpprof::run_in(job, [&] { inside = thread_label("tenant"); })();
+        back = thread_label("tenant");
+        CHECK(cpprof_task_current().id == outer.native_handle().id);
+    }
+    CHECK(inside == "initech" && back == "umbrella");
+    {
+        auto running = job.run();
+        cpprof::run_in(job, [&] { inside = thread_label("tenant") + "!"; })();
+        CHECK(cpprof_task_current().id == job.native_handle().id);
+    }
+    CHECK(inside == "initech!");
 }
 
 int main(int argc, char **argv)

@@ -13,7 +13,8 @@
 #     pprof_wait=io, each with await_io (PARK_FUNCTION) in its stack: the proto
 #     (gocheck, go tool pprof -tags and -tagfocus), debug=1 and debug=2.
 # TASK_PROGRAM and PARK_FUNCTION: the program and the function its jobs
-# park in (test/task_coro.sh runs the C++20 coroutines' program).
+# park in (test/task_coro.sh runs the C++20 coroutines' program);
+# TASK_ARGS: the program's further arguments.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 # MOVES=0: the program runs every job on one thread (an event loop).
@@ -22,7 +23,8 @@ set -u
 program=${TASK_PROGRAM:-task_pool} park=${PARK_FUNCTION:-await_io}
 scope_label=${SCOPE_LABEL:-}
 
-start_program "$top_builddir/test/$program" --profile "$tmp/cpu.pb.gz"
+# shellcheck disable=SC2086 # TASK_ARGS are words
+start_program "$top_builddir/test/$program" --profile "$tmp/cpu.pb.gz" ${TASK_ARGS:-}
 # The run takes 9 s before its quiet moment; 60 s bounds a hang.
 for tick in $(seq 600); do
     grep -q '^quiet ' "$tmp/demo.out" && break
