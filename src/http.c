@@ -356,6 +356,7 @@ int cpprof_http_stop(void)
     if (server == NULL) {
         rc = CPPROF_ENOTRUNNING;
     } else {
+        http_forks_stopping(); /* unlisted while its port is still its own */
         /* Handlers waiting out a profile see the server stopping and
          * return, so joining the connection threads takes no longer than
          * one poll interval. */

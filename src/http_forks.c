@@ -29,6 +29,15 @@
  * port of its own watches a while for its parent to exit, since a
  * daemon's first process may outlive the delay.  Both are said on
  * stderr, the workers once per family.
+ *
+ * An entry names a port that its process holds: one whose port may be
+ * anyone's is a door to whoever binds it next, the token sent along by
+ * the clients that follow the list.  So a worker leaves the table when
+ * its server stops, before the listener closes, and at exit; one that
+ * leaves no word (_exit, a kill, an exec) is dropped by the readers as
+ * soon as it has exited, whether or not its parent has reaped it yet
+ * (a zombie's sockets are closed), which they ask without waiting for it:
+ * cpprof never reaps the program's children.
  */
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include "http_server.h"
@@ -38,12 +47,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,6 +201,8 @@ static void unlist_self(void)
 /* An exiting worker leaves the table (one killed is dropped by readers). */
 __attribute__((destructor)) static void unlist_at_exit(void) { unlist_self(); }
 
+void http_forks_stopping(void) { unlist_self(); }
+
 static void say_daemon(const char *addr)
 {
     warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which has "
@@ -261,7 +274,6 @@ static void adopt_if_orphaned(void)
     for (int waited = 0; waited < ADOPT_WATCH_MS; waited += ADOPT_POLL_MS) {
         if (getppid() != forked_from) {
             cpprof_http_stop();
-            unlist_self();
             if (!serve_in_parents_place())
                 serve_on_own_port();
             return;
@@ -320,12 +332,45 @@ void http_forks_after_fork(bool was_serving)
 
 /* ---- The index's list ------------------------------------------------- */
 
-/* Whether the entry's process still runs the image that wrote it: alive,
- * and (where /proc says) still of the name it had, since an exec, which
- * ends the server without a word, renames a process as a rule. */
+/* Whether /proc says process pid is a zombie (or dying: 'X').  A
+ * thread-group leader that called pthread_exit while its other threads
+ * run shows 'Z' too, and is taken for exited: unlisted, the safe side. */
+static bool proc_says_exited(pid_t pid)
+{
+    char path[32], stat[128];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (procfile_read(AT_FDCWD, path, stat, sizeof stat) <= 0)
+        return kill(pid, 0) < 0 && errno == ESRCH; /* no /proc here */
+    const char *state = strrchr(stat, ')'); /* "pid (comm) S ..." */
+    return state != NULL && state[1] == ' ' &&
+           (state[2] == 'Z' || state[2] == 'X');
+}
+
+/* Whether process pid has exited, unreaped (a zombie) or gone, asked
+ * without waiting for it: a pidfd polls readable once the whole process
+ * has exited (Linux 5.3); without one, /proc says. */
+static bool has_exited(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, 0);
+        close(fd);
+        return ready == 1;
+    }
+    if (errno == ESRCH)
+        return true;
+#endif
+    return proc_says_exited(pid);
+}
+
+/* Whether the entry's process still runs the image that wrote it: not
+ * exited, and (where /proc says) still of the name it had, since an exec,
+ * which ends the server without a word, renames a process as a rule. */
 static bool still_serving(const worker_slot *w, pid_t pid)
 {
-    if (kill(pid, 0) < 0 && errno == ESRCH)
+    if (has_exited(pid))
         return false;
     char path[32], name[sizeof w->name + 2];
     snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);

@@ -168,9 +168,11 @@ int http_refused_setting(void);
 
 /* Pre-fork servers (http_forks.c): http_forks_serving when a server
  * started on `addr` (under the lifecycle's lock, before any fork that
- * inherits it); http_forks_after_fork in a child, after the server's own
- * fork handling, with whether the parent served. */
+ * inherits it); http_forks_stopping when it stops, before its listener
+ * closes; http_forks_after_fork in a child, after the server's own fork
+ * handling, with whether the parent served. */
 void http_forks_serving(const char *addr);
+void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
 
 /* Connections (http_conns.c): accepted by the server itself, at the

@@ -16,7 +16,13 @@
  *     stops the daemon (SIGSTOP), writes "stopped PID" and exits at once:
  *     continued once it is gone, the daemon runs its fork handlers as an
  *     orphan, as a loaded machine may run those of nginx's daemon.
+ *   prefork unreaped SECONDS PIDFILE: forks a worker that _exits once the
+ *     file PIDFILE.go exists ("exiting PID"), and one that stops its
+ *     server (cpprof_http_stop, found in the cpprof preloaded) once
+ *     PIDFILE.stop exists, writes "unserved PID" after and lives on
+ *     ("stopping PID"); then sleeps SECONDS, reaping neither.
  */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -66,16 +72,45 @@ static pid_t fork_worker(double seconds, const char *pidfile)
     return pid;
 }
 
+/* Waits for the file PIDFILE.SUFFIX to exist. */
+static void await_file(const char *pidfile, const char *suffix)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%s", pidfile, suffix);
+    while (access(path, F_OK) != 0)
+        usleep(20000);
+}
+
 /* A worker that serves for a while and then execs: it waits for the
  * file PIDFILE.go (made by the test once the index lists it). */
 static void exec_when_told(const char *seconds, const char *pidfile)
 {
-    char go[4096];
-    snprintf(go, sizeof go, "%s.go", pidfile);
-    while (access(go, F_OK) != 0)
-        usleep(20000);
+    await_file(pidfile, "go");
     execlp("sleep", "sleep", seconds, (char *)NULL);
     _exit(127);
+}
+
+/* The unreaped mode's workers: the parent reaps neither. */
+static void fork_unreaped(double seconds, const char *pidfile)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        await_file(pidfile, "go");
+        _exit(0);
+    }
+    note(pidfile, "exiting", pid);
+    if ((pid = fork()) == 0) {
+        await_file(pidfile, "stop");
+        int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT,
+                                                 "cpprof_http_stop");
+        if (stop == NULL || stop() != 0)
+            _exit(1);
+        note(pidfile, "unserved", getpid());
+        sleep((unsigned)seconds);
+        _exit(0);
+    }
+    note(pidfile, "stopping", pid);
+    sleep((unsigned)seconds); /* no wait: both stay unreaped */
 }
 
 static void wait_all(void)
@@ -87,7 +122,8 @@ static void wait_all(void)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: prefork workers|daemon|orphan SECONDS PIDFILE\n");
+        fprintf(stderr, "usage: prefork workers|daemon|orphan|unreaped SECONDS "
+                        "PIDFILE\n");
         return 2;
     }
     double seconds = atof(argv[2]);
@@ -108,6 +144,10 @@ int main(int argc, char **argv)
             exec_when_told(argv[2], pidfile);
         note(pidfile, "late", pid);
         wait_all();
+        return 0;
+    }
+    if (strcmp(argv[1], "unreaped") == 0) {
+        fork_unreaped(seconds, pidfile);
         return 0;
     }
     bool orphan = strcmp(argv[1], "orphan") == 0;

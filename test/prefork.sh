@@ -12,6 +12,10 @@
 #     lists its own worker;
 #   orphan: the same when the first process is gone before the fork
 #     handlers run in the daemon;
+#   unreaped: a worker that _exits is no longer listed within 1 s of its
+#     exit although its parent has not reaped it (a zombie, its port
+#     anyone's), and one that stops its server is not listed once the
+#     stop has returned;
 #   CPPROF_HTTP_FORKS=0: no worker starts a thread of cpprof's;
 #   jemalloc's or tcmalloc's malloc preloaded: no worker starts a thread
 #     of cpprof's, stderr says why once, and the index (HTML and JSON).
@@ -113,6 +117,69 @@ fi
 echo "ok: the exec'd child runs 1 thread and listens nowhere"
 said=$(grep -c "forked processes that live on serve too" "$tmp/workers.err")
 [ "$said" -eq 1 ] || fail "stderr said where workers serve $said times: $(cat "$tmp/workers.err")"
+end_family
+
+# -- unreaped --
+# exited PID: whether PID has exited wholly (every thread gone) and is a
+# zombie still, its parent having reaped it not.
+exited() {
+    grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null &&
+        grep -q '^Threads:[[:space:]]*1$' "/proc/$1/status"
+}
+# lists PID: whether the index lists PID (its answer in $tmp/index.json);
+# an index that does not answer (a loaded machine) says so with status 2.
+lists() {
+    curl -s --max-time 10 "$base/?format=json" >"$tmp/index.json" || return 2
+    jq -e --argjson p "$1" 'any(.forked_processes[]; .pid == $p)' \
+        "$tmp/index.json" >/dev/null
+}
+# answer_lists PID: as lists, asking again (30 times at most) until the
+# index answers.
+answer_lists() {
+    for try in $(seq 30); do
+        lists "$1"
+        rc=$?
+        [ "$rc" -eq 2 ] || return "$rc"
+        sleep 1
+    done
+    fail "the index does not answer"
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+launch unreaped
+workers_listed 2 || fail "the index never listed the 2 workers: $(cat "$tmp/index.json" "$tmp/unreaped.err")"
+exiting=$(awk '$1 == "exiting" { print $2 }' "$pidfile")
+touch "$pidfile.go"
+for tick in $(seq 300); do
+    exited "$exiting" && break
+    sleep 0.1
+done
+exited "$exiting" || fail "the worker $exiting did not exit"
+# Not listed within 1 s: an answer to a request sent a second after the
+# exit or later must not list it (an earlier one may, but none did).
+deadline=$(($(now_ms) + 1000))
+for tick in $(seq 300); do
+    sent=$(now_ms)
+    lists "$exiting"
+    case $? in
+    1) break ;;
+    0) [ "$sent" -lt "$deadline" ] ||
+           fail "a second after its exit the index still lists the unreaped worker $exiting: $(cat "$tmp/index.json")" ;;
+    esac
+    sleep 0.05
+done
+answer_lists "$exiting" && fail "the index lists the unreaped worker $exiting: $(cat "$tmp/index.json")"
+exited "$exiting" || fail "the worker $exiting was reaped meanwhile: the test shows nothing"
+echo "ok: a worker that _exits is not listed within 1 s, unreaped"
+stopping=$(awk '$1 == "stopping" { print $2 }' "$pidfile")
+touch "$pidfile.stop"
+for tick in $(seq 300); do
+    grep -q "^unserved $stopping\$" "$pidfile" && break
+    sleep 0.1
+done
+grep -q "^unserved $stopping\$" "$pidfile" || fail "the worker $stopping did not stop its server: $(cat "$tmp/unreaped.err")"
+answer_lists "$stopping" && fail "the index lists the worker $stopping whose server has stopped: $(cat "$tmp/index.json")"
+kill -0 "$stopping" || fail "the worker $stopping is gone: the test shows nothing"
+echo "ok: a worker whose server stopped is not listed"
 end_family
 
 # -- daemon, orphan --
