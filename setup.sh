@@ -252,6 +252,10 @@ check_in() {
 #    program's malloc is glibc's (http_forks.c), and ASan's is not; and
 #    PostgreSQL 15 hangs in bindtextdomain with ASan's runtime preloaded,
 #    cpprof loaded or not.
+#  - host_symbols.sh: a sanitizer's runtime kills a process that dlopens
+#    with RTLD_DEEPBIND, so there cpprof's libraries are not isolated from
+#    the program's exports (src/upper.c); every sanitized HTTP test loads
+#    them that way.
 #  - wrapper_frames.sh: the program's time in libc's locks, as users build
 #    it; under ASan its CPU goes to ASan's allocator and the locks fall
 #    below pprof's node cutoff;
@@ -274,7 +278,7 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh
   test/http_pprof.sh test/chains.sh test/zero_code.sh
   test/symbolize_addr2line.sh test/fork_storm test/census_blocked
-  test/prefork.sh test/nginx.sh test/postgres.sh
+  test/prefork.sh test/nginx.sh test/postgres.sh test/host_symbols.sh
   test/wrapper_frames.sh test/heap_late.sh test/http_metrics.sh test/http_json.sh
   test/http_go_details.sh test/check_sampler test/stress_sampler
   test/census_quiet.sh test/wall_states.sh test/task_pool.sh

@@ -39,7 +39,7 @@
  * (a zombie's sockets are closed), which they ask without waiting for it:
  * cpprof never reaps the program's children.
  */
-#define _GNU_SOURCE /* program_invocation_short_name */
+#define _GNU_SOURCE /* dladdr */
 #include "http_server.h"
 
 #include <dlfcn.h>
@@ -119,13 +119,12 @@ static char forks_declined_text[PATH_MAX + 160];
 
 static void check_allocator(void)
 {
-    void *m = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info self, info;
-    if (m != NULL && dladdr((void *)alloc_next_slow, &self) &&
-        dladdr(m, &info) && info.dli_fbase == self.dli_fbase) {
-        const struct allocator *next = alloc_next_slow();
-        m = next != NULL ? (void *)next->malloc : NULL;
-    }
+    /* The malloc cpprof's forwards to, found by libcpprof.so, whose
+     * lookups are the program's (this object's find its own tree first,
+     * upper.c). */
+    const struct allocator *next = alloc_next_slow();
+    void *m = next != NULL ? (void *)next->malloc : NULL;
+    Dl_info info;
     if (m == NULL || !dladdr(m, &info) || info.dli_fname == NULL) {
         forks_declined = "forks do not serve: the program's malloc could "
                          "not be found";
@@ -185,7 +184,7 @@ static void list_self(int port)
     }
     warn_stderr("cpprof: pid %d (%s) serves on port %d, but the family's "
             "%d forked processes that serve fill its list, so no index "
-            "lists it\n", (int)self, program_invocation_short_name, port,
+            "lists it\n", (int)self, warn_program_name(), port,
             WORKERS_MAX);
 }
 
@@ -207,7 +206,7 @@ static void say_daemon(const char *addr)
 {
     warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which has "
             "exited, so it serves %s in its place\n", (int)getpid(),
-            program_invocation_short_name, (int)forked_from, addr);
+            warn_program_name(), (int)forked_from, addr);
 }
 
 static void say_workers(int port)
@@ -220,7 +219,7 @@ static void say_workers(int port)
             "a port of its own (the first: pid %d (%s), %s:%d); every "
             "index of the family lists them, under \"Forked processes\" "
             "(CPPROF_HTTP_FORKS=0: they do not serve)\n", (int)getpid(),
-            program_invocation_short_name, host[0] ? host : "127.0.0.1",
+            warn_program_name(), host[0] ? host : "127.0.0.1",
             port);
 }
 
@@ -249,7 +248,7 @@ static void serve_on_own_port(void)
         say_workers(port);
     } else {
         warn_stderr("cpprof: pid %d (%s), forked by pid %d, cannot serve "
-                "%s: %s\n", (int)getpid(), program_invocation_short_name,
+                "%s: %s\n", (int)getpid(), warn_program_name(),
                 (int)forked_from, own, cpprof_strerror(port));
     }
 }
@@ -326,7 +325,7 @@ void http_forks_after_fork(bool was_serving)
     if (rc < 0)
         warn_stderr("cpprof: pid %d (%s), forked by serving pid %d, will not "
                 "serve: no thread to wait with (%s)\n", (int)getpid(),
-                program_invocation_short_name, (int)forked_from,
+                warn_program_name(), (int)forked_from,
                 strerror(-rc));
 }
 

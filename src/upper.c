@@ -10,6 +10,20 @@
  * own); RTLD_NODELETE, because the fork handlers it registers (atfork.h)
  * point into it.  Loaded as cpprof's own work: what its libraries'
  * constructors allocate is not the program's (own.h).
+ *
+ * RTLD_DEEPBIND, so that the object and the libraries it brings look a
+ * name up in their own tree before the program's scope: RTLD_LOCAL alone
+ * leaves the program's exports first, and PostgreSQL's json_object took
+ * jansson's calls (a crash at the index page), a -rdynamic program's
+ * crc32 zlib's.  The allocator and cpprof's interposers still reach the
+ * program's definitions, through upper_forward.c.  Not under a sanitizer
+ * runtime, whose dlopen kills the process it is given RTLD_DEEPBIND in:
+ * there the program's exports come first, as stderr says once.  Other
+ * ways cost more: dlmopen gives the libraries a second C library, with a
+ * heap, locks and thread state of its own, from which the server's
+ * threads would be started; linking them in with hidden symbols needs
+ * static archives Debian does not ship for all of them (p11-kit,
+ * libunistring).  Loading costs the same either way (docs/limits.md).
  */
 #define _GNU_SOURCE
 #include "upper.h"
@@ -67,12 +81,28 @@ static bool beside_library(const char *name, char *out, size_t size)
     return n > 0 && (size_t)n < size;
 }
 
+/* RTLD_DEEPBIND, or 0 where the dlopen a sanitizer runtime puts before
+ * the C library's (its interceptor, under either of its names) would
+ * kill the process for it. */
+static int own_tree_first(void)
+{
+    if (dlsym(RTLD_DEFAULT, "__interceptor_dlopen") == NULL &&
+        dlsym(RTLD_DEFAULT, "___interceptor_dlopen") == NULL)
+        return RTLD_DEEPBIND;
+    warn_stderr("cpprof: under a sanitizer runtime, which refuses "
+                "RTLD_DEEPBIND, libcpprof-upper.so's libraries look names "
+                "up in the program first: a function the program exports "
+                "under a name of theirs takes their calls\n");
+    return 0;
+}
+
 static void *open_first(char *path, size_t size)
 {
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         if (!beside_library(places[i], path, size) || access(path, F_OK) != 0)
             continue;
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE |
+                                   own_tree_first());
         if (h == NULL)
             warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
                         "profile or symbolization in this process\n",

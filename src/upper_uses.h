@@ -93,6 +93,7 @@
 #define wall_run cpprof__wall_run
 #define wall_samples cpprof__wall_samples
 #define wall_start cpprof__wall_start
+#define warn_program_name cpprof__warn_program_name
 #define warn_stderr cpprof__warn_stderr
 
 #endif

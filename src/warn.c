@@ -121,3 +121,9 @@ void warn_stderr(const char *fmt, ...)
 
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(warn_stderr);
+
+const char *warn_program_name(void)
+{
+    return program_invocation_short_name;
+}
+UPPER_CALLS(warn_program_name);

@@ -32,6 +32,13 @@ void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * constructor (config.c's), before anything could warn. */
 void warn_remember_stderr(void);
 
+/* The program's name (glibc's program_invocation_short_name), for the
+ * upper layers' messages: read here, in libcpprof.so, whose lookups are
+ * the program's.  libcpprof-upper.so's find libc's own variable first
+ * (upper.c), which glibc never sets in a program that has a copy of it
+ * (a copy relocation: redis-server, sort). */
+const char *warn_program_name(void);
+
 /* SIGNAL-SAFE: writes all of buf[0..len) to descriptor 2 when it is still
  * the file it was at load, else nothing.  False when the write failed with
  * EPIPE (the reader is gone), true otherwise.  errno is kept. */

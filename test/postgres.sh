@@ -4,7 +4,10 @@
 # lives for the run) its index lists both backends, and a 2 s CPU profile
 # fetched from each listed address has samples in PortalRun, the request
 # path of a backend (Debian's postgres keeps only its exported symbols:
-# exec_simple_query, static, is an address).  Run as root, PostgreSQL runs as postgres.
+# exec_simple_query, static, is an address).  Before, the index page,
+# labels, accounting and a JSON trace leave the postmaster serving, its
+# log clean: it exports json_object (src/upper.c).  Run as root,
+# PostgreSQL runs as postgres.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 zero_code_preload
@@ -46,6 +49,22 @@ pg_ready() {
         >/dev/null 2>&1 && answers_index
 }
 serve_on_free_port postgres "$tmp/pg.err" launch_pg pg_ready
+
+# PostgreSQL exports its SQL functions, json_object among them, which
+# took jansson's calls: the index page (which fetches labels), labels,
+# accounting and a JSON trace leave the postmaster serving, its log clean.
+postmaster=$(head -1 "$pg/data/postmaster.pid")
+for p in "" labels accounting "trace?seconds=0.3&format=json"; do
+    code=$(curl -s -o "$tmp/page.body" -w '%{http_code}' --max-time 30 "$base/$p")
+    [ "$code" = 200 ] || fail "/debug/pprof/$p answered $code: $(tail -5 "$tmp/pg.err")"
+done
+[ -d "/proc/$postmaster" ] ||
+    fail "the postmaster ($postmaster) is gone: $(tail -5 "$tmp/pg.err")"
+as_pg "$PG_BIN/psql -h $pg/sock -p $pgport -Atc 'select 1' postgres" >/dev/null ||
+    fail "the postmaster ($postmaster) no longer answers: $(tail -5 "$tmp/pg.err")"
+! grep -E 'terminated by signal|PANIC|Segmentation fault' "$tmp/pg.err" ||
+    fail "the postmaster's log is not clean"
+echo "ok: the postmaster serves its index, labels, accounting and a JSON trace"
 bench="$PG_BIN/pgbench -h $pg/sock -p $pgport"
 as_pg "$bench -i -s 1 postgres" >"$tmp/init.log" 2>&1 ||
     fail "pgbench -i: $(cat "$tmp/init.log")"
