@@ -1266,8 +1266,8 @@ static int session_begin(struct session *s)
         return rc;
     /* Announcements left from an earlier session: the scan below finds
      * those threads if they still run. */
-    pid_t stale[ANNOUNCE_SLOTS];
-    take_announced(stale);
+    for (size_t i = 0; i < ANNOUNCE_SLOTS; i++)
+        atomic_store(&announced[i], 0);
     atomic_store(&announce_overflow, false);
     atomic_store(&active, s);
     rc = scan_threads(s);

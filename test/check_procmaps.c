@@ -2,17 +2,21 @@
  * check_procmaps.c -- the /proc/self/maps line parser (src/procmaps.c) on
  * the line forms the kernel writes and on lines cut short, as the crash
  * handler may hold them, and the reader on this process's own maps; the
- * listing of /proc/self/task (src/proctasks.c) into arrays of every size.
+ * listing of /proc/self/task (src/proctasks.c) into arrays of every size;
+ * a status file's field read a few lines at a time (src/procfile.c).
  */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "procfile.h"
 #include "procmaps.h"
 #include "proctasks.h"
 
@@ -196,6 +200,56 @@ START_TEST(tasks_listed_into_any_array)
 }
 END_TEST
 
+/* A status file's field through procfile_status_value's small buffer:
+ * after a line longer than the buffer (a Groups line of many groups), at
+ * the file's last line without its newline, cut to the caller's room, a
+ * field whose own line is longer than the buffer, and none. */
+START_TEST(status_value_read_in_pieces)
+{
+    char path[] = "/tmp/check_procfile.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "Name:\tcheck\nGroups:\t");
+    for (int i = 0; i < 2000; i++)
+        fprintf(f, "%d ", 100000 + i);
+    fprintf(f, "\nSigQ:\t3/63541\nLong:\t");
+    for (int i = 0; i < 1000; i++)
+        fputc('x', f);
+    fprintf(f, "\nSigBlk:\t0000000000010000\nLast:\t42");
+    fclose(f);
+    char v[64];
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "Name", v,
+                                           sizeof v), 5);
+    ck_assert_str_eq(v, "check");
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "SigQ", v,
+                                           sizeof v), 7);
+    ck_assert_str_eq(v, "3/63541");
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "SigBlk", v,
+                                           sizeof v), 16);
+    ck_assert_str_eq(v, "0000000000010000");
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "Last", v,
+                                           sizeof v), 2);
+    ck_assert_str_eq(v, "42");
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "SigQ", v, 4), 3);
+    ck_assert_str_eq(v, "3/6");
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "Long", v,
+                                           sizeof v), (int)sizeof v - 1);
+    ck_assert_int_eq(v[0], 'x');
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "Gone", v,
+                                           sizeof v), -ENOENT);
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "Groups", v,
+                                           sizeof v), (int)sizeof v - 1);
+    ck_assert_int_eq(strncmp(v, "100000 100001", 13), 0);
+    unlink(path);
+    ck_assert_int_eq(procfile_status_value(AT_FDCWD, path, "SigQ", v,
+                                           sizeof v), -ENOENT);
+    ck_assert_int_gt(procfile_status_value(AT_FDCWD, "/proc/self/status",
+                                           "SigQ", v, sizeof v), 2);
+    ck_assert_ptr_nonnull(strchr(v, '/'));
+}
+END_TEST
+
 static Suite *procmaps_suite(void)
 {
     Suite *s = suite_create("procmaps");
@@ -205,6 +259,7 @@ static Suite *procmaps_suite(void)
     tcase_add_test(tc, cut_short_or_malformed);
     tcase_add_test(tc, reads_own_maps);
     tcase_add_test(tc, tasks_listed_into_any_array);
+    tcase_add_test(tc, status_value_read_in_pieces);
     suite_add_tcase(s, tc);
     return s;
 }
