@@ -1514,10 +1514,11 @@ static int list_while_reading(struct pass *p)
     prefault_for_write(c->threads, expected * sizeof *c->threads);
     census_crew_begin(&p->run, 0, expected, census_one, p);
     bool reading = true; /* the helpers' run takes what is listed */
-    pid_t tids[PROCTASKS_BATCH_MAX];
+    pid_t tids[PROCTASKS_BATCH_TIDS];
     int got = 0, rc = 0;
     bool known = list_known(p, expected);
-    while (!known && (got = proctasks_next(p->td->fd, tids)) > 0) {
+    while (!known && (got = proctasks_next(p->td->fd, tids,
+                                           sizeof tids / sizeof *tids)) > 0) {
         if (c->n + (size_t)got > p->cap) {
             if (reading) {
                 census_crew_close(&p->run, c->n);
@@ -1724,9 +1725,10 @@ int census_take_labels(census *out)
     if (rc)
         return rc;
     size_t cap = 0;
-    pid_t tids[PROCTASKS_BATCH_MAX];
+    pid_t tids[PROCTASKS_BATCH_TIDS];
     int got;
-    while ((got = proctasks_next(td.fd, tids)) > 0 &&
+    while ((got = proctasks_next(td.fd, tids,
+                                 sizeof tids / sizeof *tids)) > 0 &&
            (rc = ARRAY_RESERVE(out->threads, out->n, cap, (size_t)got)) == 0)
         append_threads(out, tids, got);
     close(td.fd);

@@ -174,7 +174,7 @@ static struct setting settings[CFG__COUNT] = {
      * wait out a window (http_window.c). */
     INT(CFG_HTTP_THREADS, "http_threads",
         "threads of the HTTP server's pool, and requests that may wait out "
-        "a profile window at once", 2, 64, 4),
+        "a profile window at once", 2, CFG_HTTP_THREADS_MAX, 4),
     /* A loopback server answers only loopback Host names (DNS
      * rebinding): these names too. */
     STR(CFG_HTTP_ALLOWED_HOSTS, "http_allowed_hosts",

@@ -62,6 +62,10 @@ typedef enum {
     CFG__COUNT
 } cfg_id;
 
+/* The largest http_threads: the window threads' table is this long
+ * (http_window.c), so it holds as many as any server makes. */
+#define CFG_HTTP_THREADS_MAX 64
+
 /* Integer settings. */
 long cfg_int(cfg_id id);
 /* String settings (valid until the setting changes). */

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -55,16 +56,45 @@ static int is_one_of(const char *entry, const char *const *vars, size_t n)
     return 0;
 }
 
+/* Calls next with envp and the n variables in vars put back in it.  The
+ * new array is mapped for the call and sized by envp (the exec replaces
+ * the mapping with the image; a failed one unmaps it): no allocator may
+ * run here (an exec after a fork of a threaded program), and the stack of
+ * the calling thread may be small (16 KiB; 8 KiB here overran it).  When
+ * no memory can be had, envp goes as it is, and the program does not
+ * serve. */
+static int exec_with(exec_fn *next, const char *what, char *const argv[],
+                     char *const envp[], const char *const *vars, size_t n)
+{
+    size_t count = 0;
+    while (envp[count] != NULL)
+        count++;
+    size_t bytes = (count + n + 1) * sizeof(char *);
+    char **with = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (with == MAP_FAILED)
+        return next(what, argv, envp);
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!is_one_of(envp[i], vars, n))
+            with[k++] = envp[i];
+    for (size_t i = 0; i < n; i++)
+        with[k++] = (char *)vars[i];
+    with[k] = NULL;
+    int rc = next(what, argv, with);
+    int saved = errno;
+    munmap(with, bytes);
+    errno = saved;
+    return rc;
+}
+
 /* Calls the next definition of `name` (execve or execvpe, which take the
  * same arguments) with envp, and zero-code mode's variables given back
  * when this process is the one that took them.  Async-signal-safe, as
- * execve is: the new array is on the stack, of a fixed 8 KiB, since the
- * calling thread's stack may be small (an environment of more than
- * ENV_MAX entries is passed on as it is, and the program does not serve). */
+ * execve is (mmap and munmap are plain system calls). */
 static int exec_next(void **cache, const char *name, const char *what,
                      char *const argv[], char *const envp[])
 {
-    enum { ENV_MAX = 1024 - HTTP_ZERO_CODE_VARS - 1 };
     exec_fn *next = (exec_fn *)interpose_next(cache, name);
     if (next == NULL) {
         errno = ENOSYS;
@@ -73,22 +103,10 @@ static int exec_next(void **cache, const char *name, const char *what,
     http_zero_code_exec(what);
     const char *vars[HTTP_ZERO_CODE_VARS];
     pid_t owner;
-    size_t n = http_zero_code_env(vars, &owner), count = 0;
+    size_t n = http_zero_code_env(vars, &owner);
     if (n == 0 || owner != getpid() || envp == NULL)
         return next(what, argv, envp);
-    while (envp[count] != NULL && count <= ENV_MAX)
-        count++;
-    if (count > ENV_MAX)
-        return next(what, argv, envp);
-    char *with[ENV_MAX + HTTP_ZERO_CODE_VARS + 1];
-    size_t k = 0;
-    for (size_t i = 0; i < count; i++)
-        if (!is_one_of(envp[i], vars, n))
-            with[k++] = envp[i];
-    for (size_t i = 0; i < n; i++)
-        with[k++] = (char *)vars[i];
-    with[k] = NULL;
-    return next(what, argv, with);
+    return exec_with(next, what, argv, envp, vars, n);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])

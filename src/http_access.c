@@ -19,14 +19,44 @@
 
 /* Compares without an early exit, so the time taken does not tell a client
  * how much of a guessed token was right. */
-static bool same_secret(const char *given, const char *secret)
+static bool same_secret(const char *given, size_t given_len,
+                        const char *secret)
 {
-    size_t n = strlen(secret), given_len = strlen(given);
+    size_t n = strlen(secret);
     unsigned char diff = given_len != n;
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)secret[i] ^
                 (unsigned char)(i < given_len ? given[i] : 0);
     return diff == 0;
+}
+
+/* The credentials of an Authorization value of `scheme`, named in any
+ * case (schemes are case-insensitive, RFC 9110 11.1: libmicrohttpd's
+ * Basic parser wants "Basic") and followed by one space or more; NULL for
+ * another scheme. */
+static const char *credentials(const char *auth, const char *scheme)
+{
+    size_t n = strlen(scheme);
+    if (auth == NULL || strncasecmp(auth, scheme, n) != 0 || auth[n] != ' ')
+        return NULL;
+    return auth + n + strspn(auth + n, " ");
+}
+
+/* Whether Basic credentials (base64 of "user:password") have the token
+ * as password, whatever the user. */
+static bool basic_has_token(const char *b64, const char *token)
+{
+    gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)};
+    gnutls_datum_t out = {NULL, 0};
+    if (gnutls_base64_decode2(&in, &out) != 0)
+        return false;
+    const char *user = (const char *)out.data;
+    const char *colon = memchr(user, ':', out.size);
+    bool ok = colon != NULL &&
+              same_secret(colon + 1, out.size - (size_t)(colon + 1 - user),
+                          token);
+    gnutls_free(out.data);
+    return ok;
 }
 
 /* Whether the request may be served: always when the server needs no
@@ -39,16 +69,11 @@ bool http_authorized(struct MHD_Connection *conn, const char *token)
         return true;
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-    static const char scheme[] = "Bearer ";
-    if (auth != NULL && strncmp(auth, scheme, sizeof scheme - 1) == 0)
-        return same_secret(auth + sizeof scheme - 1, token);
-    char *password = NULL;
-    char *user = MHD_basic_auth_get_username_password(conn, &password);
-    bool ok = user != NULL && password != NULL &&
-              same_secret(password, token);
-    MHD_free(user);
-    MHD_free(password);
-    return ok;
+    const char *given = credentials(auth, "Bearer");
+    if (given != NULL)
+        return same_secret(given, strlen(given), token);
+    given = credentials(auth, "Basic");
+    return given != NULL && basic_has_token(given, token);
 }
 
 /* Whether `host` (a Host header's name, port cut off) is a loopback name:

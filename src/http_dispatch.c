@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -216,20 +217,90 @@ static const http_route *find_route(const char *name)
     return NULL;
 }
 
-/* The Content-Length the client announced, or 0. */
-static unsigned long long announced_length(struct MHD_Connection *conn)
+/* What a request's Content-Length fields announce, all of them
+ * (libmicrohttpd frames the body by the first alone): every element of
+ * every field's list must be a number, the same one (a length given again
+ * is that length, RFC 9110 8.6), or the framing is invalid.  Past the
+ * largest number, the largest. */
+struct announced {
+    unsigned long long length;
+    bool seen, invalid;
+};
+
+/* One element of a Content-Length list, at *p (moved past it). */
+static void see_length_element(struct announced *a, const char **p)
 {
-    const char *v = MHD_lookup_connection_value(
-        conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    return v != NULL ? strtoull(v, NULL, 10) : 0;
+    const char *s = *p;
+    unsigned long long v = 0;
+    if (*s < '0' || *s > '9')
+        a->invalid = true;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v > (ULLONG_MAX - 9) / 10 ? ULLONG_MAX : v * 10 + (*s - '0');
+    if (a->seen && v != a->length)
+        a->invalid = true;
+    a->length = v;
+    a->seen = true;
+    *p = s;
+}
+
+static enum MHD_Result see_length(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value)
+{
+    (void)kind;
+    struct announced *a = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    const char *p = value + strspn(value, " \t");
+    for (;;) {
+        see_length_element(a, &p);
+        p += strspn(p, " \t");
+        if (*p != ',')
+            break;
+        p++;
+        p += strspn(p, " \t");
+    }
+    if (*p != '\0')
+        a->invalid = true;
+    return MHD_YES;
+}
+
+/* The announced length (0 without Content-Length); false when the
+ * fields disagree or one is not a number: the request's framing is
+ * invalid (RFC 9112 6.3), where its body ends cannot be told. */
+static bool announced_length(struct MHD_Connection *conn,
+                             unsigned long long *length)
+{
+    struct announced a = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, see_length, &a);
+    *length = a.length;
+    return !a.invalid;
+}
+
+/* A request whose body cannot be framed: 400, and the connection is
+ * closed, since what follows cannot be told apart from its body (a proxy
+ * in front that framed it by the other length would send a smuggled
+ * request next). */
+static void refuse_framing(http_req *r)
+{
+    const char *headers[] = {"Content-Type", "text/plain; charset=utf-8",
+                             "X-Go-Pprof", "1", "Connection", "close", NULL};
+    static const char msg[] = "Bad Request: the Content-Length header "
+                              "fields disagree or are not a number\n";
+    http_send(r, MHD_HTTP_BAD_REQUEST, headers, msg, sizeof msg - 1);
 }
 
 /* Answers a request that cannot be served, as soon as its headers are in,
- * before any body is read: 403 for a foreign Host on a loopback server,
- * 401 without the token (offering Bearer and Basic), 413 for an announced
- * body over the limit.  Returns whether it answered. */
+ * before any body is read: 400 for a body that cannot be framed, 403 for
+ * a foreign Host on a loopback server, 401 without the token (offering
+ * Bearer and Basic), 413 for an announced body over the limit.  Returns
+ * whether it answered. */
 static bool refuse_early(http_req *r)
 {
+    unsigned long long length;
+    if (!announced_length(r->conn, &length)) {
+        refuse_framing(r);
+        return true;
+    }
     if (http_srv.tls.ca != NULL && !http_tls_client_verified(r->conn)) {
         http_error(r, MHD_HTTP_FORBIDDEN,
                    "a client certificate signed by the http_tls_ca "
@@ -253,7 +324,7 @@ static bool refuse_early(http_req *r)
         http_send(r, MHD_HTTP_UNAUTHORIZED, headers, msg, sizeof msg - 1);
         return true;
     }
-    if (announced_length(r->conn) > http_srv.max_body) {
+    if (length > http_srv.max_body) {
         http_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
                    "request body larger than %zu bytes", http_srv.max_body);
         return true;

@@ -46,10 +46,11 @@ long http_count_threads(void)
     int dirfd = proctasks_open();
     if (dirfd < 0)
         return dirfd;
-    pid_t tids[PROCTASKS_BATCH_MAX];
+    pid_t tids[PROCTASKS_BATCH_TIDS];
     long n = 0;
     int got;
-    while ((got = proctasks_next(dirfd, tids)) > 0)
+    while ((got = proctasks_next(dirfd, tids,
+                                 sizeof tids / sizeof *tids)) > 0)
         n += got;
     close(dirfd);
     return got < 0 ? got : n + (long)task_parked_count();

@@ -21,6 +21,7 @@
 #include "cpprof.h"
 #include "own.h"
 #include "thread.h"
+#include "util.h"
 
 #define INTERNAL_KEY PPROF_INTERNAL_KEY
 #define INTERNAL_VALUE "http"
@@ -43,12 +44,14 @@ static const cpprof_labelset *internal_labels(void)
     return internal_set;
 }
 
-/* The server threads that have run (for their CPU time), and the CPU
- * time of those of servers since stopped. */
-enum { SERVER_THREADS_MAX = 64 + 1 };
+/* The server threads that have run (for their CPU time), as many as
+ * there are (the pool, as many window threads, the watch thread, the
+ * forks' waiter: 130 at the largest http_threads, past a fixed 65 slots
+ * the index undercounted the server's CPU), and the CPU time of those of
+ * servers since stopped. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t server_threads[SERVER_THREADS_MAX];
-static size_t n_server_threads;
+static pthread_t *server_threads;
+static size_t n_server_threads, cap_server_threads;
 static bool threads_closed; /* the server is stopping: count no more */
 static double retired_cpu_seconds;
 
@@ -64,15 +67,20 @@ static double thread_cpu_seconds(pthread_t t)
 
 static __thread bool counted; /* this thread is in server_threads */
 
-/* Counts the calling server thread, once. */
+/* Counts the calling server thread, once (out of memory, it is tried
+ * again at the thread's next request). */
 static void count_thread(void)
 {
     if (counted)
         return;
-    counted = true;
     pthread_mutex_lock(&threads_lock);
-    if (!threads_closed && n_server_threads < SERVER_THREADS_MAX)
+    if (threads_closed) {
+        counted = true;
+    } else if (ARRAY_RESERVE(server_threads, n_server_threads,
+                             cap_server_threads, 1) == 0) {
         server_threads[n_server_threads++] = pthread_self();
+        counted = true;
+    }
     pthread_mutex_unlock(&threads_lock);
 }
 

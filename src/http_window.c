@@ -10,6 +10,7 @@
  * it holds (a Prometheus scrape among them), whatever the pool's size.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include "config.h"
 #include "http_server.h"
 #include "interpose.h"
 
@@ -20,8 +21,7 @@
  * thread.  The queue hands them to those threads. */
 static atomic_int windows_open;
 static int windows_max;
-enum { WINDOW_THREADS_MAX = 64 };
-static pthread_t window_threads[WINDOW_THREADS_MAX];
+static pthread_t window_threads[CFG_HTTP_THREADS_MAX];
 static int n_window_threads;
 static pthread_mutex_t window_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t window_ready = PTHREAD_COND_INITIALIZER;

@@ -220,7 +220,9 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     const char *addr = cfg_str(CFG_HTTP);
     if (addr[0] == '\0')
         return;
-    char exe[PATH_MAX];
+    /* Once, at load, but maybe on a small thread that dlopens the
+     * library: not on its stack. */
+    static char exe[PATH_MAX];
     const char *name = executable_name(exe, sizeof exe);
     if (is_wrapper(name)) {
         leave_to_program(name, addr);

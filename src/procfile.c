@@ -1,6 +1,6 @@
 /* procfile.c -- see procfile.h.  Plain open/read/close: the callers run on
- * cpprof's own threads (the collector, the HTTP server), never in a signal
- * handler. */
+ * cpprof's own threads (the collector, the HTTP server) or on the thread
+ * that starts a profile, never in a signal handler. */
 #define _GNU_SOURCE
 #include "procfile.h"
 #include "upper_calls.h"
@@ -41,6 +41,83 @@ const char *procfile_status_field(const char *status, const char *key,
             line++;
     }
     return NULL;
+}
+
+/* Whether the line at `line` (`len` bytes, maybe cut short) is the field
+ * `key`; if so, its value goes to out as procfile_status_value says, and
+ * *got is its length. */
+static bool take_if_field(const char *line, size_t len, const char *key,
+                          char *out, size_t cap, ssize_t *got)
+{
+    size_t klen = strlen(key);
+    if (len <= klen || memcmp(line, key, klen) != 0 || line[klen] != ':')
+        return false;
+    size_t at = klen + 1;
+    while (at < len && (line[at] == ' ' || line[at] == '\t'))
+        at++;
+    size_t n = len - at < cap - 1 ? len - at : cap - 1;
+    memcpy(out, line + at, n);
+    out[n] = '\0';
+    *got = (ssize_t)n;
+    return true;
+}
+
+/* The lines read so far into buf (have bytes), each looked at for the
+ * field; returns where the unfinished last line starts.  `skipping`: the
+ * first line's start was dropped (it was longer than buf). */
+static size_t scan_lines(const char *buf, size_t have, bool *skipping,
+                         const char *key, char *out, size_t cap,
+                         ssize_t *got)
+{
+    size_t at = 0;
+    const char *nl;
+    while (*got < 0 && (nl = memchr(buf + at, '\n', have - at)) != NULL) {
+        size_t len = (size_t)(nl - (buf + at));
+        if (!*skipping)
+            take_if_field(buf + at, len, key, out, cap, got);
+        *skipping = false;
+        at += len + 1;
+    }
+    return at;
+}
+
+ssize_t procfile_status_value(int dirfd, const char *path, const char *key,
+                              char *out, size_t cap)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char buf[256];
+    size_t have = 0;
+    bool skipping = false;
+    ssize_t got = -ENOENT;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n < 0)
+                got = -errno;
+            else if (have > 0 && !skipping) /* a last line without \n */
+                take_if_field(buf, have, key, out, cap, &got);
+            break;
+        }
+        have += (size_t)n;
+        size_t done = scan_lines(buf, have, &skipping, key, out, cap, &got);
+        if (got >= 0)
+            break;
+        if (done == 0 && have == sizeof buf) {
+            /* A line longer than buf: its start may be the field, cut. */
+            if (!skipping && take_if_field(buf, have, key, out, cap, &got))
+                break;
+            skipping = true;
+            done = have;
+        }
+        memmove(buf, buf + done, have - done);
+        have -= done;
+    }
+    close(fd);
+    return got;
 }
 
 bool procfile_blocks_signal(const char *status, int signo)

@@ -19,6 +19,16 @@ ssize_t procfile_read(int dirfd, const char *path, char *buf, size_t cap);
 const char *procfile_status_field(const char *status, const char *key,
                                   size_t *len);
 
+/* The value of "Key:" in the status file `path` (relative to dirfd, or
+ * AT_FDCWD), as procfile_status_field finds it, into out (NUL-terminated,
+ * cut to cap - 1 bytes).  The file is read through a buffer of a few
+ * lines, not whole: a status file takes 1.5 KiB and more (a Groups line
+ * has no bound), and the queued-signal budget is read on the thread that
+ * starts a profile, whose stack may be 16 KiB.  Returns the value's
+ * length, -ENOENT when the file has no such field, or -errno. */
+ssize_t procfile_status_value(int dirfd, const char *path, const char *key,
+                              char *out, size_t cap);
+
 /* Whether a status file's text says signal signo is blocked (SigBlk). */
 bool procfile_blocks_signal(const char *status, int signo);
 

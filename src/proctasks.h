@@ -14,10 +14,20 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* One batch is one getdents64 of PROCTASKS_BATCH_BYTES; an entry takes at
- * least 24 bytes, so it holds at most PROCTASKS_BATCH_MAX tids. */
-#define PROCTASKS_BATCH_BYTES 2048
-#define PROCTASKS_BATCH_MAX (PROCTASKS_BATCH_BYTES / 24)
+/* One batch is one getdents64 into the caller's array of tids itself,
+ * which the batch's tids then overwrite in place: nothing but that array
+ * holds the batch, so its size is the caller's to choose (on cpprof's own
+ * threads, PROCTASKS_BATCH_TIDS on the stack; the sampler's first
+ * listing, on the thread that starts a profile, in its heap array).  An
+ * entry takes 24 bytes at least (a tid of up to 4 digits: every pid
+ * namespace's first threads) and a tid 4, so an array of n tids lists at
+ * most n / 6 threads a batch, and the batch can never hold more tids than
+ * the array: it is the array.  An array of PROCTASKS_BATCH_TIDS lists
+ * PROCTASKS_BATCH_MAX a batch at most. */
+#define PROCTASKS_BATCH_TIDS 512
+#define PROCTASKS_BATCH_MAX (PROCTASKS_BATCH_TIDS * sizeof(pid_t) / 24)
+/* The smallest array: room for one entry of the longest tid. */
+#define PROCTASKS_MIN_TIDS 8
 
 /* A descriptor of /proc/self/task for the listing (the caller closes it),
  * CPPROF_ENOPROC when there is no /proc, or -errno. */
@@ -28,8 +38,9 @@ int proctasks_open(void);
  * not say. */
 size_t proctasks_count(int dirfd);
 
-/* The next batch of tids into tids[PROCTASKS_BATCH_MAX]: how many, 0 at
- * the end of the listing, or -errno. */
-int proctasks_next(int dirfd, pid_t *tids);
+/* The next batch of tids into tids[cap] (cap >= PROCTASKS_MIN_TIDS, the
+ * array the batch is read into: see above): how many, 0 at the end of
+ * the listing, or -errno. */
+int proctasks_next(int dirfd, pid_t *tids, size_t cap);
 
 #endif

@@ -616,8 +616,8 @@ static int list_threads(pid_t **out, size_t *n)
     pid_t *tids = NULL;
     size_t cap = 0, len = 0;
     int got;
-    while ((got = ARRAY_RESERVE(tids, len, cap, PROCTASKS_BATCH_MAX)) == 0 &&
-           (got = proctasks_next(dirfd, tids + len)) > 0)
+    while ((got = ARRAY_RESERVE(tids, len, cap, PROCTASKS_BATCH_TIDS)) == 0 &&
+           (got = proctasks_next(dirfd, tids + len, cap - len)) > 0)
         len += (size_t)got;
     close(dirfd);
     if (got < 0) {
@@ -1266,8 +1266,8 @@ static int session_begin(struct session *s)
         return rc;
     /* Announcements left from an earlier session: the scan below finds
      * those threads if they still run. */
-    pid_t stale[ANNOUNCE_SLOTS];
-    take_announced(stale);
+    for (size_t i = 0; i < ANNOUNCE_SLOTS; i++)
+        atomic_store(&announced[i], 0);
     atomic_store(&announce_overflow, false);
     atomic_store(&active, s);
     rc = scan_threads(s);

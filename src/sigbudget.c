@@ -16,23 +16,26 @@
 
 #include <fcntl.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 static atomic_long held; /* cpprof's units now */
 
-/* The user's queued-signal count and limit. */
+/* The user's queued-signal count and limit ("used/limit"), read on the
+ * thread that starts a profile: through procfile_status_value's few lines
+ * rather than the whole file (an 8 KiB buffer here overran a 16 KiB
+ * thread's stack). */
 static bool read_sigq(unsigned long long *used, unsigned long long *limit)
 {
-    char buf[8192];
-    size_t len;
-    const char *v = procfile_read(AT_FDCWD, "/proc/self/status", buf,
-                                  sizeof buf) > 0
-                        ? procfile_status_field(buf, "SigQ", &len)
-                        : NULL;
-    return v && sscanf(v, "%llu/%llu", used, limit) == 2;
+    char v[48], *end;
+    if (procfile_status_value(AT_FDCWD, "/proc/self/status", "SigQ", v,
+                              sizeof v) <= 0)
+        return false;
+    *used = strtoull(v, &end, 10);
+    if (end == v || *end != '/')
+        return false;
+    const char *l = end + 1;
+    *limit = strtoull(l, &end, 10);
+    return end != l;
 }
 
 bool sigbudget_take_viewed(sigbudget_view *view)

@@ -742,6 +742,13 @@ static bool in_file_code(uintptr_t pc)
     return i >= 0 && S.maps[i].file[0] != '\0';
 }
 
+/* One pc's lookup and frames while it is symbolized, one pc at a time
+ * under S.lock: here rather than on the stack of the thread building a
+ * profile (cpprof_cpu_profile_stop's caller, whose stack may be 16 KiB),
+ * where they took 2.5 KiB. */
+static struct lookup scratch_lookup;
+static symbolize_frame scratch_frames[MAX_INLINE_FRAMES];
+
 const symbolize_result *symbolize_pc(uintptr_t pc)
 {
     /* The slot is held across the lookup, which adds to no cache. */
@@ -751,12 +758,13 @@ const symbolize_result *symbolize_pc(uintptr_t pc)
         return &unknown_result;
     if (slot->item)
         return &S.entries[slot->item - 1]->r;
-    symbolize_frame frames[MAX_INLINE_FRAMES];
+    symbolize_frame *frames = scratch_frames;
     symbolize_result r;
-    struct lookup l = {0};
-    if (in_file_code(pc) && !look_up_in_tables(pc, &l))
-        look_up_in_libdw(pc, &l);
-    make_result(pc, &l, &r, frames);
+    struct lookup *l = &scratch_lookup;
+    *l = (struct lookup){0};
+    if (in_file_code(pc) && !look_up_in_tables(pc, l))
+        look_up_in_libdw(pc, l);
+    make_result(pc, l, &r, frames);
     struct entry *e = entry_of(pc, &r);
     if (!e || cache_insert(slot, hash, e) != 0) {
         free(e);
@@ -903,7 +911,7 @@ const symbolize_result *symbolize_gone_pc(const symbolize_gone *o,
 {
     struct gone_module *g = gone_module(o);
     *build_id = g && g->build_id ? g->build_id : "";
-    symbolize_frame frames[MAX_INLINE_FRAMES];
+    symbolize_frame *frames = scratch_frames;
     symbolize_result r;
     if (!(g && g->mod &&
           gone_symbol(g, pc - o->bias + g->key.bias, &r, frames)))

@@ -449,17 +449,20 @@ int symdi_find_debuginfo(Dwfl_Module *mod, void **userdata,
                                             file_name, debuglink_file,
                                             debuglink_crc,
                                             debuginfo_file_name);
-    char path[4096];
-    int fd = open_by_build_id(mod, path, sizeof path);
+    /* The path in the heap, the name libdwfl keeps (and frees): not on
+     * the stack of the thread building a profile, which may be 16 KiB. */
+    enum { PATH_BYTES = 4096 };
+    char *path = malloc(PATH_BYTES);
+    if (!path)
+        return -1;
+    int fd = open_by_build_id(mod, path, PATH_BYTES);
     if (fd < 0)
         fd = open_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
-                               path, sizeof path);
-    if (fd < 0)
-        return -1;
-    *debuginfo_file_name = strdup(path);
-    if (!*debuginfo_file_name) {
-        close(fd);
+                               path, PATH_BYTES);
+    if (fd < 0) {
+        free(path);
         return -1;
     }
+    *debuginfo_file_name = path;
     return inflated_copy(fd);
 }

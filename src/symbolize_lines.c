@@ -234,17 +234,18 @@ static void read_form(struct reader *r, const struct header *h,
 }
 
 /* DWARF 5: an entry format, then count entries of it; each entry's path
- * and directory index (UINT64_MAX when it has none). */
+ * and directory index (UINT64_MAX when it has none).  The format's pairs
+ * are read again for each entry rather than kept: up to 255 of them took
+ * 4 KiB of the stack of the thread building a profile, which may be the
+ * program's and small. */
 static void read_entries_v5(struct reader *r, const struct header *h,
                             const symln_sections *sec, struct lists *l,
                             bool files)
 {
-    uint64_t content[255], form[255];
     size_t nformat = (size_t)read_fixed(r, 1);
-    for (size_t i = 0; i < nformat; i++) {
-        content[i] = read_uleb(r);
-        form[i] = read_uleb(r);
-    }
+    const struct reader format = *r;
+    for (size_t i = 0; i < 2 * nformat; i++)
+        read_uleb(r); /* content type and form */
     uint64_t count = read_uleb(r);
     /* Each entry takes a byte at least: a count past the bytes left is
      * malformed, and would otherwise loop long over nothing. */
@@ -256,13 +257,15 @@ static void read_entries_v5(struct reader *r, const struct header *h,
     for (uint64_t n = 0; n < count && !r->bad && !l->nomem; n++) {
         const char *path = NULL;
         uint64_t dir = UINT64_MAX;
+        struct reader pairs = format;
         for (size_t i = 0; i < nformat; i++) {
             const char *str = NULL;
             uint64_t num = UINT64_MAX;
-            read_form(r, h, sec, form[i], &str, &num);
-            if (content[i] == DW_LNCT_path)
+            uint64_t content = read_uleb(&pairs);
+            read_form(r, h, sec, read_uleb(&pairs), &str, &num);
+            if (content == DW_LNCT_path)
                 path = str;
-            else if (content[i] == DW_LNCT_directory_index)
+            else if (content == DW_LNCT_directory_index)
                 dir = num;
         }
         if (!path || (files && dir == UINT64_MAX)) {

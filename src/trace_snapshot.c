@@ -284,22 +284,40 @@ static void name_from_proc(int dirfd, trace_thread *t)
     t->name[len] = '\0';
 }
 
+/* Every thread /proc/self/task lists, alive and named as it is now.  The
+ * listing's batches are read into the heap: a flight snapshot is taken on
+ * the program's thread that asks for it, whose stack may be small. */
+static int list_live(struct reading *r, int dirfd)
+{
+    pid_t *tids = malloc(PROCTASKS_BATCH_TIDS * sizeof *tids);
+    if (!tids)
+        return -ENOMEM;
+    int n, rc = 0;
+    while (rc == 0 &&
+           (n = proctasks_next(dirfd, tids, PROCTASKS_BATCH_TIDS)) > 0)
+        for (int i = 0; i < n && rc == 0; i++) {
+            trace_thread *t = thread_of(r, tids[i]);
+            if (t) {
+                t->alive = true;
+                name_from_proc(dirfd, t);
+            } else {
+                rc = -ENOMEM;
+            }
+        }
+    free(tids);
+    return rc;
+}
+
 /* Every live thread of the program, and every thread with an event. */
 static int list_threads(struct reading *r)
 {
     trace_snapshot *s = r->s;
     int dirfd = proctasks_open();
     if (dirfd >= 0) {
-        pid_t tids[64];
-        int n;
-        while ((n = proctasks_next(dirfd, tids)) > 0)
-            for (int i = 0; i < n; i++) {
-                trace_thread *t = thread_of(r, tids[i]);
-                if (!t)
-                    break;
-                t->alive = true;
-                name_from_proc(dirfd, t);
-            }
+        int rc = list_live(r, dirfd);
+        close(dirfd);
+        if (rc)
+            return rc;
     }
     for (size_t i = 0; i < s->n_events; i++) {
         trace_event *e = &s->events[i];
@@ -321,8 +339,6 @@ static int list_threads(struct reading *r)
         s->threads[i].own = found;
         labelset_drop(set);
     }
-    if (dirfd >= 0)
-        close(dirfd);
     return 0;
 }
 

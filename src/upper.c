@@ -59,16 +59,20 @@ __attribute__((constructor(102))) static void find_library_dir(void)
         return;
     const char *slash = strrchr(info.dli_fname, '/');
     int dir_len = slash ? (int)(slash - info.dli_fname) : 0;
-    char cwd[PATH_MAX];
-    const char *prefix = "";
+    /* A relative path is the working directory's, written first into
+     * library_dir itself: no PATH_MAX buffer on the stack of the thread
+     * that loads the library (a dlopen from a small thread). */
+    size_t at = 0;
     if (info.dli_fname[0] != '/') {
-        if (getcwd(cwd, sizeof cwd) == NULL)
+        if (getcwd(library_dir, sizeof library_dir) == NULL) {
+            library_dir[0] = '\0';
             return;
-        prefix = cwd;
+        }
+        at = strlen(library_dir);
     }
-    int n = snprintf(library_dir, sizeof library_dir, "%s%s%.*s", prefix,
-                     prefix[0] && dir_len ? "/" : "", dir_len, info.dli_fname);
-    if (n < 0 || (size_t)n >= sizeof library_dir)
+    int n = snprintf(library_dir + at, sizeof library_dir - at, "%s%.*s",
+                     at && dir_len ? "/" : "", dir_len, info.dli_fname);
+    if (n < 0 || (size_t)n >= sizeof library_dir - at)
         library_dir[0] = '\0';
 }
 
@@ -120,11 +124,15 @@ static void *open_first(char *path, size_t size)
     return NULL;
 }
 
+/* Runs once (load_once), on the thread of the first call that needs the
+ * object: its path is kept here rather than on that thread's stack, which
+ * may be 16 KiB and has glibc's dlopen to hold besides. */
+static char upper_path[PATH_MAX];
+
 static void load(void)
 {
-    char path[PATH_MAX];
     own_work_enter();
-    void *h = open_first(path, sizeof path);
+    void *h = open_first(upper_path, sizeof upper_path);
     own_work_leave();
     if (h == NULL)
         return;
@@ -132,7 +140,7 @@ static void load(void)
     if (e == NULL || strcmp(e->version, UPPER_VERSION) != 0)
         warn_stderr("cpprof: %s is not of this cpprof (%s): not used; no "
                     "HTTP server, CPU profile or symbolization in this "
-                    "process\n", path, UPPER_VERSION);
+                    "process\n", upper_path, UPPER_VERSION);
     else
         entry = e;
 }

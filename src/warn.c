@@ -26,11 +26,17 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { LINE_MAX_BYTES = 2048 };
+/* A line is formatted on the caller's stack when it fits SHORT_LINE, else
+ * again in pages of its own (mmap: no allocator, the program's or
+ * cpprof's), up to LINE_MAX_BYTES: warnings come from public calls and
+ * interposed functions, on the program's threads, whose stacks may be
+ * 16 KiB (2 KiB here was a third of what such a thread has left). */
+enum { SHORT_LINE = 256, LINE_MAX_BYTES = 2048 };
 
 /* Descriptor 2 at load.  Until it is remembered it is load time still
  * (heap.c may have to say something before), and descriptor 2 is taken
@@ -89,22 +95,23 @@ bool warn_write(const char *buf, size_t len)
     return ok;
 }
 
-void warn_stderr(const char *fmt, ...)
+/* The length of a line vsnprintf made into buf[size], n long uncut: cut
+ * to size - 1, still ending in a newline when the format does. */
+static size_t cut_line(char *buf, size_t size, int n, const char *fmt)
 {
-    char buf[LINE_MAX_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     if (n < 0)
-        return;
-    size_t len = (size_t)n;
-    if (len >= sizeof buf) {
-        len = sizeof buf - 1;
-        if (fmt[0] && fmt[strlen(fmt) - 1] == '\n')
-            buf[len - 1] = '\n';
-    }
-    int saved_errno = errno;
+        return 0;
+    if ((size_t)n < size)
+        return (size_t)n;
+    if (fmt[0] && fmt[strlen(fmt) - 1] == '\n')
+        buf[size - 2] = '\n';
+    return size - 1;
+}
+
+/* Writes the line with SIGPIPE blocked, and takes back a SIGPIPE the
+ * write raised (warn.h). */
+static void write_line(const char *buf, size_t len)
+{
     sigset_t pipe_only, old, pending;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
@@ -116,6 +123,30 @@ void warn_stderr(const char *fmt, ...)
         sigtimedwait(&pipe_only, NULL, &now); /* the one our write raised */
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void warn_stderr(const char *fmt, ...)
+{
+    int saved_errno = errno;
+    char line[SHORT_LINE];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof line) {
+        write_line(line, (size_t)n);
+    } else if (n >= 0) {
+        void *page = mmap(NULL, LINE_MAX_BYTES, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *buf = page != MAP_FAILED ? page : line;
+        size_t size = page != MAP_FAILED ? LINE_MAX_BYTES : sizeof line;
+        va_start(ap, fmt);
+        n = vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+        write_line(buf, cut_line(buf, size, n, fmt));
+        if (page != MAP_FAILED)
+            munmap(page, LINE_MAX_BYTES);
+    }
     errno = saved_errno;
 }
 

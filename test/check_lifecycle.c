@@ -22,6 +22,10 @@
  * /profile request is inside its handler (known from the sampler's
  * collector thread existing): it must answer that request before the
  * process ends, and exit cleanly.
+ *
+ * cpprof's messages: a line longer than the few hundred bytes formatted
+ * on the caller's stack is written whole, in one write, and one past
+ * 2 KiB is cut there, still ending in its newline.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -38,6 +42,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "warn.h"
 
 #include "http.h"
 
@@ -194,6 +200,45 @@ START_TEST(exit_answers_request_in_flight)
 }
 END_TEST
 
+/* The bytes warn_stderr writes for "%s\n" of n copies of c, read back
+ * from the file descriptor 2 is for the call. */
+static char *warned(size_t n, char c, size_t *len)
+{
+    char *text = malloc(n + 1), path[] = "/tmp/check_warn.XXXXXX";
+    memset(text, c, n);
+    text[n] = '\0';
+    int fd = mkstemp(path), saved = dup(2);
+    ck_assert(fd >= 0 && saved >= 0);
+    ck_assert_int_eq(dup2(fd, 2), 2);
+    warn_remember_stderr();
+    warn_stderr("%s\n", text);
+    dup2(saved, 2);
+    close(saved);
+    warn_remember_stderr();
+    char *out = calloc(1, n + 2);
+    ssize_t got = pread(fd, out, n + 1, 0);
+    ck_assert_int_ge(got, 0);
+    *len = (size_t)got;
+    close(fd);
+    unlink(path);
+    free(text);
+    return out;
+}
+
+START_TEST(long_messages_whole_or_cut)
+{
+    size_t len;
+    char *out = warned(300, 'x', &len);
+    ck_assert_uint_eq(len, 301);
+    ck_assert(out[0] == 'x' && out[299] == 'x' && out[300] == '\n');
+    free(out);
+    out = warned(3000, 'y', &len);
+    ck_assert_uint_eq(len, 2047);
+    ck_assert(out[0] == 'y' && out[2045] == 'y' && out[2046] == '\n');
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -208,6 +253,7 @@ int main(void)
     tcase_add_test(tc, child_profiles_and_serves_parent_restarts);
 #endif
     tcase_add_test(tc, exit_answers_request_in_flight);
+    tcase_add_test(tc, long_messages_whole_or_cut);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,9 +1,10 @@
 /*
  * http_badinput.c -- the HTTP surface against hostile input: every
  * endpoint with malformed, huge, negative, overflowing, percent-encoded and
- * repeated parameters, long paths and headers, oversized bodies, path
- * traversal, wrong methods, slowloris clients, clients that half-close a
- * partial request, and 1,000 connections at once.  Each request must get
+ * repeated parameters, long paths and headers, oversized bodies, bodies
+ * framed by Content-Length fields that disagree, path traversal, wrong
+ * methods, slowloris clients, clients that half-close a partial request,
+ * and 1,000 connections at once.  Each request must get
  * the right status, and the server must keep serving: a plain request is
  * answered 200 after every case.
  *
@@ -337,6 +338,49 @@ static void huge_requests(void)
     }
 }
 
+/* A body framed by two Content-Length fields: libmicrohttpd frames it by
+ * the first, a proxy in front may by the other, and what follows the
+ * shorter is a request of the client's making (request smuggling).  Two
+ * that disagree, or one that is not a number, are a 400 and the
+ * connection's end (RFC 9112 6.3), asked on a keep-alive connection: it
+ * must close at once, not at the idle timeout (30 s).  The same length
+ * twice is that length. */
+static void conflicting_lengths(void)
+{
+    static const struct {
+        const char *lengths;
+        int status;
+        bool closed;
+    } rows[] = {
+        {"Content-Length: 3\r\nContent-Length: 40\r\n", 400, true},
+        {"Content-Length: 40\r\nContent-Length: 3\r\n", 400, true},
+        {"Content-Length: 3\r\ncontent-length: 4\r\n", 400, true},
+        {"Content-Length: 3, 40\r\n", 400, true},
+        {"Content-Length: 3\r\nContent-Length: 3x\r\n", 400, true},
+        {"Content-Length: 3\r\nContent-Length: 3\r\n", 200, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        char req[512];
+        int n = snprintf(req, sizeof req,
+                         "POST /debug/pprof/symbol HTTP/1.1\r\n"
+                         "Host: 127.0.0.1\r\n%s\r\n0x1", rows[i].lengths);
+        int fd = connect_server();
+        send_all(fd, req, (size_t)n);
+        int status = read_answer(fd, 5000, NULL, 0);
+        close(fd);
+        bool closed = strncmp(read_end, "closed", 6) == 0;
+        char what[300];
+        snprintf(what, sizeof what, "Content-Length row %zu (%.*s...): "
+                 "status %d, want %d; connection %s, want %s", i,
+                 (int)strcspn(rows[i].lengths, "\r"), rows[i].lengths,
+                 status, rows[i].status, read_end,
+                 rows[i].closed ? "closed" : "kept");
+        check(status == rows[i].status && closed == rows[i].closed, what,
+              NULL);
+        check_serving("conflicting Content-Length fields");
+    }
+}
+
 /* Restarts the server with `limit` connections and `idle` seconds. */
 static void restart(const char *limit, const char *idle)
 {
@@ -482,6 +526,7 @@ int main(void)
     port = http_port();
     run_cases();
     huge_requests();
+    conflicting_lengths();
     slowloris();
     half_closed();
 

@@ -5,7 +5,9 @@
 #     without a token unless http_require_token=0;
 #   - with a token, a request without "Authorization: Bearer TOKEN" (none,
 #     a wrong one, a prefix of it, another scheme) is a 401 with no data,
-#     also for a POST whose body is then never read;
+#     also for a POST whose body is then never read; the schemes Bearer
+#     and Basic are named in any case (RFC 9110 11.1: "bearer TOKEN" was
+#     a 401);
 #   - http_max_connections: with the limit held by idle keep-alive
 #     connections (each served a request: connections that never send one
 #     are pushed out, see test/http_slowloris), a new request is not served
@@ -70,8 +72,10 @@ done
 token=s3cret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 export CPPROF_HTTP_ALLOW_REMOTE=1 CPPROF_HTTP_TOKEN="$token"
 DEMO_HOST=0.0.0.0 start_demo --workers 1 --rate 200 --for 120
+basic() { printf '%s' "$1" | base64 -w0; }
 for auth in '' "Bearer wrong" "Bearer ${token%?}" "Bearer ${token}x" \
-            "Basic $token" "bearer$token"; do
+            "Basic $token" "bearer$token" "bearer wrong" \
+            "basic $(basic "anyone:${token}x")" "Bearer" "Bearer "; do
     code=$(fetch noauth "$base/goroutine?debug=2" ${auth:+-H "Authorization: $auth"})
     expect_status "no token ($auth)" 401 "$code"
     [ "$(cat "$tmp/noauth.body")" = Unauthorized ] ||
@@ -100,6 +104,11 @@ expect_status "POST without token" 401 "$code"
 code=$(fetch auth "$base/goroutine?debug=2" -H "Authorization: Bearer $token")
 expect_status "with the token" 200 "$code"
 grep -q '^thread ' "$tmp/auth.body" || fail "token: no thread dump"
+for auth in "bearer $token" "BEARER $token" "bEaReR  $token" \
+            "basic $(basic "anyone:$token")" "BASIC $(basic ":$token")"; do
+    code=$(fetch anycase "$base/cmdline" -H "Authorization: $auth")
+    expect_status "the token under a scheme in another case ($auth)" 200 "$code"
+done
 code=$(fetch authsym "$base/symbol" -H "Authorization: Bearer $token" \
     --data-binary '0x1')
 expect_status "POST with the token" 200 "$code"

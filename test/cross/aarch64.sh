@@ -119,6 +119,8 @@ left_out=(
   "timeline_protoc.sh: not wired (runs test/check_timeline's encoder output through the host's protoc)"
   "trace_demo.sh: not wired (wants one track per thread of /proc/PID/task, where qemu has threads of its own)"
   "trace_flight.sh: not wired (starts test/trace_flight)"
+  "trace_pidns.sh: not wired (runs the demo through unshare, a host program, in a pid namespace of its own)"
+  "stack_min.sh: not wired (starts test/stack_min, whose stack depths include signal frames, which are qemu's there, not an arm64 kernel's)"
   "fork_storm: not wired yet: new with the fork lock order, not yet built for qemu or tried there"
   "altstack_walk: not wired yet: sizes qemu's signal frames, not an arm64 kernel's; not yet tried there"
   "clone_labels: not wired yet: raw clone(2) threads, not yet tried under qemu"
