@@ -9,7 +9,9 @@
  * that defines a function of the same name as one of theirs keeps its
  * own); RTLD_NODELETE, because the fork handlers it registers (atfork.h)
  * point into it.  Loaded as cpprof's own work: what its libraries'
- * constructors allocate is not the program's (own.h).
+ * constructors allocate is not the program's (own.h).  Its file is
+ * checked first (upper_check.c): one cut short would fault with SIGBUS in
+ * dlopen.
  */
 #define _GNU_SOURCE
 #include "upper.h"
@@ -72,12 +74,27 @@ static void *open_first(char *path, size_t size)
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         if (!beside_library(places[i], path, size) || access(path, F_OK) != 0)
             continue;
+        char why[256];
+        int fd = upper_open_checked(path, why, sizeof why);
+        if (fd < 0) {
+            warn_stderr("cpprof: %s %s: not used; no HTTP server, CPU "
+                        "profile or symbolization in this process\n",
+                        path, why);
+            return NULL;
+        }
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        const char *error = h == NULL ? dlerror() : NULL;
+        bool checked = upper_is_checked_file(fd, path);
+        close(fd);
         if (h == NULL)
             warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
                         "profile or symbolization in this process\n",
-                        path, dlerror());
-        return h;
+                        path, error);
+        else if (!checked)
+            warn_stderr("cpprof: %s was replaced while it was loaded: not "
+                        "used; no HTTP server, CPU profile or symbolization "
+                        "in this process\n", path);
+        return checked ? h : NULL;
     }
     if (beside_library(places[0], path, size))
         warn_stderr("cpprof: %s is missing (cpprof is not installed whole); "
