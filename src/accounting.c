@@ -68,6 +68,7 @@
 #include "interpose.h"
 #include "labels.h"
 #include "sigbudget.h"
+#include "sigonstack.h"
 #include "sigowner.h"
 #include "thread.h"
 #include "util.h"
@@ -406,6 +407,7 @@ static int install_tick_handler(int signo)
     int rc = signal_claim_check(signo, on_tick);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
+    sigonstack_claim(signo);
     struct sigaction sa = {0};
     sa.sa_sigaction = on_tick;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;

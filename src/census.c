@@ -128,6 +128,7 @@
 #include "labels.h"
 #include "procfile.h"
 #include "proctasks.h"
+#include "sigonstack.h"
 #include "sigowner.h"
 #include "task.h"
 #include "thread.h"
@@ -282,6 +283,7 @@ static int ensure_handler(int signo)
     int rc = signal_claim_check(signo, on_census_signal);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
+    sigonstack_claim(signo);
     struct sigaction sa = {0};
     sa.sa_sigaction = on_census_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;

@@ -8,6 +8,22 @@
 #include "cpprof.h"
 #include "http_server.h"
 #include "tracefile.h"
+#include "upper_pair.h" /* generated: UPPER_PAIR_BUILD_ID */
+
+#include <link.h>
+
+/* The build ID of the libcpprof.so this object was linked against, in a
+ * note, which libcpprof.so reads from the file before it maps it
+ * (upper_check.c): a note survives stripping. */
+static const struct {
+    ElfW(Nhdr) head;
+    char name[(sizeof UPPER_NOTE_NAME + 3) & ~3];
+    char desc[(sizeof UPPER_PAIR_BUILD_ID + 3) & ~3];
+} pair_note __attribute__((section(".note.cpprof.pair"), aligned(4), used)) = {
+    {sizeof UPPER_NOTE_NAME, sizeof UPPER_PAIR_BUILD_ID - 1, UPPER_NOTE_PAIR},
+    UPPER_NOTE_NAME,
+    UPPER_PAIR_BUILD_ID,
+};
 
 extern const struct upper_entry cpprof_upper_entry;
 const struct upper_entry cpprof_upper_entry = {

@@ -104,14 +104,16 @@
  * A signal that arrives while the thread already runs on its altstack
  * (inside the program's own SA_ONSTACK handler) nests there whatever the
  * flag says, below the program's handler's frames and a second kernel
- * frame: on an 8 KB altstack that left less than the walk needs, and the
- * walk ran past its bottom.  So the handler first measures what is left
- * below its frame (unwind_stack_left) and, with less than
- * SAMPLER_HANDLER_STACK, does not walk: the sample's weight is counted as
- * unsampled CPU time (cpprof.unsampled.stackTooShort, with the number of
- * threads it happened on).  A nested kernel frame that does not fit at
- * all kills the program in the kernel, before any handler runs; no
- * handler can help that.
+ * frame, so the program's SA_ONSTACK handlers block the signal
+ * (sigonstack.c) and it comes after they return.  A handler installed
+ * where cpprof could not see it still lets it nest: on an 8 KB altstack
+ * that left less than the walk needs, and the walk ran past its bottom.
+ * So the handler first measures what is left below its frame
+ * (unwind_stack_left) and, with less than SAMPLER_HANDLER_STACK, does not
+ * walk: the sample's weight is counted as unsampled CPU time
+ * (cpprof.unsampled.stackTooShort, with the number of threads it happened
+ * on).  A nested kernel frame that does not fit at all kills the program
+ * in the kernel, before any handler runs; no handler can help that.
  *
  * Whose labels.  A sample carries the labels of the thread it interrupted,
  * read through that thread's TLS.  A thread made with raw clone(2) without
@@ -136,6 +138,7 @@
 #include "procfile.h"
 #include "proctasks.h"
 #include "sigbudget.h"
+#include "sigonstack.h"
 #include "sigowner.h"
 #include "thread.h"
 #include "trace.h"
@@ -222,6 +225,9 @@ struct thread_timer {
     bool mask_unread;
     bool ran; /* timed, and ran by the last look at it (look_at_timed) */
     struct blocked_run blocked; /* timed: recheck_timed */
+    /* A sample of its was drained since the last look at its mask: its
+     * signal gets through, whatever a look finds it blocking. */
+    bool sampled;
 };
 
 #define TIMED (-1)
@@ -513,6 +519,22 @@ void sampler_before_unload(void)
     atomic_fetch_sub(&in_handler, 1);
 }
 
+static int compare_timer_tid(const void *key, const void *entry)
+{
+    pid_t x = *(const pid_t *)key;
+    pid_t y = ((const struct thread_timer *)entry)->tid;
+    return (x > y) - (x < y);
+}
+
+/* Thread tid's signal got through: one of its samples came in. */
+static void note_sampled(struct session *s, pid_t tid)
+{
+    struct thread_timer *t =
+        bsearch(&tid, s->timers, s->ntimers, sizeof *t, compare_timer_tid);
+    if (t)
+        t->sampled = true;
+}
+
 /* Moves every published slot into s->samples. */
 static void ring_drain(struct session *s)
 {
@@ -532,6 +554,7 @@ static void ring_drain(struct session *s)
             atomic_fetch_add(&s->lost, slot->weight);
         else
             s->drained += slot->weight;
+        note_sampled(s, slot->tid);
         if (trace_recording() && !slot->in_collector)
             trace_cpu_sample(slot->tid, slot->when, slot->pcs, slot->depth,
                              slot->flags & STACK_LEAF_EXACT, slot->labels);
@@ -668,9 +691,14 @@ static void make_untimed(struct session *s, struct thread_timer *t, int why)
 /* Gives the thread a timer if it can take the signal and one is to be
  * had; otherwise records why not.  Returns false when the thread is gone.
  * `mask_settled`: the thread runs its own code already (it announced
- * itself, or a recheck saw it run), so its mask is read now and a blocked
- * signal is its choice; one found by a listing is timed with its mask
- * unread (mask_unread).  `budget`: the pass's one read of SigQ. */
+ * itself, or a recheck saw it run), so its mask is read now; one found by
+ * a listing is timed with its mask unread (mask_unread).  A thread found
+ * blocking the signal may be inside a handler that blocks it for a moment
+ * (the program's SA_ONSTACK handlers do: sigonstack.c), so it is timed
+ * with its blocked run started, and untimed at the next look only if none
+ * of its samples came meanwhile (recheck_timed); one untimed for blocking
+ * it already gets its timer back once a look finds it unblocked.
+ * `budget`: the pass's one read of SigQ. */
 static bool give_timer(struct session *s, struct thread_timer *t,
                        bool mask_settled, sigbudget_view *budget)
 {
@@ -681,7 +709,8 @@ static bool give_timer(struct session *s, struct thread_timer *t,
     int64_t cpu = tid_cpu_ns(t->tid);
     if (cpu < 0)
         return false; /* exited meanwhile: its clock is gone */
-    if (mask_settled && blocks_signal(t->tid, s->signo)) {
+    bool blocked = mask_settled && blocks_signal(t->tid, s->signo);
+    if (blocked && t->why == SAMPLER_BLOCKED) {
         make_untimed(s, t, SAMPLER_BLOCKED);
         return true;
     }
@@ -695,6 +724,9 @@ static bool give_timer(struct session *s, struct thread_timer *t,
         t->timer = timer;
         t->cpu_mark = t->mask_cpu = cpu;
         t->blocked = (struct blocked_run){0};
+        t->sampled = false;
+        if (blocked)
+            blocked_run_start(&t->blocked, t->tid);
         t->mask_unread = !mask_settled;
         t->ran = mask_settled; /* it runs its own code now */
     } else if (rc == -EAGAIN) {
@@ -734,15 +766,26 @@ static bool ran_since_mask_read(struct thread_timer *t)
  * sampler's own among them; untimed at once, a busy thread went unsampled
  * until the next recheck, CI: 39 ms of 0.4 s).  Its mask never read, it
  * counts from its timer's start: its CPU since then is unsampled if it
- * blocked the signal all along.  Returns whether the thread ran. */
+ * blocked the signal all along.  A sample of its since the last look
+ * proves its signal got through between the looks: the run starts anew.
+ * (A thread that spends most of its time in the program's SA_ONSTACK
+ * handlers, which block the signal (sigonstack.c), is found blocking it
+ * at look after look, and its samples come as each handler returns:
+ * untimed, its CPU went to signalBlocked, two thirds of it in
+ * test/altstack_walk.)  Returns whether the thread ran. */
 static bool recheck_timed(struct session *s, struct thread_timer *t)
 {
     if (!ran_since_mask_read(t))
         return false;
-    bool unread = t->mask_unread;
-    t->mask_unread = false;
+    bool unread = t->mask_unread, got_through = t->sampled;
+    t->mask_unread = t->sampled = false;
     if (!blocks_signal(t->tid, s->signo)) {
         t->blocked = (struct blocked_run){0};
+        return true;
+    }
+    if (got_through) { /* the run counts from this look */
+        t->blocked = (struct blocked_run){0};
+        blocked_run_start(&t->blocked, t->tid);
         return true;
     }
     if (unread && !t->blocked.seen)
@@ -1214,6 +1257,7 @@ static int install_handler(struct session *s)
         sigaction(s->signo, &s->previous, NULL);
         return CPPROF_ESIGTAKEN;
     }
+    sigonstack_claim(s->signo); /* before the first timer is set */
     return 0;
 }
 

@@ -18,6 +18,9 @@
  * rather than at its next tick.  Calls that bypass the symbol (a raw
  * rt_sigaction system call, sigset(), sysv_signal()) are not seen: the CPU
  * sampler therefore also checks its signal at every collector tick.
+ * The call itself goes through sigonstack.c, which adds cpprof's signals
+ * to the mask of an SA_ONSTACK handler (they must not nest on the
+ * program's altstack) and takes them out of the action returned.
  *
  * Both are async-signal-safe as before as long as the signal is not
  * cpprof's; for the tick signal, the first call takes a mutex.
@@ -26,6 +29,7 @@
 #include "accounting.h"
 #include "interpose.h"
 #include "sampler.h"
+#include "sigonstack.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -46,7 +50,7 @@
  * instrumented code may run (as collect.c leaves pthread_getattr_np to
  * it): there the program's action simply replaces cpprof's. */
 #ifndef __SANITIZE_THREAD__
-typedef int sigaction_fn(int, const struct sigaction *, struct sigaction *);
+typedef sigonstack_next_fn sigaction_fn;
 typedef __sighandler_t signal_fn(int, __sighandler_t);
 static void *next_sigaction, *next_signal;
 
@@ -69,7 +73,7 @@ EXPORT int sigaction(int signo, const struct sigaction *act,
         errno = ENOSYS;
         return -1;
     }
-    return next(signo, act, old);
+    return sigonstack_sigaction(next, signo, act, old);
 }
 
 EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
@@ -81,6 +85,6 @@ EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
         errno = ENOSYS;
         return SIG_ERR;
     }
-    return next(signo, handler);
+    return sigonstack_signal(next, signo, handler);
 }
 #endif

@@ -24,6 +24,9 @@
  * threads would be started; linking them in with hidden symbols needs
  * static archives Debian does not ship for all of them (p11-kit,
  * libunistring).  Loading costs the same either way (docs/limits.md).
+ *
+ * Its file is checked first (upper_check.c): one cut short would fault
+ * with SIGBUS in dlopen.
  */
 #define _GNU_SOURCE
 #include "upper.h"
@@ -105,13 +108,28 @@ static void *open_first(char *path, size_t size)
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         if (!beside_library(places[i], path, size) || access(path, F_OK) != 0)
             continue;
+        char why[256];
+        int fd = upper_open_checked(path, why, sizeof why);
+        if (fd < 0) {
+            warn_stderr("cpprof: %s %s: not used; no HTTP server, CPU "
+                        "profile or symbolization in this process\n",
+                        path, why);
+            return NULL;
+        }
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE |
                                    own_tree_first());
+        const char *error = h == NULL ? dlerror() : NULL;
+        bool checked = upper_is_checked_file(fd, path);
+        close(fd);
         if (h == NULL)
             warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
                         "profile or symbolization in this process\n",
-                        path, dlerror());
-        return h;
+                        path, error);
+        else if (!checked)
+            warn_stderr("cpprof: %s was replaced while it was loaded: not "
+                        "used; no HTTP server, CPU profile or symbolization "
+                        "in this process\n", path);
+        return checked ? h : NULL;
     }
     if (beside_library(places[0], path, size))
         warn_stderr("cpprof: %s is missing (cpprof is not installed whole); "

@@ -57,4 +57,19 @@ struct upper_entry {
  * a signal handler or a fork child's handlers. */
 const struct upper_entry *upper_load(void);
 
+/* The note in which libcpprof-upper.so records the build ID (as hex
+ * text) of the libcpprof.so it was linked against (http_upper_entry.c),
+ * which upper_check.c compares with its own before mapping the file. */
+#define UPPER_NOTE_NAME "cpprof"
+#define UPPER_NOTE_PAIR 1
+#define UPPER_BUILD_ID_MAX 64 /* bytes of a build ID it reads */
+
+/* Opens the upper object at path and checks its file (upper_check.c):
+ * the descriptor, or -1 with why it is refused in why, a sentence's end
+ * after the path. */
+int upper_open_checked(const char *path, char *why, size_t len);
+
+/* Whether path still names the file open on fd, the one checked. */
+bool upper_is_checked_file(int fd, const char *path);
+
 #endif

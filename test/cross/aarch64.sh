@@ -135,6 +135,7 @@ left_out=(
   "jemalloc_mallocx.sh: not wired (needs the target's libjemalloc, not in the sysroot)"
   "http_exit_profile.sh: not wired (starts test/http_exit_profile)"
   "fork_cheap.sh: not wired (preloads the library into test/fork_faults and counts page faults, which are qemu's there, not an arm64 kernel's)"
+  "upper_checked.sh: not wired (preloads a copy of the library into test/fork_faults and test/upper_request)"
   "heap_late.sh: not wired (preloads the library into test/heap_late and reads its heap profile with the host's gocheck and pprof)"
   "dlopen_server: not yet tried under qemu (dlopens the library by its build path)"
   "prefork.sh: not wired (preloads the library into test/prefork and its forks)"
