@@ -139,8 +139,10 @@ static uint64_t bytes_needed(const ElfW(Ehdr) *eh, const ElfW(Phdr) *ph)
 static bool recorded_pair(int fd, const ElfW(Ehdr) *eh, const ElfW(Phdr) *ph,
                           char *out, size_t size)
 {
+    /* Static, as check_file's headers: the check runs once (upper.c's
+     * load_once), on a caller's thread whose stack may be 16 KiB. */
+    static unsigned char notes[NOTES_MAX];
     for (int i = 0; i < eh->e_phnum; i++) {
-        unsigned char notes[NOTES_MAX];
         size_t n;
         if (ph[i].p_type != PT_NOTE || ph[i].p_filesz > sizeof notes ||
             !read_at(fd, notes, ph[i].p_filesz, ph[i].p_offset))
@@ -162,7 +164,7 @@ static int check_file(int fd, char *why, size_t len)
 {
     struct stat st;
     ElfW(Ehdr) eh;
-    ElfW(Phdr) ph[PHDRS_MAX];
+    static ElfW(Phdr) ph[PHDRS_MAX]; /* runs once: recorded_pair says why */
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(why, len, "is not a regular file");
         return -1;
