@@ -121,6 +121,12 @@ int http_refused_setting(void)
     return -1;
 }
 
+static const char *unisolated;
+
+void http_note_unisolated(const char *why) { unisolated = why; }
+
+const char *http_libraries_unisolated(void) { return unisolated; }
+
 /* libmicrohttpd's connection notification. */
 static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,

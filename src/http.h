@@ -96,6 +96,12 @@ struct json_t *http_forks_json(void);
  * NULL where they would (or CPPROF_HTTP_FORKS=0 says they need not). */
 const char *http_forks_declined(void);
 
+/* Why the server's libraries look names up in the program before their
+ * own tree (upper.c: a sanitizer runtime refuses RTLD_DEEPBIND), or NULL
+ * where they do not: a function the program exports under one of their
+ * names then takes their calls. */
+const char *http_libraries_unisolated(void);
+
 typedef int (*http_handler)(http_req *r);
 
 enum http_method { HTTP_GET = 1, HTTP_POST = 2 };

@@ -195,7 +195,8 @@ static void put_unsampled(FILE *f)
  * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
  * "sampler": {"label", "cpu_seconds"}, "census": {"label", "threads",
  * "cpu_seconds"}, "forked_processes": [...] (http_forks_json), and
- * "forks_declined" (why forks will not serve) where they will not}: what
+ * "forks_declined" (why forks will not serve) where they will not, and
+ * "libraries_unisolated" where upper.c could not isolate them}: what
  * the server's own threads cost the process and how
  * many requests wait out a window now, and what the CPU profiler's
  * collector threads and the census's helpers have cost it. */
@@ -238,6 +239,10 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
     const char *declined = http_forks_declined();
     if (declined != NULL)
         json_object_set_new(root, "forks_declined", json_string(declined));
+    const char *unisolated = http_libraries_unisolated();
+    if (unisolated != NULL)
+        json_object_set_new(root, "libraries_unisolated",
+                            json_string(unisolated));
     return http_reply_json(r, root, JSON_INDENT(2));
 }
 
@@ -313,6 +318,12 @@ static void put_descriptions(FILE *f, const index_entry *e, size_t n)
         fputs("</li>\n", f);
     }
     put_internal_heap(f);
+    const char *unisolated = http_libraries_unisolated();
+    if (unisolated != NULL) {
+        fputs("<li><div class=\"unavailable\">cpprof's libraries: ", f);
+        put_escaped(f, unisolated);
+        fputs("</div></li>\n", f);
+    }
 }
 
 static const www_file *find_file(const char *name)

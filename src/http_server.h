@@ -166,6 +166,10 @@ void http_watch_forget_after_fork(void);
 int http_start(const char *addr, bool one_thread);
 int http_refused_setting(void);
 
+/* Called by upper.c (through the upper object's table) when it loaded
+ * the upper object without RTLD_DEEPBIND, with why; the index says it. */
+void http_note_unisolated(const char *why);
+
 /* Pre-fork servers (http_forks.c): http_forks_serving when a server
  * started on `addr` (under the lifecycle's lock, before any fork that
  * inherits it); http_forks_stopping when it stops, before its listener

@@ -34,4 +34,5 @@ const struct upper_entry cpprof_upper_entry = {
     .http_stop = cpprof_http_stop,
     .http_refused_setting = http_refused_setting,
     .trace_flight_write = tracefile_flight_write,
+    .note_unisolated = http_note_unisolated,
 };

@@ -88,6 +88,10 @@ static bool beside_library(const char *name, char *out, size_t size)
     return n > 0 && (size_t)n < size;
 }
 
+/* Why the object is loaded without RTLD_DEEPBIND, or NULL: said on
+ * stderr here and handed to the index once loaded (load). */
+static const char *unisolated;
+
 /* RTLD_DEEPBIND, or 0 where the dlopen a sanitizer runtime puts before
  * the C library's (its interceptor, under either of its names) would
  * kill the process for it. */
@@ -96,10 +100,11 @@ static int own_tree_first(void)
     if (dlsym(RTLD_DEFAULT, "__interceptor_dlopen") == NULL &&
         dlsym(RTLD_DEFAULT, "___interceptor_dlopen") == NULL)
         return RTLD_DEEPBIND;
-    warn_stderr("cpprof: under a sanitizer runtime, which refuses "
-                "RTLD_DEEPBIND, libcpprof-upper.so's libraries look names "
-                "up in the program first: a function the program exports "
-                "under a name of theirs takes their calls\n");
+    unisolated = "under a sanitizer runtime, which refuses RTLD_DEEPBIND, "
+                 "libcpprof-upper.so's libraries look names up in the "
+                 "program first: a function the program exports under a "
+                 "name of theirs takes their calls";
+    warn_stderr("cpprof: %s\n", unisolated);
     return 0;
 }
 
@@ -159,8 +164,11 @@ static void load(void)
         warn_stderr("cpprof: %s is not of this cpprof (%s): not used; no "
                     "HTTP server, CPU profile or symbolization in this "
                     "process\n", upper_path, UPPER_VERSION);
-    else
+    else {
+        if (unisolated != NULL)
+            e->note_unisolated(unisolated);
         entry = e;
+    }
 }
 
 const struct upper_entry *upper_load(void)

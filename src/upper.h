@@ -49,6 +49,7 @@ struct upper_entry {
     int (*http_stop)(void);
     int (*http_refused_setting)(void);
     int (*trace_flight_write)(int fd, int64_t until);
+    void (*note_unisolated)(const char *why);
 };
 
 /* The upper object's entry points, loaded by the first call (which may

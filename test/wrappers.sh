@@ -136,6 +136,30 @@ else
 fi
 stop_all
 
+# --- The libraries' isolation, declined where a sanitizer refuses it -------
+# Under ASan's runtime, which kills a process that dlopens with
+# RTLD_DEEPBIND, upper.c loads the server's libraries without it: stderr
+# says so once, and the index's JSON too (libraries_unisolated); elsewhere
+# neither says a word.
+launch isolation "$PROG" 30 isolation
+pids=
+if ! await_cmdline "$PROG 30 isolation"; then
+    failed isolation "never served; stderr: $(cat "$tmp/isolation.err")"
+else
+    said=$(curl -s --max-time 10 "$base/?format=json" | grep -c '"libraries_unisolated"')
+    lines=$(grep -c 'refuses RTLD_DEEPBIND' "$tmp/isolation.err")
+    case ${CPPROF_SANITIZER:-none} in
+    asan) want="1 1" ;;
+    *) want="0 0" ;;
+    esac
+    if [ "$said $lines" != "$want" ]; then
+        failed isolation "the index said it $said times and stderr $lines (wanted $want: index, stderr)"
+    else
+        echo "ok: isolation: index and stderr said it $said and $lines times (${CPPROF_SANITIZER:-none})"
+    fi
+fi
+stop_all
+
 # --- A wrapper that runs no program ----------------------------------------
 # (bash: dash ends with _exit, where nothing of the library's runs.)
 launch none bash -c 'echo ran'
