@@ -46,6 +46,8 @@
 struct cpprof_labelset {
     _Atomic(void *) published;     /* otel.c's record, built on first use;
                                       first: labels.h reads it inline */
+    uint64_t serial;               /* this set's number, never reused;
+                                      second: labels.h reads it inline */
     atomic_long refs;              /* every holder's: the set lives while > 0 */
     atomic_long app_refs;          /* the part of refs handed to the program */
     uint64_t hash;
@@ -56,6 +58,9 @@ struct cpprof_labelset {
 };
 _Static_assert(offsetof(struct cpprof_labelset, published) == 0,
                "labelset_published() in labels.h reads the first member");
+_Static_assert(offsetof(struct cpprof_labelset, serial) ==
+                   LABELSET_SERIAL_OFFSET,
+               "labelset_serial() in labels.h reads the serial there");
 
 /* A key/value pair while a set is being built. */
 struct pair {
@@ -73,7 +78,7 @@ static struct {
     struct cpprof_labelset set;
     const char *kv[2];
 } overflow = {
-    .set = {.refs = 1, .app_refs = 1, .n = 1},
+    .set = {.refs = 1, .app_refs = 1, .serial = 1, .n = 1},
     .kv = {"cpprof_overflow", "label set cap reached"},
 };
 
@@ -88,8 +93,14 @@ void labels_registry_unlock(void) { pthread_mutex_unlock(&registry_mu); }
 static __thread int interning __attribute__((tls_model("initial-exec")));
 static struct cpprof_labelset **buckets;
 static size_t nbuckets, ninterned;
+static uint64_t next_serial = 2; /* 1 is the overflow set's */
+/* Interned sets no one references: what a reclaim would free (an
+ * estimate while references come and go; exact under intern_lock when
+ * none do), so that a table at the cap with nothing to free is not
+ * scanned for every new set. */
+static atomic_long unreferenced;
 static atomic_ulong folded;
-static atomic_int overrelease_reported;
+static atomic_int overrelease_reported, cap_reported;
 
 /* ---- Checking arguments ------------------------------------------------- */
 
@@ -257,6 +268,7 @@ static struct cpprof_labelset *new_set(const struct pair *p, size_t n,
     atomic_init(&s->refs, 1);
     atomic_init(&s->app_refs, 0);
     s->hash = hash;
+    s->serial = next_serial++;
     s->chain = NULL;
     s->n = n;
     atomic_init(&s->published, NULL);
@@ -299,6 +311,7 @@ static void reclaim_unreferenced(void)
                 release_extras(s);
                 free(s);
                 ninterned--;
+                atomic_fetch_sub(&unreferenced, 1);
             } else {
                 link = &s->chain;
             }
@@ -327,6 +340,19 @@ static int grow_table(void)
     return 0;
 }
 
+/* The first set folded: said once on stderr, as the index page and
+ * /metrics say it for as long as it lasts. */
+static void report_cap_reached(void)
+{
+    if (!atomic_exchange(&cap_reported, 1))
+        warn_stderr("cpprof: the label cap (label_cap, CPPROF_LABEL_CAP = "
+                    "%ld distinct label sets) is reached: new label sets "
+                    "are folded into {cpprof_overflow=\"label set cap "
+                    "reached\"}, and the samples taken under them carry "
+                    "no labels of their own\n",
+                    cfg_int(CFG_LABEL_CAP));
+}
+
 /* The interned set for sorted, unique pairs, with a reference (one of
  * the program's when `for_app`). */
 static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
@@ -347,13 +373,16 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
     for (; s; s = s->chain)
         if (s->hash == h && same_content(s, p, n))
             break;
+    bool fold = false;
     if (s) {
-        atomic_fetch_add(&s->refs, 1);
+        labelset_hold(s);
     } else {
-        if (ninterned >= (size_t)cfg_int(CFG_LABEL_CAP))
+        if (ninterned >= (size_t)cfg_int(CFG_LABEL_CAP) &&
+            atomic_load(&unreferenced) > 0)
             reclaim_unreferenced();
         if (ninterned >= (size_t)cfg_int(CFG_LABEL_CAP)) {
             atomic_fetch_add(&folded, 1);
+            fold = true;
             s = &overflow.set;
         } else if ((ninterned + 1 > nbuckets && (rc = grow_table()) != 0) ||
                    !(s = new_set(p, n, h))) {
@@ -369,6 +398,8 @@ static int intern(cpprof_labelset **out, const struct pair *p, size_t n,
     pthread_mutex_unlock(&intern_lock);
     atomic_signal_fence(memory_order_seq_cst);
     interning = 0;
+    if (fold)
+        report_cap_reached();
     *out = s;
     return rc;
 }
@@ -438,12 +469,13 @@ int labelset_merge(cpprof_labelset **out, const cpprof_labelset *parent,
  * freed under it: such a release is refused instead, with one warning on
  * stderr (a host process must not be aborted for it). */
 
-/* SIGNAL-SAFE: one relaxed atomic add. */
+/* SIGNAL-SAFE: one relaxed atomic add (and one more for a set revived
+ * from no reference, which a signal handler never holds). */
 cpprof_labelset *labelset_hold(const cpprof_labelset *set)
 {
     cpprof_labelset *s = (cpprof_labelset *)set;
-    if (s)
-        atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    if (s && atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed) == 0)
+        atomic_fetch_sub_explicit(&unreferenced, 1, memory_order_relaxed);
     return s;
 }
 
@@ -466,7 +498,10 @@ void labelset_drop(const cpprof_labelset *set)
     cpprof_labelset *s = (cpprof_labelset *)set;
     if (!s || s == &overflow.set)
         return;
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) > 0)
+    long was = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
+    if (was == 1)
+        atomic_fetch_add_explicit(&unreferenced, 1, memory_order_relaxed);
+    if (was > 0)
         return;
     /* Below zero: cpprof's own miscount; keep the set rather than free it
      * under whoever still uses it. */
@@ -710,6 +745,7 @@ ATFORK_CHILD void labels_atfork_child(void)
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(labelset_drop);
 UPPER_CALLS(labelset_hold);
+UPPER_CALLS(labelset_interned_count);
 UPPER_CALLS(labelset_key);
 UPPER_CALLS(labelset_value);
 UPPER_CALLS(text_escape);

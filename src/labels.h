@@ -21,6 +21,18 @@
 /* Accessors for the builder and the text formats; i < cpprof_labelset_size. */
 const char *labelset_key(const cpprof_labelset *set, size_t i);
 const char *labelset_value(const cpprof_labelset *set, size_t i);
+/* The set's number: given at interning, never given to another set in
+ * the process's life (0: the empty set), so that a copy of a set's labels
+ * (the trace recorder's) can be known again without a reference to it.
+ * Read inline, as labelset_published below: the recorder reads it at
+ * every label switch it records. */
+#define LABELSET_SERIAL_OFFSET 8
+static inline uint64_t labelset_serial(const cpprof_labelset *set)
+{
+    return set ? *(const uint64_t *)(const void *)((const char *)set +
+                                                   LABELSET_SERIAL_OFFSET)
+               : 0;
+}
 
 /* Every name, label and string cpprof writes into a text form goes through
  * these, so that none can break the line it is on or the form's encoding.

@@ -93,15 +93,15 @@ static const char *join(timeline *t, const char *const *parts, size_t n,
     return r;
 }
 
-static int build_set(timeline *t, tl_set *out, const cpprof_labelset *set)
+static int build_set(timeline *t, tl_set *out, const trace_labels *set)
 {
-    size_t n = cpprof_labelset_size(set);
+    size_t n = set->n;
     const char **kv = pool_alloc(&t->pool, 2 * n * sizeof *kv + 1);
     if (!kv)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        kv[2 * i] = text(t, labelset_key(set, i));
-        kv[2 * i + 1] = text(t, labelset_value(set, i));
+        kv[2 * i] = text(t, set->kv[2 * i]);
+        kv[2 * i + 1] = text(t, set->kv[2 * i + 1]);
         if (!kv[2 * i] || !kv[2 * i + 1])
             return -ENOMEM;
     }
@@ -140,7 +140,7 @@ static int build_texts(timeline *t, const timeline_frames *stacks)
         return -ENOMEM;
     int rc = 0;
     for (size_t i = 0; i < s->n_sets && !rc; i++)
-        rc = build_set(t, &t->sets[i], i ? s->sets[i] : NULL);
+        rc = build_set(t, &t->sets[i], &s->sets[i]);
     for (size_t i = 0; i < s->n_stacks && !rc; i++)
         rc = build_stack(t, &t->stacks[i], &s->stacks[i],
                          stacks ? &stacks[i] : NULL);

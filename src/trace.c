@@ -25,11 +25,14 @@
  * (odd while the chunk is being reset for reuse) and keeps the copy only
  * if the number did not move: a reader never blocks a writer.
  *
- * Label sets in records are pointers, each held once by the recorder
- * (`pins`, a lock-free table) before it is first recorded and kept held
- * for the process's life, so a record never outlives its set.  The cost:
- * sets a trace saw are never reclaimed by the label core (its cap counts
- * them); docs/trace.md says so.
+ * Label sets: a record names its set by the offset of a copy of the set's
+ * labels earlier in the same chunk (REC_SET, trace_int.h), made at the
+ * set's first record in that chunk.  The recorder holds no reference to
+ * any set: a trace or the flight recorder must not keep sets alive, which
+ * would fill the label cap the program's profiles need (a program that
+ * labels each job with a value of its own then had every later set
+ * folded into cpprof_overflow, for the process's life); the copies live
+ * and die with the chunks, within trace_kb.
  *
  * Timestamps: CLOCK_MONOTONIC, one clock for every thread.  Off, the hot
  * paths pay one load and a branch (trace_recording(), or label_hooks.traced
@@ -42,6 +45,7 @@
 #include "config.h"
 #include "labels.h"
 #include "thread.h"
+#include "unwind.h"
 #include "util.h"
 #include "upper_calls.h"
 
@@ -57,6 +61,13 @@
 
 #define TEXT_MAX 128u /* a region's name, a log's category and message */
 
+/* A fresh chunk holds any record with its set's copy: reserve() takes no
+ * second chunk. */
+_Static_assert(2 * sizeof(struct rec) + STACK_MAX_FRAMES * sizeof(uintptr_t) +
+                       2 * TEXT_MAX + TRACE_SET_MAX + 16 <=
+                   sizeof(((struct chunk *)0)->data),
+               "a chunk holds the largest record and a set's copy");
+
 _Atomic int trace_on; /* TRACE_WINDOW | TRACE_FLIGHT */
 
 struct chunk *trace_pool;
@@ -70,9 +81,6 @@ int64_t trace_anchor_ticks, trace_anchor_ns;
 /* A window alone found no chunk to reuse: none will be until it ends. */
 static _Atomic bool exhausted;
 static pthread_mutex_t start_mu ATFORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
-
-static _Atomic(const cpprof_labelset *) *pins;
-static size_t n_pins;
 
 static __thread struct chunk *cur __attribute__((tls_model("initial-exec")));
 static __thread uint32_t cur_gen __attribute__((tls_model("initial-exec")));
@@ -97,31 +105,6 @@ static pid_t own_tid(void)
     return tid_read;
 }
 
-
-/* Holds `set` for the recorder's life, once; false when the table is full
- * (the record then carries no labels, and is counted as dropped). */
-static bool pin(const cpprof_labelset *set)
-{
-    if (!set)
-        return true;
-    size_t mask = n_pins - 1;
-    size_t i = (size_t)hash_mix(0, (uintptr_t)set) & mask;
-    for (size_t probes = 0; probes < n_pins; probes++, i = (i + 1) & mask) {
-        const cpprof_labelset *p =
-            atomic_load_explicit(&pins[i], memory_order_acquire);
-        if (p == set)
-            return true;
-        if (!p) {
-            labelset_hold(set);
-            if (atomic_compare_exchange_strong(&pins[i], &p, set))
-                return true;
-            labelset_drop(set);
-            if (p == set)
-                return true;
-        }
-    }
-    return false;
-}
 
 /* Whether chunk c may be reset for reuse: it holds no event a window
  * being recorded needs, or the flight recorder keeps only the newest. */
@@ -154,6 +137,7 @@ static struct chunk *take_chunk(void)
         atomic_store_explicit(&c->h.used, 0, memory_order_relaxed);
         atomic_store_explicit(&c->h.last_ts, INT64_MIN, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->h.seq, 1, memory_order_release);
+        memset(c->sets, 0, sizeof c->sets);
         cur = c;
         cur_gen = atomic_load(&pool_gen);
         return c;
@@ -163,38 +147,41 @@ static struct chunk *take_chunk(void)
     return NULL;
 }
 
-/* Whether the calling thread's chunk c is of the pool's generation and
- * holds `bytes` more. */
-static bool has_room(const struct chunk *c, size_t bytes)
+/* The calling thread's chunk, when it has one of the pool's generation
+ * (else the chunk may be another thread's by now). */
+static struct chunk *own_chunk(void)
 {
-    return c &&
-           cur_gen == atomic_load_explicit(&pool_gen, memory_order_relaxed) &&
-           atomic_load_explicit(&c->h.used, memory_order_relaxed) + bytes <=
-               sizeof c->data;
+    return cur && cur_gen == atomic_load_explicit(&pool_gen,
+                                                  memory_order_relaxed)
+               ? cur
+               : NULL;
 }
 
-/* Room for a record of `payload` bytes in the calling thread's chunk, its
- * header filled; NULL (counted as dropped) when there is none. */
-static struct rec *reserve(trace_kind kind, size_t payload, int64_t ts,
-                           pid_t tid)
+/* Whether c, the calling thread's own chunk or NULL, holds `bytes` more. */
+static bool has_room(const struct chunk *c, size_t bytes)
 {
-    size_t bytes = (sizeof(struct rec) + payload + 7) & ~(size_t)7;
-    struct chunk *c = cur;
-    if (!has_room(c, bytes))
-        c = atomic_load_explicit(&exhausted, memory_order_relaxed)
-                ? NULL
-                : take_chunk();
-    if (!c) {
-        atomic_fetch_add_explicit(&trace_dropped_n, 1, memory_order_relaxed);
-        return NULL;
-    }
+    return c && atomic_load_explicit(&c->h.used, memory_order_relaxed) +
+                        bytes <=
+                    sizeof c->data;
+}
+
+/* A record's size, its header and payload 8-aligned. */
+static size_t rec_bytes(size_t payload)
+{
+    return (sizeof(struct rec) + payload + 7) & ~(size_t)7;
+}
+
+/* The header of a record at the end of chunk c's records. */
+static struct rec *put_header(struct chunk *c, uint16_t kind, size_t bytes,
+                              int64_t ts, pid_t tid)
+{
     struct rec *r = (struct rec *)(void *)(c->data +
         atomic_load_explicit(&c->h.used, memory_order_relaxed));
-    *r = (struct rec){ts, (uint16_t)kind, (uint16_t)bytes, tid, NULL, 0};
+    *r = (struct rec){ts, kind, (uint16_t)bytes, tid, 0, 0, 0};
     return r;
 }
 
-/* Publishes the record reserve() gave. */
+/* Publishes the record put_header() began. */
 static void commit(const struct rec *r)
 {
     struct chunk *c = cur;
@@ -204,6 +191,101 @@ static void commit(const struct rec *r)
                                                memory_order_relaxed) +
                               r->bytes,
                           memory_order_release);
+}
+
+/* The length of text s kept in a REC_SET: at most TRACE_LABEL_TEXT_MAX - 1
+ * bytes, cut before a UTF-8 continuation byte (sets are valid UTF-8). */
+static size_t label_text_len(const char *s)
+{
+    size_t n = strnlen(s, TRACE_LABEL_TEXT_MAX);
+    if (n < TRACE_LABEL_TEXT_MAX)
+        return n;
+    n = TRACE_LABEL_TEXT_MAX - 1;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
+/* The pairs of `set` a REC_SET keeps, and their payload's bytes. */
+static size_t set_pairs(const cpprof_labelset *set, size_t *payload)
+{
+    size_t n = cpprof_labelset_size(set), kept = 0, bytes = 0;
+    for (; kept < n; kept++) {
+        size_t pair = label_text_len(labelset_key(set, kept)) + 1 +
+                      label_text_len(labelset_value(set, kept)) + 1;
+        if (bytes + pair > TRACE_SET_MAX)
+            break;
+        bytes += pair;
+    }
+    *payload = bytes;
+    return kept;
+}
+
+static char *put_label_text(char *p, const char *s)
+{
+    size_t n = label_text_len(s);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p + n + 1;
+}
+
+/* Copies `set` into chunk c as a REC_SET (there is room) and notes where;
+ * that place, as rec.set_at. */
+static uint32_t define_set(struct chunk *c, const cpprof_labelset *set,
+                           int64_t ts, pid_t tid)
+{
+    size_t payload, n = set_pairs(set, &payload);
+    uint32_t at = atomic_load_explicit(&c->h.used, memory_order_relaxed) + 1;
+    struct rec *r = put_header(c, REC_SET, rec_bytes(payload), ts, tid);
+    r->a = labelset_serial(set);
+    r->pairs = (uint32_t)n;
+    char *p = (char *)(r + 1);
+    for (size_t i = 0; i < n; i++) {
+        p = put_label_text(p, labelset_key(set, i));
+        p = put_label_text(p, labelset_value(set, i));
+    }
+    commit(r);
+    c->sets[r->a % CHUNK_SETS] = (struct chunk_set){r->a, at};
+    return at;
+}
+
+/* Where chunk c holds a copy of the set of number `serial` (as
+ * rec.set_at), or 0; c may be NULL. */
+static uint32_t set_in_chunk(const struct chunk *c, uint64_t serial)
+{
+    const struct chunk_set *d = c ? &c->sets[serial % CHUNK_SETS] : NULL;
+    return d && d->serial == serial ? d->at : 0;
+}
+
+/* Room for a record of `payload` bytes naming `set` (NULL: the empty set)
+ * in the calling thread's chunk, its header filled, after the set's copy
+ * when the chunk had none; NULL (counted as dropped) when there is none. */
+static struct rec *reserve(trace_kind kind, size_t payload, int64_t ts,
+                           pid_t tid, const cpprof_labelset *set)
+{
+    size_t bytes = rec_bytes(payload), copy = 0;
+    struct chunk *c = own_chunk();
+    uint64_t serial = set ? labelset_serial(set) : 0;
+    uint32_t at = serial ? set_in_chunk(c, serial) : 0;
+    if (serial && !at) {
+        set_pairs(set, &copy);
+        copy = rec_bytes(copy);
+    }
+    if (!has_room(c, bytes + copy)) {
+        c = atomic_load_explicit(&exhausted, memory_order_relaxed)
+                ? NULL
+                : take_chunk();
+        at = 0;
+    }
+    if (!c) {
+        atomic_fetch_add_explicit(&trace_dropped_n, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (serial && !at)
+        at = define_set(c, set, ts, tid);
+    struct rec *r = put_header(c, (uint16_t)kind, bytes, ts, tid);
+    r->set_at = at;
+    return r;
 }
 
 /* Copies up to `count` NUL-terminated texts into the payload, each cut
@@ -232,12 +314,10 @@ static void record_texts(trace_kind kind, const char *const *texts,
                          uint64_t a)
 {
     pid_t tid = own_tid();
-    struct rec *r =
-        reserve(kind, texts_size(texts, count), trace_ticks_now(), tid);
+    struct rec *r = reserve(kind, texts_size(texts, count),
+                            trace_ticks_now(), tid, labels);
     if (!r)
         return;
-    if (labels && pin(labels))
-        r->labels = labels;
     r->a = a;
     put_texts(r, texts, count);
     commit(r);
@@ -262,11 +342,9 @@ static void record_thread(trace_kind kind, const cpprof_labelset *set)
 static void record_switch(const cpprof_labelset *set, uint64_t task)
 {
     struct rec *r =
-        reserve(TRACE_LABELS, 0, trace_ticks_now(), own_tid());
+        reserve(TRACE_LABELS, 0, trace_ticks_now(), own_tid(), set);
     if (!r)
         return;
-    if (set && pin(set))
-        r->labels = set;
     r->a = task;
     commit(r);
 }
@@ -302,12 +380,11 @@ void trace_cpu_sample(pid_t tid, int64_t ts, const uintptr_t *pcs,
                       size_t depth, bool leaf_exact,
                       const cpprof_labelset *labels)
 {
-    struct rec *r = reserve(TRACE_CPU_SAMPLE, depth * sizeof *pcs, ts, tid);
+    struct rec *r =
+        reserve(TRACE_CPU_SAMPLE, depth * sizeof *pcs, ts, tid, labels);
     if (!r)
         return;
     r->a = leaf_exact;
-    if (labels && pin(labels))
-        r->labels = labels;
     memcpy(r + 1, pcs, depth * sizeof *pcs);
     commit(r);
 }
@@ -317,8 +394,7 @@ void trace_lock_wait(int64_t t0, int64_t t1, bool is_lock,
 {
     /* Stamped now, in ticks: t1 was a few instructions ago. */
     struct rec *r = reserve(TRACE_LOCK_WAIT, depth * sizeof *pcs,
-                            trace_ticks_now(),
-                            own_tid());
+                            trace_ticks_now(), own_tid(), NULL);
     if (!r)
         return;
     r->a = (uint64_t)(t1 - t0) << 1 | is_lock;
@@ -384,31 +460,20 @@ void trace_read_clocks(int64_t *ticks, int64_t *ns)
     }
 }
 
-/* Maps the buffers and the pin table at the first recording, when
- * trace_kb is read (a program may set it until then). */
+/* Maps the buffers at the first recording, when trace_kb is read (a
+ * program may set it until then). */
 static int map_pool(void)
 {
     if (trace_pool)
         return 0;
     cfg_freeze(CFG_TRACE_KB);
     size_t bytes = (size_t)cfg_int(CFG_TRACE_KB) * 1024;
-    size_t cap = (size_t)cfg_int(CFG_LABEL_CAP) + 1;
-    n_pins = 1024;
-    while (n_pins < 2 * cap && n_pins < (1u << 21))
-        n_pins *= 2;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return -ENOMEM;
-    void *q = mmap(NULL, n_pins * sizeof *pins, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (q == MAP_FAILED) {
-        munmap(p, bytes);
-        return -ENOMEM;
-    }
     trace_pool = p;
     trace_n_chunks = bytes / CHUNK_BYTES;
-    pins = q;
     trace_read_clocks(&trace_anchor_ticks, &trace_anchor_ns);
     return 0;
 }
@@ -458,12 +523,9 @@ static void note_current(pid_t tid, const char *name,
                          const cpprof_labelset *labels, void *arg)
 {
     (void)name;
-    struct rec *r = reserve(TRACE_LABELS, 0, *(int64_t *)arg, tid);
-    if (!r)
-        return;
-    if (labels && pin(labels))
-        r->labels = labels;
-    commit(r);
+    struct rec *r = reserve(TRACE_LABELS, 0, *(int64_t *)arg, tid, labels);
+    if (r)
+        commit(r);
 }
 
 int trace_window_begin(int64_t *start_ns)

@@ -61,6 +61,14 @@ typedef struct {
     bool alive; /* still running when the snapshot was taken */
 } trace_thread;
 
+/* A label set as the recorder copied it (trace_int.h: each key and value
+ * cut at 255 bytes, up to 2 KiB of them): kv[2n], key then value, sorted
+ * by key, in the snapshot's own storage. */
+typedef struct {
+    size_t n;
+    const char *const *kv;
+} trace_labels;
+
 typedef struct {
     uint64_t number; /* as TRACE_TASK_ENTER's `task` */
     uint32_t labels; /* the task's set when it was first seen */
@@ -86,15 +94,15 @@ typedef struct {
     size_t n_threads;
     trace_task *tasks;
     size_t n_tasks;
-    const cpprof_labelset **sets; /* [0] is NULL: the empty set; each
-                                     other holds a reference */
+    trace_labels *sets; /* [0]: the empty set */
     size_t n_sets;
     trace_stack *stacks;
     size_t n_stacks;
     int64_t dropped;     /* records lost for want of buffer room */
     bool cpu_samples;    /* the CPU sampler ran during the window */
     bool flight;         /* taken from the flight recorder */
-    void **storage;      /* what the events' texts point into */
+    void **storage;      /* what the events' texts and the sets point
+                            into */
     size_t n_storage;
 } trace_snapshot;
 

@@ -25,9 +25,20 @@ struct chunk_head {
     _Atomic int64_t last_ts;
 };
 
+/* The label sets a chunk's REC_SETs copied, by serial, direct-mapped:
+ * its writer's alone (a reader copies only `data`), emptied when the
+ * chunk is taken. */
+#define CHUNK_SETS 16u
+struct chunk_set {
+    uint64_t serial;
+    uint32_t at; /* as rec.set_at */
+};
+
 struct chunk {
     struct chunk_head h;
-    uint8_t data[CHUNK_BYTES - sizeof(struct chunk_head)];
+    uint8_t data[CHUNK_BYTES - sizeof(struct chunk_head) -
+                 CHUNK_SETS * sizeof(struct chunk_set)];
+    struct chunk_set sets[CHUNK_SETS];
 };
 
 /* A record: this header, then `bytes - sizeof header` of payload (a text,
@@ -36,13 +47,29 @@ struct chunk {
  * costs three times as much), made nanoseconds when read. */
 struct rec {
     int64_t ts;
-    uint16_t kind;
+    uint16_t kind;  /* a trace_kind, or REC_SET */
     uint16_t bytes;
     pid_t tid;
-    const cpprof_labelset *labels;
+    uint32_t set_at; /* the record's labels: 1 + the offset in the chunk's
+                        data of the REC_SET before it that holds them;
+                        0: the empty set */
+    uint32_t pairs;  /* REC_SET: the pairs its payload holds */
     uint64_t a; /* task (LABELS, TASK_*), wait ns << 1 | is_lock
-                   (LOCK_WAIT), leaf exact (CPU_SAMPLE) */
+                   (LOCK_WAIT), leaf exact (CPU_SAMPLE), the set's serial
+                   (REC_SET) */
 };
+
+/* A label set's copy, which records after it in the same chunk name by
+ * their set_at: the recorder holds no reference to a set, so the label
+ * core's cap and reclaiming are the program's alone, and a chunk read
+ * long after its sets were freed still names their labels.  Its payload:
+ * key, value, key, value... each NUL-terminated and cut at
+ * TRACE_LABEL_TEXT_MAX - 1 bytes (at a character's start), pairs past
+ * TRACE_SET_MAX bytes left out; `a` is the set's serial
+ * (labelset_serial), by which a reader knows copies of one set. */
+#define REC_SET TRACE_NKINDS
+#define TRACE_LABEL_TEXT_MAX 256u
+#define TRACE_SET_MAX 2048u
 
 /* The region: trace_n_chunks chunks, mapped at the first recording. */
 extern struct chunk *trace_pool;

@@ -6,8 +6,9 @@
  * the number did not move (a writer reusing it meanwhile), so a snapshot
  * never waits for a writer nor holds one up.  Its records are then read
  * with every bound checked (a writer racing a restart may leave a record
- * cut short): times made nanoseconds, label sets numbered and held, stacks
- * and texts kept once.  A thread's set from before the window opens the
+ * cut short): times made nanoseconds, label sets numbered (by their
+ * serial: the chunks' copies of one set are one) and copied, stacks and
+ * texts kept once.  A thread's set from before the window opens the
  * window; the threads listed are every live one (from /proc) and every
  * one with an event; tasks are those entered or left.
  */
@@ -32,14 +33,16 @@ struct reading {
     trace_snapshot *s;
     int64_t from, to;
     double ns_per_tick; /* from the anchor to now */
-    size_t cap_events, cap_threads, cap_tasks, cap_sets, cap_stacks;
-    size_t cap_kept, cap_before;
+    size_t cap_events, cap_threads, cap_tasks, cap_sets, cap_serials;
+    size_t cap_stacks, cap_kept, cap_before;
+    uint64_t *serials; /* of each of s->sets */
     struct hashindex set_index, stack_index;
     /* Each thread's latest set before the window, drawn from its start. */
     struct before {
         pid_t tid;
         int64_t ts;
-        struct rec rec; /* a label switch has no payload: the whole */
+        struct rec rec;       /* a label switch has no payload: the whole */
+        struct rec *set_copy; /* the REC_SET it names, copied, or NULL */
     } *before;
     size_t n_before;
 };
@@ -47,26 +50,79 @@ struct reading {
 static bool same_set(const void *ctx, size_t item, const void *key)
 {
     const struct reading *r = ctx;
-    return r->s->sets[item] == key;
+    return r->serials[item] == *(const uint64_t *)key;
 }
 
-/* The snapshot's index of set (0: none), held when new. */
-static int set_number(struct reading *r, const cpprof_labelset *set,
+/* The REC_SET that `rec`, at offset `at` of a chunk's copy `data`, names;
+ * NULL for the empty set (or a copy cut short). */
+static const struct rec *set_of(const uint8_t *data, size_t at,
+                                const struct rec *rec)
+{
+    if (!rec->set_at)
+        return NULL;
+    size_t d = rec->set_at - 1;
+    if (d % 8 || d + sizeof *rec > at)
+        return NULL;
+    const struct rec *def = (const void *)(data + d);
+    if (def->kind != REC_SET || def->bytes < sizeof *def ||
+        d + def->bytes > at)
+        return NULL;
+    return def;
+}
+
+/* A REC_SET's labels copied into the snapshot's storage as s->sets[n]
+ * (as many pairs as its payload holds whole). */
+static int copy_set(struct reading *r, const struct rec *def)
+{
+    const char *text = (const char *)(def + 1);
+    size_t len = def->bytes - sizeof *def, strings = 0, at = 0;
+    while (strings < 2 * (size_t)def->pairs && at < len) {
+        size_t n = strnlen(text + at, len - at);
+        if (n == len - at)
+            break; /* cut short */
+        at += n + 1;
+        strings++;
+    }
+    size_t pairs = strings / 2;
+    const char **kv = malloc(2 * pairs * sizeof *kv + len);
+    trace_snapshot *s = r->s;
+    if (!kv || ARRAY_RESERVE(s->storage, s->n_storage, r->cap_kept, 1)) {
+        free(kv);
+        return -ENOMEM;
+    }
+    s->storage[s->n_storage++] = kv;
+    char *copy = memcpy(&kv[2 * pairs], text, len);
+    for (size_t i = 0, off = 0; i < 2 * pairs; i++) {
+        kv[i] = copy + off;
+        off += strlen(copy + off) + 1;
+    }
+    s->sets[s->n_sets] = (trace_labels){pairs, kv};
+    return 0;
+}
+
+/* The snapshot's index of the set REC_SET `def` copied (0: none), its
+ * labels copied when new. */
+static int set_number(struct reading *r, const struct rec *def,
                       uint32_t *out)
 {
     *out = 0;
-    if (!set)
+    if (!def)
         return 0;
-    uint64_t hash = hash_mix(0, (uintptr_t)set);
+    uint64_t hash = hash_mix(0, def->a);
     struct hashindex_slot *slot =
-        hashindex_find(&r->set_index, hash, same_set, r, set);
+        hashindex_find(&r->set_index, hash, same_set, r, &def->a);
     if (!slot)
         return -ENOMEM;
     if (!slot->item) {
         trace_snapshot *s = r->s;
-        if (ARRAY_RESERVE(s->sets, s->n_sets, r->cap_sets, 1))
-            return -ENOMEM;
-        s->sets[s->n_sets] = labelset_hold(set);
+        int rc = ARRAY_RESERVE(s->sets, s->n_sets, r->cap_sets, 1) ||
+                         ARRAY_RESERVE(r->serials, s->n_sets,
+                                       r->cap_serials, 1)
+                     ? -ENOMEM
+                     : copy_set(r, def);
+        if (rc)
+            return rc;
+        r->serials[s->n_sets] = def->a;
         hashindex_set(&r->set_index, slot, hash, s->n_sets++);
     }
     *out = (uint32_t)(slot->item - 1);
@@ -149,7 +205,9 @@ static const char *payload_text(const struct rec *r, size_t skip)
     return p;
 }
 
-static int add_event(struct reading *r, const struct rec *rec, int64_t ts)
+/* Adds record rec, of labels `set` (its REC_SET, or NULL), at ts. */
+static int add_event(struct reading *r, const struct rec *rec,
+                     const struct rec *set, int64_t ts)
 {
     trace_snapshot *s = r->s;
     int rc = ARRAY_RESERVE(s->events, s->n_events, r->cap_events, 1);
@@ -157,7 +215,7 @@ static int add_event(struct reading *r, const struct rec *rec, int64_t ts)
         return rc;
     trace_event *e = &s->events[s->n_events];
     *e = (trace_event){.ts = ts, .kind = rec->kind, .tid = rec->tid};
-    if ((rc = set_number(r, rec->labels, &e->labels)))
+    if ((rc = set_number(r, set, &e->labels)))
         return rc;
     const uintptr_t *pcs = (const uintptr_t *)(const void *)(rec + 1);
     unsigned depth = (unsigned)((rec->bytes - sizeof *rec) / sizeof *pcs);
@@ -197,22 +255,38 @@ static int64_t to_ns(const struct reading *r, int64_t ticks)
                                  r->ns_per_tick);
 }
 
-/* Notes rec, a label switch before the window, when it is its thread's
- * latest yet. */
-static int note_before(struct reading *r, const struct rec *rec)
+/* b becomes rec, of labels `set` (its REC_SET, or NULL), copied: the
+ * chunk's copy is reused for the next chunk. */
+static int keep_before(struct before *b, const struct rec *rec,
+                       const struct rec *set)
+{
+    struct rec *copy = NULL;
+    if (set && !(copy = malloc(set->bytes)))
+        return -ENOMEM;
+    if (set)
+        memcpy(copy, set, set->bytes);
+    free(b->set_copy);
+    *b = (struct before){rec->tid, rec->ts, *rec, copy};
+    return 0;
+}
+
+/* Notes rec, a label switch before the window of labels `set`, when it is
+ * its thread's latest yet. */
+static int note_before(struct reading *r, const struct rec *rec,
+                       const struct rec *set)
 {
     for (size_t i = 0; i < r->n_before; i++) {
         struct before *b = &r->before[i];
-        if (b->tid == rec->tid) {
-            if (rec->ts >= b->ts)
-                *b = (struct before){rec->tid, rec->ts, *rec};
-            return 0;
-        }
+        if (b->tid == rec->tid)
+            return rec->ts >= b->ts ? keep_before(b, rec, set) : 0;
     }
     if (ARRAY_RESERVE(r->before, r->n_before, r->cap_before, 1))
         return -ENOMEM;
-    r->before[r->n_before++] = (struct before){rec->tid, rec->ts, *rec};
-    return 0;
+    r->before[r->n_before] = (struct before){0};
+    int rc = keep_before(&r->before[r->n_before], rec, set);
+    if (rc == 0)
+        r->n_before++;
+    return rc;
 }
 
 /* Parses one chunk's copy; a record that does not fit ends it (a writer
@@ -222,15 +296,18 @@ static int read_records(struct reading *r, const uint8_t *data, size_t used)
     for (size_t at = 0; at + sizeof(struct rec) <= used;) {
         const struct rec *rec = (const void *)(data + at);
         if (rec->bytes < sizeof *rec || rec->bytes % 8 ||
-            at + rec->bytes > used || rec->kind >= TRACE_NKINDS)
+            at + rec->bytes > used || rec->kind > REC_SET)
             return 0;
+        const struct rec *set = set_of(data, at, rec);
         at += rec->bytes;
+        if (rec->kind == REC_SET) /* read through the records naming it */
+            continue;
         int64_t ts = to_ns(r, rec->ts);
         int rc = 0;
         if (ts < r->from && rec->kind == TRACE_LABELS)
-            rc = note_before(r, rec); /* by ticks: the same order */
+            rc = note_before(r, rec, set); /* by ticks: the same order */
         else if (ts >= r->from && ts <= r->to)
-            rc = add_event(r, rec, ts);
+            rc = add_event(r, rec, set, ts);
         if (rc)
             return rc;
     }
@@ -241,11 +318,19 @@ static int read_records(struct reading *r, const uint8_t *data, size_t used)
 static int add_befores(struct reading *r)
 {
     for (size_t i = 0; i < r->n_before; i++) {
-        int rc = add_event(r, &r->before[i].rec, r->from);
+        int rc = add_event(r, &r->before[i].rec, r->before[i].set_copy,
+                           r->from);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+static void free_befores(struct reading *r)
+{
+    for (size_t i = 0; i < r->n_before; i++)
+        free(r->before[i].set_copy);
+    free(r->before);
 }
 
 static int by_time(const void *a, const void *b)
@@ -415,9 +500,14 @@ int trace_snapshot_take(int64_t from, int64_t to, bool flight,
     s->dropped = atomic_load(&trace_dropped_n) -
                  (flight ? 0 : trace_window_dropped);
     process_name(s->process_name, sizeof s->process_name);
-    int rc = ARRAY_RESERVE(s->sets, s->n_sets, r.cap_sets, 1);
-    if (rc == 0)
-        s->sets[s->n_sets++] = NULL;
+    int rc = ARRAY_RESERVE(s->sets, s->n_sets, r.cap_sets, 1) ||
+                     ARRAY_RESERVE(r.serials, s->n_sets, r.cap_serials, 1)
+                 ? -ENOMEM
+                 : 0;
+    if (rc == 0) {
+        r.serials[s->n_sets] = 0;
+        s->sets[s->n_sets++] = (trace_labels){0, NULL};
+    }
     /* Each chunk is read from one reused copy; only a chunk with events in
      * the window is kept, its events' texts moved into the kept copy.  The
      * flight recorder's region holds mostly older events: keeping every
@@ -448,7 +538,8 @@ int trace_snapshot_take(int64_t from, int64_t to, bool flight,
     if (rc == 0)
         rc = add_befores(&r);
     free(copy);
-    free(r.before);
+    free_befores(&r);
+    free(r.serials);
     hashindex_free(&r.set_index);
     hashindex_free(&r.stack_index);
     if (rc == 0) {
@@ -469,8 +560,6 @@ void trace_snapshot_free(trace_snapshot *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->n_sets; i++)
-        labelset_drop(s->sets[i]);
     for (size_t i = 0; i < s->n_stacks; i++)
         free((void *)s->stacks[i].pcs);
     for (size_t i = 0; i < s->n_storage; i++)

@@ -1,7 +1,7 @@
 /*
  * check_timeline.c -- the trace encoders (timeline.h) on a snapshot made
  * here by hand: two threads with events and one of cpprof's own without,
- * a task, label sets made with the public API, a region, a log line with
+ * a task, label sets as the recorder copies them, a region, a log line with
  * a byte that is not UTF-8, CPU samples, a lock wait, a label span still
  * open at the window's end.
  *
@@ -42,26 +42,18 @@ static const timeline_frames frames[] = {{frames_cpu, 2}, {frames_lock, 2}};
 static const uintptr_t pcs_cpu[] = {0x1000, 0x2000};
 static const uintptr_t pcs_lock[] = {0x3000, 0x4000};
 
+static const char *const kv_acme[] = {"job", "7", "tenant", "acme"};
+static const char *const kv_globex[] = {"tenant", "globex"};
+static const char *const kv_task[] = {"job", "task7"};
+
 typedef struct {
     trace_snapshot s;
-    const cpprof_labelset *sets[4];
+    trace_labels sets[4];
     trace_event events[16];
     trace_thread threads[3];
     trace_task tasks[1];
     trace_stack stacks[2];
 } fixture;
-
-/* Exits on failure: the fixture is made outside a test too (--write). */
-static const cpprof_labelset *labels(size_t n, const char *const *kv)
-{
-    cpprof_labelset *set;
-    int rc = cpprof_labels(&set, n, kv);
-    if (rc) {
-        fprintf(stderr, "cpprof_labels: %s\n", cpprof_strerror(rc));
-        exit(1);
-    }
-    return set;
-}
 
 static void add(fixture *f, int64_t at_us, trace_kind kind, pid_t tid,
                 uint64_t task, uint32_t set, uint32_t stack, const char *text,
@@ -76,9 +68,9 @@ static void add(fixture *f, int64_t at_us, trace_kind kind, pid_t tid,
 static void make_fixture(fixture *f)
 {
     memset(f, 0, sizeof *f);
-    f->sets[1] = labels(4, (const char *[]){"tenant", "acme", "job", "7"});
-    f->sets[2] = labels(2, (const char *[]){"tenant", "globex"});
-    f->sets[3] = labels(2, (const char *[]){"job", "task7"});
+    f->sets[1] = (trace_labels){2, kv_acme};
+    f->sets[2] = (trace_labels){1, kv_globex};
+    f->sets[3] = (trace_labels){1, kv_task};
     f->threads[0] = (trace_thread){.tid = 101, .name = "main", .alive = true};
     f->threads[1] = (trace_thread){.tid = 102, .name = "worker",
                                    .alive = true};
@@ -109,12 +101,6 @@ static void make_fixture(fixture *f)
         .tasks = f->tasks, .n_tasks = 1, .sets = f->sets, .n_sets = 4,
         .stacks = f->stacks, .n_stacks = 2, .dropped = 3,
         .cpu_samples = true, .flight = false};
-}
-
-static void free_fixture(fixture *f)
-{
-    for (size_t i = 1; i < 4; i++)
-        cpprof_labelset_release(f->sets[i]);
 }
 
 /* ---- Both forms as one list ------------------------------------------------- */
@@ -504,7 +490,6 @@ START_TEST(json_holds_the_expected_events)
     ck_assert_ptr_nonnull(find(&l, "thread", 101, T0 + 8000 * US));
     json_decref(names);
     json_decref(doc);
-    free_fixture(&f);
 }
 END_TEST
 
@@ -534,7 +519,6 @@ START_TEST(protobuf_holds_what_the_json_holds)
     reader_free(&r);
     json_decref(names);
     json_decref(doc);
-    free_fixture(&f);
 }
 END_TEST
 
@@ -620,7 +604,6 @@ START_TEST(protobuf_tracks_clock_and_annotations)
     ck_assert(span && sample && recording);
     perfetto__protos__trace__free_unpacked(t, NULL);
     reader_free(&r);
-    free_fixture(&f);
 }
 END_TEST
 
@@ -656,7 +639,6 @@ START_TEST(bad_input_is_refused_or_survived)
     ck_assert_ptr_nonnull(doc);
     json_decref(doc);
     free(js);
-    free_fixture(&f);
 }
 END_TEST
 
@@ -683,7 +665,6 @@ static int write_forms(const char *dir)
         rc |= fclose(out) != 0;
     free(pb);
     free(js);
-    free_fixture(&f);
     return rc;
 }
 

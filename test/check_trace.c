@@ -14,7 +14,11 @@
  *     records (every wait traced: trace_lock_us=0) is recorded without
  *     taking that lock again (the soak once hung there);
  *   - buffers full (trace_kb at its least): later events are dropped and
- *     counted, the window keeps its beginning, memory stays bounded.
+ *     counted, the window keeps its beginning, memory stays bounded;
+ *   - the recorder keeps copies of the sets it shows, not the sets: a
+ *     window over ten times the label cap's sets, each released after its
+ *     switch, folds none (issue 44) and still shows every one; a long
+ *     value is cut at a character's start.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -38,10 +42,10 @@ static const char *value_in(const trace_snapshot *s, uint32_t n,
                             const char *key)
 {
     ck_assert_uint_lt(n, s->n_sets);
-    const char *v;
-    bool found;
-    ck_assert_int_eq(cpprof_label(s->sets[n], key, &v, &found), 0);
-    return found ? v : NULL;
+    for (size_t i = 0; i < s->sets[n].n; i++)
+        if (strcmp(s->sets[n].kv[2 * i], key) == 0)
+            return s->sets[n].kv[2 * i + 1];
+    return NULL;
 }
 
 /* The snapshot's events of thread tid, in order, into out (at most max);
@@ -286,6 +290,65 @@ START_TEST(full_buffers_drop_later_events_and_count_them)
 }
 END_TEST
 
+START_TEST(a_trace_keeps_copies_of_sets_not_the_sets)
+{
+    enum { CAP = 100, SETS = 10 * CAP };
+    ck_assert_int_eq(cpprof_set("label_cap", "100"), 0);
+    unsigned long folded = cpprof_labelsets_folded();
+    int64_t start;
+    ck_assert_int_eq(trace_window_begin(&start), 0);
+    for (int i = 0; i < SETS; i++) {
+        char job[16];
+        snprintf(job, sizeof job, "%d", i);
+        cpprof_labelset *set = make("job", job);
+        ck_assert_int_eq(cpprof_set_thread_labels(set), 0);
+        cpprof_labelset_release(set);
+    }
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    ck_assert_uint_eq(cpprof_labelsets_folded(), folded);
+    trace_snapshot *s = take(start);
+    trace_window_end();
+    static bool seen[SETS];
+    size_t distinct = 0;
+    for (size_t i = 0; i < s->n_events; i++) {
+        const trace_event *e = &s->events[i];
+        const char *job = e->kind == TRACE_LABELS && e->labels
+                              ? value_in(s, e->labels, "job")
+                              : NULL;
+        int n = job ? atoi(job) : -1;
+        if (n >= 0 && n < SETS && !seen[n])
+            seen[n] = true, distinct++;
+    }
+    ck_assert_uint_eq(distinct, SETS);
+    trace_snapshot_free(s);
+}
+END_TEST
+
+START_TEST(a_long_label_is_cut_at_a_character_s_start)
+{
+    char value[601]; /* 300 two-byte characters (U+00E9) */
+    for (int i = 0; i < 300; i++)
+        value[2 * i] = (char)0xc3, value[2 * i + 1] = (char)0xa9;
+    value[600] = '\0';
+    cpprof_labelset *set = make("long", value);
+    int64_t start;
+    ck_assert_int_eq(trace_window_begin(&start), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(set), 0);
+    ck_assert_int_eq(cpprof_set_thread_labels(NULL), 0);
+    trace_snapshot *s = take(start);
+    trace_window_end();
+    const char *shown = NULL;
+    for (size_t i = 0; i < s->n_events && !shown; i++)
+        if (s->events[i].kind == TRACE_LABELS && s->events[i].labels)
+            shown = value_in(s, s->events[i].labels, "long");
+    ck_assert_ptr_nonnull(shown);
+    ck_assert_uint_eq(strlen(shown), 254);
+    ck_assert_int_eq(strncmp(shown, value, 254), 0);
+    trace_snapshot_free(s);
+    cpprof_labelset_release(set);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace");
@@ -297,6 +360,8 @@ int main(void)
     tcase_add_test(tc, a_second_window_is_refused_and_bad_input_too);
     tcase_add_test(tc, a_wait_inside_the_registry_is_recorded_without_deadlock);
     tcase_add_test(tc, full_buffers_drop_later_events_and_count_them);
+    tcase_add_test(tc, a_trace_keeps_copies_of_sets_not_the_sets);
+    tcase_add_test(tc, a_long_label_is_cut_at_a_character_s_start);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
