@@ -11,7 +11,8 @@
  * labels view needs scripts.  Entries are sorted by name, as Go sorts them.
  * Below the table (and as "cpu_unsampled" in the JSON) the page says what
  * the last CPU profile could not sample and why (sampler.h), as that profile
- * does.
+ * does; and, once the label cap folded a set, that it did (the profiles
+ * only show a cpprof_overflow label, which a reader may not look for).
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "census.h"
@@ -21,6 +22,7 @@
 #include "heap.h"
 #include "http.h"
 #include "http_named.h"
+#include "labels.h"
 #include "proctasks.h"
 #include "sampler.h"
 #include "symbolize.h"
@@ -186,6 +188,33 @@ static void put_unsampled(FILE *f)
                     u[why].cpu_ns / 1e9, sampler_reason_text(why));
 }
 
+/* ---- The label cap ------------------------------------------------------ */
+
+static json_t *label_cap_json(void)
+{
+    return json_pack("{s:I, s:I, s:I}", "cap",
+                     (json_int_t)cfg_int(CFG_LABEL_CAP), "interned",
+                     (json_int_t)labelset_interned_count(), "folded",
+                     (json_int_t)cpprof_labelsets_folded());
+}
+
+static void put_label_cap(FILE *f)
+{
+    unsigned long folded = cpprof_labelsets_folded();
+    if (folded == 0)
+        return;
+    fprintf(f,
+            "<p class=\"note\" id=\"label-cap\">The label cap is reached: "
+            "%lu new label set%s folded into "
+            "<code>cpprof_overflow</code>, and the samples taken under "
+            "them carry no labels of their own.  The program holds more "
+            "distinct label sets at once than <code>label_cap</code> "
+            "(CPPROF_LABEL_CAP, %ld; %zu interned now): label with fewer "
+            "distinct values, or raise the cap.</p>\n",
+            folded, folded == 1 ? " was" : "s were", cfg_int(CFG_LABEL_CAP),
+            labelset_interned_count());
+}
+
 /* ---- JSON --------------------------------------------------------------- */
 
 /* {"profiles": [{"name", "count" (null when unknown), "description",
@@ -194,9 +223,11 @@ static void put_unsampled(FILE *f)
  * "cpprof_internal_heap": {"inuse_bytes", "alloc_bytes"}, "cpu_unsampled",
  * "profiler": {"label", "threads", "cpu_seconds", "windows_open"},
  * "sampler": {"label", "cpu_seconds"}, "census": {"label", "threads",
- * "cpu_seconds"}, "forked_processes": [...] (http_forks_json), and
- * "forks_declined" (why forks will not serve) where they will not, and
- * "libraries_unisolated" where upper.c could not isolate them}: what
+ * "cpu_seconds"}, "label_cap": {"cap", "interned", "folded"} (sets folded
+ * into cpprof_overflow since start), "forked_processes": [...]
+ * (http_forks_json), and "forks_declined" (why forks will not serve) where
+ * they will not, and "libraries_unisolated" where upper.c could not
+ * isolate them}: what
  * the server's own threads cost the process and how
  * many requests wait out a window now, and what the CPU profiler's
  * collector threads and the census's helpers have cost it. */
@@ -235,6 +266,7 @@ static int reply_json(http_req *r, const index_entry *e, size_t n)
         sampler_collector_cpu_ns() / 1e9, "census", "label",
         "pprof_internal=census", "threads", (json_int_t)helpers,
         "cpu_seconds", census_cpu);
+    json_object_set_new(root, "label_cap", label_cap_json());
     json_object_set_new(root, "forked_processes", http_forks_json());
     const char *declined = http_forks_declined();
     if (declined != NULL)
@@ -361,6 +393,7 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
     static const char rows[] = "<!--rows-->",
                       descriptions[] = "<!--descriptions-->",
                       unsampled[] = "<!--unsampled-->",
+                      label_cap[] = "<!--labelcap-->",
                       profiler[] = "<!--profiler-->",
                       workers[] = "<!--workers-->";
     const char *p = (const char *)page->data, *end = p + page->len;
@@ -392,6 +425,10 @@ static void put_page(FILE *f, const www_file *page, const index_entry *e,
                    !memcmp(p, unsampled, sizeof unsampled - 1)) {
             put_unsampled(f);
             p += sizeof unsampled - 1;
+        } else if (left >= sizeof label_cap - 1 &&
+                   !memcmp(p, label_cap, sizeof label_cap - 1)) {
+            put_label_cap(f);
+            p += sizeof label_cap - 1;
         } else {
             fputc(*p++, f);
         }

@@ -44,6 +44,7 @@
 #define heap_unseen cpprof__heap_unseen
 #define labelset_drop cpprof__labelset_drop
 #define labelset_hold cpprof__labelset_hold
+#define labelset_interned_count cpprof__labelset_interned_count
 #define labelset_key cpprof__labelset_key
 #define labelset_value cpprof__labelset_value
 #define loader_counts_now cpprof__loader_counts_now
