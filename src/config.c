@@ -168,6 +168,14 @@ static struct setting settings[CFG__COUNT] = {
         "have come in and passed the server's checks", 1, 3600, 10),
     INT(CFG_HTTP_MAX_BODY, "http_max_body", "largest HTTP request body", 1024,
         16777216, 65536),
+    /* What replies hold until their clients read them (http_reply.c):
+     * large ones gzip'd, all clients' together; a large reply past it is
+     * a 503 with Retry-After. */
+    INT(CFG_HTTP_REPLY_KB, "http_reply_kb",
+        "KiB the HTTP server's replies may hold, across clients, until "
+        "their clients read them (large ones held gzip'd; past it a large "
+        "reply is answered 503)",
+        1024, 4194304, 32768),
     INT(CFG_HTTP_CMDLINE, "http_cmdline", "0 to refuse /debug/pprof/cmdline",
         0, 1, 1),
     /* The pool serving requests, and as many threads for requests that

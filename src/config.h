@@ -39,6 +39,7 @@ typedef enum {
     CFG_HTTP_CONNECTION_TIMEOUT, /* seconds a connection may sit idle */
     CFG_HTTP_HEADER_TIMEOUT,  /* seconds a connection has to be authorized */
     CFG_HTTP_MAX_BODY,        /* largest request body in bytes (413 past it) */
+    CFG_HTTP_REPLY_KB,        /* KiB replies hold for clients, across them */
     CFG_HTTP_CMDLINE,         /* 0: /debug/pprof/cmdline answers 403 */
     CFG_HTTP_THREADS,         /* the server's fixed pool of threads */
     CFG_HTTP_ALLOWED_HOSTS,   /* Host names a loopback server also answers */

@@ -31,24 +31,35 @@ int http_query_long(http_req *r, const char *name, long min, long max,
                     long *out);
 
 /* Sends a 200 response.  `attachment` (may be NULL) becomes
- * Content-Disposition: attachment; filename="<attachment>". */
+ * Content-Disposition: attachment; filename="<attachment>".  Every reply
+ * counts against http_reply_kb until its client has read it (http_reply.c):
+ * a large one is held gzip'd (sent so to a client that accepts gzip,
+ * inflated as it is read to one that does not), and answered 503 with
+ * Retry-After instead when it would pass the limit. */
 int http_reply(http_req *r, const char *content_type, const char *attachment,
                const void *body, size_t len);
 
-/* Sends a 200 response whose body is gzip-compressed `content_type`
- * (Content-Encoding: gzip, Vary: Accept-Encoding).  Only for a client that
- * http_accepts_gzip(). */
-int http_reply_gzip(http_req *r, const char *content_type, const void *body,
-                    size_t len);
+/* A reply body written piece by piece and compressed as it comes, for a
+ * reply too large to make whole first (a trace): open, write (0, or the
+ * first error, which later writes return too), then http_reply_out, which
+ * sends it as http_reply would and takes it, or http_out_free. */
+typedef struct http_out http_out;
+int http_out_open(http_out **out);
+int http_out_write(http_out *b, const void *data, size_t len);
+int http_reply_out(http_req *r, const char *content_type,
+                   const char *attachment, http_out *b);
+void http_out_free(http_out *b);
+
+/* What replies hold now for clients that have not read them, in bytes,
+ * and how many replies http_reply_kb has refused since start (/metrics). */
+size_t http_reply_held_bytes(void);
+unsigned long http_replies_refused(void);
 
 /* Sends a 200 response with `doc` as JSON (json_dumps with `flags`), and
  * releases doc.  -ENOMEM when doc is NULL (a json_pack that failed) or
  * cannot be dumped. */
 struct json_t;
 int http_reply_json(http_req *r, struct json_t *doc, size_t flags);
-
-/* Whether the request's Accept-Encoding admits gzip. */
-bool http_accepts_gzip(http_req *r);
 
 /* Sends Go's error form: text/plain; charset=utf-8, X-Go-Pprof: 1, the
  * message and a newline. */

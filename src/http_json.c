@@ -21,7 +21,6 @@
  * the answer always parses.
  */
 #define _GNU_SOURCE /* open_memstream */
-#include "builder.h"
 #include "cpprof.h"
 #include "http.h"
 #include "profile.pb-c.h"
@@ -537,15 +536,16 @@ int http_reply_profile(http_req *r, const char *attachment, bool labelled,
     if (rc != 0)
         return http_error(r, 500, "Could not write the profile as JSON: %s",
                           cpprof_strerror(rc));
-    unsigned char *packed = NULL;
-    size_t packed_len;
-    if (http_accepts_gzip(r) &&
-        builder_gzip((const unsigned char *)text, text_len, &packed,
-                     &packed_len) == 0)
-        rc = http_reply_gzip(r, "application/json", packed, packed_len);
-    else /* a client that takes no gzip, or no memory for it: plain text */
-        rc = http_reply(r, "application/json", NULL, text, text_len);
-    free(packed);
+    /* Held gzip'd whatever its size: sent so to a client that accepts
+     * gzip, inflated as it reads to one that does not. */
+    http_out *b;
+    rc = http_out_open(&b);
+    if (rc == 0)
+        rc = http_out_write(b, text, text_len);
     free(text);
-    return rc;
+    if (rc) {
+        http_out_free(b);
+        return rc;
+    }
+    return http_reply_out(r, "application/json", NULL, b);
 }

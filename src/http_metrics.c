@@ -262,6 +262,16 @@ static void put_exposition(FILE *f, const acct_row *rows,
                "# TYPE cpprof_labelsets_folded_total counter\n"
                "cpprof_labelsets_folded_total %lu\n",
             cpprof_labelsets_folded());
+    fprintf(f, "# HELP cpprof_http_reply_held_bytes Bytes the HTTP "
+               "server's replies hold for clients that have not read them "
+               "yet (large ones gzip'd), bounded by http_reply_kb.\n"
+               "# TYPE cpprof_http_reply_held_bytes gauge\n"
+               "cpprof_http_reply_held_bytes %zu\n"
+               "# HELP cpprof_http_replies_refused_total Replies answered "
+               "503 because they would have passed http_reply_kb.\n"
+               "# TYPE cpprof_http_replies_refused_total counter\n"
+               "cpprof_http_replies_refused_total %lu\n",
+            http_reply_held_bytes(), http_replies_refused());
     fprintf(f, "# HELP cpprof_accounting_tick_yielded 1 when the program "
                "set its own action for the accounting tick's signal, so "
                "CPU is charged only at label switches and thread exit.\n"

@@ -9,7 +9,7 @@
  *                    completion: the route table, refusals, what handlers
  *                    ask of a request, the drain at exit
  *   http_reply.c     the responses: the headers every one carries, Go's
- *                    error form, JSON
+ *                    error form, JSON; what replies hold until read
  *   http_window.c    the threads that run requests waiting out a window
  *   http_threads.c   the server's threads are cpprof's: label, CPU time
  *   http_watch.c     the descriptors the host cannot take, and the thread

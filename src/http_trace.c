@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder.h"
 #include "config.h"
 #include "cpprof.h"
 #include "http.h"
@@ -69,19 +68,9 @@ static int reply(http_req *r, const trace_snapshot *s, bool json)
     if (rc)
         return http_error(r, 500, "Could not finish trace: %s",
                           cpprof_strerror(rc));
-    /* http_reply_gzip sends its body as it is, so the JSON is gzip'd
-     * first (as http_json.c does): sent plain under Content-Encoding:
-     * gzip, every browser failed the index page's fetch. */
-    unsigned char *packed = NULL;
-    size_t packed_len;
-    if (json && http_accepts_gzip(r) &&
-        builder_gzip(buf, len, &packed, &packed_len) == 0)
-        rc = http_reply_gzip(r, "application/json", packed, packed_len);
-    else if (json)
-        rc = http_reply(r, "application/json", NULL, buf, len);
-    else
-        rc = http_reply(r, "application/octet-stream", "trace", buf, len);
-    free(packed);
+    /* Gzip'd by the reply when large, as the client accepts it. */
+    rc = json ? http_reply(r, "application/json", NULL, buf, len)
+              : http_reply(r, "application/octet-stream", "trace", buf, len);
     free(buf);
     return rc;
 }
