@@ -18,12 +18,22 @@
  *    went; a CPU profile asked for meanwhile is refused as busy.
  *  - `flight=1` answers at once with the flight recorder's last
  *    trace_flight_seconds (404 saying so when it is off).
+ *
+ * Memory: a trace's snapshot and its model (timeline.h) take some four
+ * to five times the events' bytes while it is encoded, up to 150 MB for
+ * a full recorder (trace_kb, 32 MiB); so traces are snapshot and encoded
+ * one at a time (a request waits its turn), and the encoding goes into a
+ * reply compressed as it comes (http_out), not into a whole text that the
+ * server then copies.  4 window threads encoding at once, each reply held
+ * whole for a client that did not read it, took a host from 39 to 795 MB.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "cpprof.h"
@@ -60,19 +70,66 @@ static int wants_json(http_req *r)
     return strcmp(format, "json") == 0 ? 1 : -1;
 }
 
-static int reply(http_req *r, const trace_snapshot *s, bool json)
+/* ---- One trace at a time ------------------------------------------------- */
+
+/* The process whose thread snapshots and encodes a trace now (0: none): a
+ * fork's child finds its parent there, whose thread it does not have, and
+ * takes the turn over. */
+static _Atomic pid_t turn;
+
+#define TURN_POLL_NS 10000000LL
+
+/* Waits for the turn to snapshot and encode a trace, polling, for as long
+ * as the request goes on: HTTP_GOING_ON once it has it, else what ended
+ * the wait. */
+static http_end take_turn(http_req *r)
 {
-    void *buf;
-    size_t len;
-    int rc = tracefile_encode(s, json, &buf, &len);
-    if (rc)
+    pid_t me = getpid();
+    for (;;) {
+        pid_t holder = 0;
+        if (atomic_compare_exchange_strong(&turn, &holder, me) ||
+            (holder != me &&
+             atomic_compare_exchange_strong(&turn, &holder, me)))
+            return HTTP_GOING_ON;
+        http_end end = http_wait_window_ns(r, TURN_POLL_NS);
+        if (end != HTTP_GOING_ON)
+            return end;
+    }
+}
+
+static void give_turn(void)
+{
+    atomic_store(&turn, 0);
+}
+
+/* ---- Answering ------------------------------------------------------------ */
+
+static int to_reply(void *body, const void *data, size_t len)
+{
+    return http_out_write(body, data, len);
+}
+
+/* Answers with snapshot s (freeing it), encoded into a reply body as it
+ * is made: the encoding of a full flight recorder (32 MiB of events) is
+ * some 70 MB of JSON, which made whole, then copied for the server, cost
+ * the host four times that for each request; compressed as it comes it
+ * is a twentieth, and the snapshot is let go before the reply waits for
+ * its client. */
+static int reply(http_req *r, trace_snapshot *s, bool json)
+{
+    http_out *b;
+    int rc = http_out_open(&b);
+    timeline_sink sink = {to_reply, b};
+    if (rc == 0)
+        rc = tracefile_encode(s, json, &sink);
+    trace_snapshot_free(s);
+    if (rc) {
+        http_out_free(b);
         return http_error(r, 500, "Could not finish trace: %s",
                           cpprof_strerror(rc));
-    /* Gzip'd by the reply when large, as the client accepts it. */
-    rc = json ? http_reply(r, "application/json", NULL, buf, len)
-              : http_reply(r, "application/octet-stream", "trace", buf, len);
-    free(buf);
-    return rc;
+    }
+    return json ? http_reply_out(r, "application/json", NULL, b)
+                : http_reply_out(r, "application/octet-stream", "trace", b);
 }
 
 static int serve_flight(http_req *r, bool json)
@@ -82,17 +139,24 @@ static int serve_flight(http_req *r, bool json)
                           "the flight recorder is off: start the program "
                           "with CPPROF_TRACE_FLIGHT_SECONDS=N to keep the "
                           "last N seconds");
+    http_end end = take_turn(r);
+    if (end != HTTP_GOING_ON)
+        return http_error_window_ended(
+            r, end, "client went away before its turn to read the flight "
+                    "recorder");
     int64_t now = clock_mono_ns();
     trace_snapshot *s;
     int rc = trace_snapshot_take(
         now - (int64_t)cfg_int(CFG_TRACE_FLIGHT_SECONDS) * NS_PER_S, now,
         true, &s);
-    if (rc)
-        return http_error(r, 500, "Could not read the flight recorder: %s",
-                          cpprof_strerror(rc));
-    s->cpu_samples = sampler_running();
-    rc = reply(r, s, json);
-    trace_snapshot_free(s);
+    if (rc == 0) {
+        s->cpu_samples = sampler_running();
+        rc = reply(r, s, json);
+    } else {
+        rc = http_error(r, 500, "Could not read the flight recorder: %s",
+                        cpprof_strerror(rc));
+    }
+    give_turn();
     return rc;
 }
 
@@ -134,9 +198,12 @@ int http_trace(http_req *r)
         return http_error(r, 500, "Could not enable tracing: %s",
                           cpprof_strerror(rc));
     http_end end = http_wait_window_ns(r, ns);
+    int64_t stop = clock_mono_ns();
+    if (end == HTTP_GOING_ON)
+        end = take_turn(r);
     trace_snapshot *s = NULL;
     if (end == HTTP_GOING_ON)
-        rc = trace_snapshot_take(start, clock_mono_ns(), false, &s);
+        rc = trace_snapshot_take(start, stop, false, &s);
     if (s)
         s->cpu_samples = sampler_running();
     if (sampling)
@@ -145,10 +212,9 @@ int http_trace(http_req *r)
     if (end != HTTP_GOING_ON)
         return http_error_window_ended(
             r, end, "client went away before the trace ended");
-    if (rc)
-        return http_error(r, 500, "Could not finish trace: %s",
-                          cpprof_strerror(rc));
-    rc = reply(r, s, json);
-    trace_snapshot_free(s);
+    rc = rc ? http_error(r, 500, "Could not finish trace: %s",
+                         cpprof_strerror(rc))
+            : reply(r, s, json);
+    give_turn();
     return rc;
 }

@@ -37,16 +37,25 @@ typedef struct {
     size_t n;
 } timeline_frames;
 
+/* Where an encoder writes its form, piece by piece in order (64 KiB at
+ * most a call), so that the whole is never held in memory: the caller's
+ * file, a reply compressed as it comes (http.h's http_out).  `write`
+ * returns 0, or an error that ends the encoding with it. */
+typedef struct {
+    int (*write)(void *arg, const void *data, size_t len);
+    void *arg;
+} timeline_sink;
+
 /* Perfetto's Trace (perfetto_trace.proto): one packet sequence, clock
  * CLOCK_MONOTONIC, names, categories and annotation names interned.
- * *out is malloc'd.  0, or -EINVAL, -ENOMEM. */
+ * 0, or -EINVAL, -ENOMEM, or the sink's error. */
 int timeline_perfetto(const trace_snapshot *s, const timeline_frames *stacks,
-                      uint8_t **out, size_t *len);
+                      const timeline_sink *out);
 
 /* Chrome's trace-event JSON: {"traceEvents":[...],"displayTimeUnit":"ns",
- * "otherData":{...}}, times in microseconds of CLOCK_MONOTONIC.  *out is
- * malloc'd and NUL-terminated.  0, or -EINVAL, -ENOMEM. */
+ * "otherData":{...}}, times in microseconds of CLOCK_MONOTONIC.  0, or
+ * -EINVAL, -ENOMEM, or the sink's error. */
 int timeline_json(const trace_snapshot *s, const timeline_frames *stacks,
-                  char **out, size_t *len);
+                  const timeline_sink *out);
 
 #endif

@@ -13,8 +13,9 @@
  * 1000000000 + its number.  Every lane is named by a "thread_name"
  * metadata event, the process by "process_name".
  *
- * The events are written one at a time, each dumped by jansson into one
- * growing buffer, so the document is never held whole as jansson values.
+ * The events are written one at a time, each dumped by jansson to the
+ * caller's sink, so the document is never held whole, as jansson values
+ * or as text.
  */
 #include "timeline_model.h"
 
@@ -30,29 +31,29 @@
 
 typedef struct {
     const timeline *t;
-    char *buf;
-    size_t len, cap;
+    tl_out out;
     bool first; /* no event written yet */
 } writer;
 
 static int append(const char *s, size_t n, void *arg)
 {
     writer *w = arg;
-    if (ARRAY_RESERVE(w->buf, w->len, w->cap, n + 1))
-        return -1;
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
-    return 0;
+    return tl_out_put(&w->out, s, n) ? -1 : 0;
+}
+
+/* The error that ended the writing: the sink's, or else -ENOMEM. */
+static int failure(const writer *w)
+{
+    return w->out.rc ? w->out.rc : -ENOMEM;
 }
 
 /* Appends v (taking it, NULL for out of memory) to traceEvents. */
 static int put_event(writer *w, json_t *v)
 {
-    int rc = -ENOMEM;
-    if (v && !append(",", !w->first, w) &&
-        !json_dump_callback(v, append, w, DUMP_FLAGS))
-        rc = 0;
+    int rc = 0;
+    if (!v || append(",", !w->first, w) ||
+        json_dump_callback(v, append, w, DUMP_FLAGS))
+        rc = failure(w);
     w->first = false;
     json_decref(v);
     return rc;
@@ -167,7 +168,8 @@ static int put_other_data(writer *w)
                           (json_int_t)s->start_ns, "end_ns",
                           (json_int_t)s->end_ns, "realtime_ns",
                           (json_int_t)s->realtime_ns);
-    int rc = v && !json_dump_callback(v, append, w, DUMP_FLAGS) ? 0 : -ENOMEM;
+    int rc = v && !json_dump_callback(v, append, w, DUMP_FLAGS) ? 0
+                                                                : failure(w);
     json_decref(v);
     return rc;
 }
@@ -176,35 +178,34 @@ static int put_document(writer *w)
 {
     const char *head = "{\"traceEvents\":[";
     const char *middle = "],\"displayTimeUnit\":\"ns\",\"otherData\":";
-    int rc = append(head, strlen(head), w) ? -ENOMEM : put_names(w);
+    int rc = append(head, strlen(head), w) ? failure(w) : put_names(w);
     for (size_t i = 0; i < w->t->n_items && !rc; i++)
         rc = put_event(w, item_json(w->t, &w->t->items[i]));
     if (!rc && append(middle, strlen(middle), w))
-        rc = -ENOMEM;
+        rc = failure(w);
     if (!rc)
         rc = put_other_data(w);
     if (!rc && append("}", 1, w))
-        rc = -ENOMEM;
+        rc = failure(w);
     return rc;
 }
 
 int timeline_json(const trace_snapshot *s, const timeline_frames *stacks,
-                  char **out, size_t *len)
+                  const timeline_sink *out)
 {
-    if (!out || !len)
-        return -EINVAL;
-    timeline t;
-    int rc = timeline_build(&t, s, stacks);
+    writer w = {.first = true};
+    int rc = tl_out_open(&w.out, out);
     if (rc)
         return rc;
-    writer w = {.t = &t, .first = true};
-    rc = put_document(&w);
-    timeline_free(&t);
+    timeline t;
+    rc = timeline_build(&t, s, stacks);
     if (rc) {
-        free(w.buf);
+        tl_out_close(&w.out);
         return rc;
     }
-    *out = w.buf;
-    *len = w.len;
-    return 0;
+    w.t = &t;
+    rc = put_document(&w);
+    timeline_free(&t);
+    int closed = tl_out_close(&w.out);
+    return rc ? rc : closed;
 }

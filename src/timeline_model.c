@@ -500,3 +500,45 @@ void timeline_free(timeline *t)
     hashindex_free(&t->by_task);
     *t = (timeline){.s = t->s};
 }
+
+/* ---- Output ------------------------------------------------------------- */
+
+int tl_out_open(tl_out *o, const timeline_sink *sink)
+{
+    *o = (tl_out){.sink = sink};
+    if (!sink || !sink->write)
+        return o->rc = -EINVAL;
+    if (!(o->buf = malloc(TL_OUT_BYTES)))
+        return o->rc = -ENOMEM;
+    return 0;
+}
+
+/* Hands the gathered bytes to the sink. */
+static int flush(tl_out *o)
+{
+    if (!o->rc && o->len)
+        o->rc = o->sink->write(o->sink->arg, o->buf, o->len);
+    o->len = 0;
+    return o->rc;
+}
+
+int tl_out_put(tl_out *o, const void *data, size_t len)
+{
+    const char *p = data;
+    while (!o->rc && len) {
+        size_t n = TL_OUT_BYTES - o->len < len ? TL_OUT_BYTES - o->len : len;
+        memcpy(o->buf + o->len, p, n);
+        o->len += n, p += n, len -= n;
+        if (o->len == TL_OUT_BYTES)
+            flush(o);
+    }
+    return o->rc;
+}
+
+int tl_out_close(tl_out *o)
+{
+    int rc = o->buf ? flush(o) : o->rc;
+    free(o->buf);
+    o->buf = NULL;
+    return rc;
+}

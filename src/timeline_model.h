@@ -94,4 +94,21 @@ void timeline_free(timeline *t);
 const tl_set *timeline_set(const timeline *t, uint32_t set);
 const tl_stack *timeline_stack(const timeline *t, uint32_t stack);
 
+/* An encoder's output: pieces gathered into TL_OUT_BYTES and handed to
+ * the sink a block at a time (jansson writes a document a token at a
+ * time).  The first error sticks: later puts do nothing and return it. */
+#define TL_OUT_BYTES 65536u
+typedef struct {
+    const timeline_sink *sink;
+    char *buf;
+    size_t len;
+    int rc;
+} tl_out;
+
+/* 0, or -EINVAL (no sink), -ENOMEM. */
+int tl_out_open(tl_out *o, const timeline_sink *sink);
+int tl_out_put(tl_out *o, const void *data, size_t len);
+/* Hands the rest to the sink and frees the buffer: the first error. */
+int tl_out_close(tl_out *o);
+
 #endif

@@ -4,9 +4,9 @@
  * trace_processor open.
  *
  * A Trace is nothing but its repeated field 1, so packets are packed one
- * at a time, each behind its tag and length, into one growing buffer: one
- * packet's protobuf-c messages serve the next, and the trace is never held
- * whole as messages.
+ * at a time, each behind its tag and length, and written to the caller's
+ * sink: one packet's protobuf-c messages serve the next, and the trace is
+ * never held whole, as messages or as bytes.
  *
  * One packet sequence (trusted_packet_sequence_id: the pid, so that the
  * traces of several processes, concatenated, keep their interning apart):
@@ -100,7 +100,8 @@ static void strtab_free(strtab *tab)
 typedef struct {
     const timeline *t;
     uint32_t seq;
-    uint8_t *buf;
+    tl_out out;
+    uint8_t *buf; /* one packet, packed */
     size_t len, cap;
     strtab names, cats, annot_names;
     /* The packet being made, its annotations and its new interned
@@ -126,16 +127,17 @@ static void put_varint(writer *w, uint64_t v)
     } while (v);
 }
 
-/* Appends p as one Trace.packet (field 1, length-delimited). */
+/* Writes p as one Trace.packet (field 1, length-delimited). */
 static int put_packet(writer *w, const Packet *p)
 {
     size_t size = protobuf_c_message_get_packed_size(&p->base);
+    w->len = 0;
     if (ARRAY_RESERVE(w->buf, w->len, w->cap, size + 11))
         return -ENOMEM;
     w->buf[w->len++] = 0x0a;
     put_varint(w, size);
     w->len += protobuf_c_message_pack(&p->base, w->buf + w->len);
-    return 0;
+    return tl_out_put(&w->out, w->buf, w->len);
 }
 
 static uint64_t ts_of(int64_t ns)
@@ -563,10 +565,14 @@ static int put_items(writer *w)
 
 /* ---- Entry --------------------------------------------------------------- */
 
-/* Room for the annotations of the packet that has the most. */
-static int writer_init(writer *w, const timeline *t)
+/* Room for the annotations of the packet that has the most; the output
+ * to `sink`. */
+static int writer_init(writer *w, const timeline *t, const timeline_sink *sink)
 {
     *w = (writer){.t = t, .seq = t->s->pid > 0 ? (uint32_t)t->s->pid : 1};
+    int rc = tl_out_open(&w->out, sink);
+    if (rc)
+        return rc;
     size_t most = 0;
     for (size_t i = 0; i < t->s->n_sets; i++)
         if (timeline_set(t, (uint32_t)i)->n > most)
@@ -603,22 +609,23 @@ static void writer_free(writer *w)
     free(w->annot_entries);
     free(w->annot_entries_p);
     free(w->stack_sent);
+    free(w->buf);
     strtab_free(&w->names);
     strtab_free(&w->cats);
     strtab_free(&w->annot_names);
 }
 
 int timeline_perfetto(const trace_snapshot *s, const timeline_frames *stacks,
-                      uint8_t **out, size_t *len)
+                      const timeline_sink *out)
 {
-    if (!out || !len)
+    if (!out || !out->write)
         return -EINVAL;
     timeline t;
     int rc = timeline_build(&t, s, stacks);
     if (rc)
         return rc;
     writer w;
-    rc = writer_init(&w, &t);
+    rc = writer_init(&w, &t, out);
     if (!rc)
         rc = put_clock_snapshot(&w);
     if (!rc)
@@ -627,13 +634,8 @@ int timeline_perfetto(const trace_snapshot *s, const timeline_frames *stacks,
         rc = put_recording(&w);
     if (!rc)
         rc = put_items(&w);
+    int closed = tl_out_close(&w.out);
     writer_free(&w);
     timeline_free(&t);
-    if (rc) {
-        free(w.buf);
-        return rc;
-    }
-    *out = w.buf;
-    *len = w.len;
-    return 0;
+    return rc ? rc : closed;
 }

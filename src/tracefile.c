@@ -2,7 +2,10 @@
  * tracefile.c -- a trace snapshot (trace.h) made into a file: its stacks
  * named by the symbolizer, then encoded (timeline.h) as Perfetto's
  * protobuf or Chrome's trace-event JSON.  Shared by /debug/pprof/trace
- * (http_trace.c) and cpprof_trace_flight_write, the program's own call.
+ * (http_trace.c) and cpprof_trace_flight_write, the program's own call;
+ * either way the encoding goes to the caller's sink as it is made (the
+ * reply, compressed as it comes; the program's file), never whole in
+ * memory.
  *
  * The encoders take frames as text and call nothing, so they sit beside
  * the profile builder; naming is done here, above the symbolizer, once
@@ -95,16 +98,31 @@ static int name_stacks(const trace_snapshot *s, struct naming *n)
     return rc;
 }
 
-int tracefile_encode(const trace_snapshot *s, bool json, void **out,
-                     size_t *len)
+int tracefile_encode(const trace_snapshot *s, bool json,
+                     const timeline_sink *out)
 {
     struct naming n = {0};
     int rc = name_stacks(s, &n);
     if (rc == 0)
-        rc = json ? timeline_json(s, n.stacks, (char **)out, len)
-                  : timeline_perfetto(s, n.stacks, (uint8_t **)out, len);
+        rc = json ? timeline_json(s, n.stacks, out)
+                  : timeline_perfetto(s, n.stacks, out);
     naming_free(&n);
     return rc;
+}
+
+/* A sink writing to a file descriptor, whole pieces (short writes and
+ * EINTR resumed). */
+static int write_fd(void *arg, const void *data, size_t len)
+{
+    int fd = *(const int *)arg;
+    for (size_t at = 0; at < len;) {
+        ssize_t w = write(fd, (const char *)data + at, len - at);
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        if (w > 0)
+            at += (size_t)w;
+    }
+    return 0;
 }
 
 int tracefile_flight_write(int fd, int64_t until)
@@ -117,20 +135,9 @@ int tracefile_flight_write(int fd, int64_t until)
         until, true, &s);
     if (rc)
         return rc;
-    void *buf;
-    size_t len;
-    rc = tracefile_encode(s, false, &buf, &len);
+    timeline_sink sink = {write_fd, &fd};
+    rc = tracefile_encode(s, false, &sink);
     trace_snapshot_free(s);
-    if (rc)
-        return rc;
-    for (size_t at = 0; rc == 0 && at < len;) {
-        ssize_t w = write(fd, (char *)buf + at, len - at);
-        if (w < 0 && errno != EINTR)
-            rc = -errno;
-        else if (w > 0)
-            at += (size_t)w;
-    }
-    free(buf);
     return rc;
 }
 

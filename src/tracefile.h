@@ -6,6 +6,7 @@
 #ifndef CPPROF_TRACEFILE_H
 #define CPPROF_TRACEFILE_H
 
+#include "timeline.h"
 #include "trace.h"
 
 #include <stdbool.h>
@@ -13,9 +14,10 @@
 #include <stdint.h>
 
 /* s as Perfetto's protobuf trace, or with `json` Chrome's trace-event
- * JSON, in a malloc'd *out of *len bytes.  0, or -ENOMEM. */
-int tracefile_encode(const trace_snapshot *s, bool json, void **out,
-                     size_t *len);
+ * JSON, written to `out` as it is encoded.  0, or -ENOMEM, or the sink's
+ * error. */
+int tracefile_encode(const trace_snapshot *s, bool json,
+                     const timeline_sink *out);
 
 /* cpprof_trace_flight_write: the flight recorder's last
  * trace_flight_seconds up to `until` (CLOCK_MONOTONIC ns: when the

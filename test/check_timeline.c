@@ -103,6 +103,39 @@ static void make_fixture(fixture *f)
         .cpu_samples = true, .flight = false};
 }
 
+/* ---- Encoding into memory ----------------------------------------------------- */
+
+typedef int (*encoder)(const trace_snapshot *, const timeline_frames *,
+                       const timeline_sink *);
+
+static int to_memory(void *arg, const void *data, size_t len)
+{
+    return fwrite(data, 1, len, arg) == len ? 0 : -EIO;
+}
+
+/* What encoder fn writes for s, in a malloc'd *out (NUL-terminated) of
+ * *len bytes; fn's result.  No ck_assert: --write runs it outside a
+ * test. */
+static int encode(encoder fn, const trace_snapshot *s,
+                  const timeline_frames *names, void *out, size_t *len)
+{
+    char **text = out;
+    FILE *f = open_memstream(text, len);
+    if (f == NULL)
+        return -ENOMEM;
+    timeline_sink sink = {to_memory, f};
+    int rc = fn(s, names, &sink);
+    return fclose(f) != 0 && rc == 0 ? -ENOMEM : rc;
+}
+
+/* A sink that fails at its second piece: the encoder stops with its
+ * error. */
+static int fail_second(void *arg, const void *data, size_t len)
+{
+    (void)data, (void)len;
+    return ++*(int *)arg > 1 ? -EPIPE : 0;
+}
+
 /* ---- Both forms as one list ------------------------------------------------- */
 
 typedef struct {
@@ -172,7 +205,7 @@ static json_t *json_of(const fixture *f)
 {
     char *out;
     size_t len;
-    ck_assert_int_eq(timeline_json(&f->s, frames, &out, &len), 0);
+    ck_assert_int_eq(encode(timeline_json, &f->s, frames, &out, &len), 0);
     ck_assert_uint_eq(strlen(out), len);
     json_error_t err;
     json_t *doc = json_loadb(out, len, 0, &err);
@@ -371,7 +404,7 @@ static Perfetto__Protos__Trace *perfetto_of(const fixture *f)
 {
     uint8_t *out;
     size_t len;
-    ck_assert_int_eq(timeline_perfetto(&f->s, frames, &out, &len), 0);
+    ck_assert_int_eq(encode(timeline_perfetto, &f->s, frames, &out, &len), 0);
     Perfetto__Protos__Trace *t =
         perfetto__protos__trace__unpack(NULL, len, out);
     ck_assert_ptr_nonnull(t);
@@ -612,14 +645,40 @@ START_TEST(bad_input_is_refused_or_survived)
     uint8_t *pb;
     char *js;
     size_t len;
-    ck_assert_int_eq(timeline_perfetto(NULL, NULL, &pb, &len), -EINVAL);
-    ck_assert_int_eq(timeline_json(NULL, NULL, &js, &len), -EINVAL);
+    ck_assert_int_eq(encode(timeline_perfetto, NULL, NULL, &pb, &len),
+                     -EINVAL);
+    free(pb);
+    ck_assert_int_eq(encode(timeline_json, NULL, NULL, &js, &len), -EINVAL);
+    free(js);
     fixture f;
     make_fixture(&f);
-    ck_assert_int_eq(timeline_json(&f.s, NULL, NULL, &len), -EINVAL);
+    ck_assert_int_eq(timeline_json(&f.s, NULL, NULL), -EINVAL);
+    ck_assert_int_eq(timeline_perfetto(&f.s, NULL, NULL), -EINVAL);
     trace_snapshot broken = f.s;
     broken.events = NULL;
-    ck_assert_int_eq(timeline_perfetto(&broken, NULL, &pb, &len), -EINVAL);
+    ck_assert_int_eq(encode(timeline_perfetto, &broken, NULL, &pb, &len),
+                     -EINVAL);
+    free(pb);
+    /* A large fixture (every event 2,000 times over) fills more than one
+     * of the encoders' blocks: a sink's error ends the encoding with it. */
+    enum { TIMES = 2000 };
+    fixture big = f;
+    trace_event *many = malloc(TIMES * f.s.n_events * sizeof *many);
+    ck_assert_ptr_nonnull(many);
+    for (size_t i = 0; i < TIMES * f.s.n_events; i++)
+        many[i] = f.events[i % f.s.n_events],
+        many[i].ts += (int64_t)(i / f.s.n_events) * 10000 * US;
+    big.s.events = many;
+    big.s.n_events = TIMES * f.s.n_events;
+    big.s.end_ns = T0 + TIMES * 10000 * US;
+    encoder forms[] = {timeline_json, timeline_perfetto};
+    for (int i = 0; i < 2; i++) {
+        int pieces = 0;
+        timeline_sink failing = {fail_second, &pieces};
+        ck_assert_int_eq(forms[i](&big.s, frames, &failing), -EPIPE);
+        ck_assert_int_eq(pieces, 2);
+    }
+    free(many);
     /* Indexes out of range, an end with no begin, a leave with no enter,
      * unknown threads and kinds, time going backwards: no crash, both
      * forms still parse, no frames named (PCs in hex). */
@@ -629,12 +688,12 @@ START_TEST(bad_input_is_refused_or_survived)
     f.events[7].kind = TRACE_THREAD_START;
     f.events[7].tid = 999;
     f.events[12].ts = 0;
-    ck_assert_int_eq(timeline_perfetto(&f.s, NULL, &pb, &len), 0);
+    ck_assert_int_eq(encode(timeline_perfetto, &f.s, NULL, &pb, &len), 0);
     Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, len, pb);
     ck_assert_ptr_nonnull(t);
     perfetto__protos__trace__free_unpacked(t, NULL);
     free(pb);
-    ck_assert_int_eq(timeline_json(&f.s, NULL, &js, &len), 0);
+    ck_assert_int_eq(encode(timeline_json, &f.s, NULL, &js, &len), 0);
     json_t *doc = json_loadb(js, len, 0, NULL);
     ck_assert_ptr_nonnull(doc);
     json_decref(doc);
@@ -650,8 +709,8 @@ static int write_forms(const char *dir)
     uint8_t *pb;
     char *js, path[4096];
     size_t pb_len, js_len;
-    if (timeline_perfetto(&f.s, frames, &pb, &pb_len) ||
-        timeline_json(&f.s, frames, &js, &js_len))
+    if (encode(timeline_perfetto, &f.s, frames, &pb, &pb_len) ||
+        encode(timeline_json, &f.s, frames, &js, &js_len))
         return 1;
     snprintf(path, sizeof path, "%s/trace.pb", dir);
     FILE *out = fopen(path, "wb");
