@@ -277,6 +277,10 @@ check_in() {
 #  - trace_label_cap.sh: label shares of CPU profiles over 100,000 label
 #    sets, as users build; the recorder's copies of sets and the label
 #    core's reclaiming run sanitized in check_trace and check_labels.
+#  - trace_flight_clients.sh: the resident size of a server whose clients
+#    do not read, which a sanitizer's allocator and shadow memory would
+#    make another figure; the reply code it reaches runs sanitized in every
+#    HTTP test.
 normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
   test/browser_trace.sh
@@ -288,7 +292,8 @@ normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
   test/http_go_details.sh test/check_sampler test/stress_sampler
   test/census_quiet.sh test/wall_states.sh test/task_pool.sh
   test/task_coro.sh test/task_coro_inline.sh test/task_asio.sh test/task_uv.sh
-  test/task_fiber.sh test/stack_min.sh test/trace_label_cap.sh"
+  test/task_fiber.sh test/stack_min.sh test/trace_label_cap.sh
+  test/trace_flight_clients.sh"
 
 # Slow HTTP tests that run sanitized only, not in the normal build too:
 # what they check is the server's answers (to hostile and TLS clients
