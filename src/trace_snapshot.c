@@ -261,11 +261,12 @@ static int keep_before(struct before *b, const struct rec *rec,
                        const struct rec *set)
 {
     struct rec *copy = NULL;
-    if (set && !(copy = malloc(set->bytes)))
+    if (set && !(copy = realloc(b->set_copy, set->bytes)))
         return -ENOMEM;
     if (set)
         memcpy(copy, set, set->bytes);
-    free(b->set_copy);
+    else
+        free(b->set_copy);
     *b = (struct before){rec->tid, rec->ts, *rec, copy};
     return 0;
 }
