@@ -146,10 +146,16 @@ check_flame() {
     [ ! -s "$tmp/console" ] || fail "the page logged errors: $(cat "$tmp/console")"
 }
 
+# The CPU view's window: 4 s.  The one worker runs about a tenth of a CPU
+# here, and acme's share is an eighth of it: a 2 s window held 32-70
+# samples, acme 3 of them at times, and in a loaded CI run none (P about
+# 1% per page), which failed the three-tenant check for no fault of the
+# page's.  In 4 s acme expects 8-17 samples.
+CPU_SECONDS=4
 start_demo --workers 1 --park 3 --park-tasks 2 --park-note "$NOTE" --for 120
 mkdir -p "$SHOTS"
 rm -f "$SHOTS/phone.png" "$SHOTS/wide.png"
-"$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu 2 -flame \
+"$BROWSERCHECK" -url "$base/" -shots "$SHOTS" -cpu $CPU_SECONDS -flame \
     -proto "$tmp/shown.pb.gz" -note "$NOTE" >"$tmp/page" ||
     fail "the browser could not show the page"
 check_page
@@ -174,7 +180,7 @@ CPPROF_HTTP_TLS_CERT=$pki/server.pem CPPROF_HTTP_TLS_KEY=$pki/server.key \
     DEMO_HOST=0.0.0.0 start_demo --workers 1 --park 3 --park-tasks 2 --for 120
 mkdir -p "$tmp/shots"
 "$BROWSERCHECK" -insecure -url "https://user:$TOKEN@127.0.0.1:$port/debug/pprof/" \
-    -shots "$tmp/shots" -cpu 2 >"$tmp/page" ||
+    -shots "$tmp/shots" -cpu $CPU_SECONDS >"$tmp/page" ||
     fail "the browser could not show the page over TLS with the token"
 check_page
 stop_demo
