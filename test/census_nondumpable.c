@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "cpprof.h"
+#include "serve.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -46,14 +47,8 @@ int main(int argc, char **argv)
         return 2;
     }
     sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, NULL);
-    int rc = cpprof_http_start(argv[2]);
-    if (rc != 0) {
-        fprintf(stderr, "census_nondumpable: %s\n", cpprof_strerror(rc));
+    if (serve_start("census_nondumpable", argv[2], &term) != 0)
         return 1;
-    }
     pthread_t t;
     if (pipe(idle_pipe) != 0 || pthread_create(&t, NULL, reader, NULL) != 0)
         return 1;

@@ -9,6 +9,7 @@
  * with sigwait by main; blocked in every thread) returns from main.
  */
 #include <cpprof.h>
+#include "serve.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,16 +21,9 @@ int main(int argc, char **argv)
         return 2;
     }
     sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, NULL);
-    int rc = cpprof_http_start(argv[2]);
-    if (rc != 0) {
-        fprintf(stderr, "http_exit_profile: %s\n", cpprof_strerror(rc));
+    if (serve_start("http_exit_profile", argv[2], &term) != 0)
         return 1;
-    }
-    printf("serving http://%s/debug/pprof/\n", argv[2]);
-    fflush(stdout);
+    serve_announce(argv[2]);
     int sig;
     sigwait(&term, &sig);
     return 0; /* exit() with the server running */

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <cpprof.h>
+#include "serve.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -72,16 +73,9 @@ int main(int argc, char **argv)
     }
     keep = argc > 3 && strcmp(argv[3], "--keep") == 0;
     sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, NULL);
-    int rc = cpprof_http_start(argv[2]);
-    if (rc != 0) {
-        fprintf(stderr, "cpprof_http_start: %s\n", cpprof_strerror(rc));
+    if (serve_start("trace_label_cap", argv[2], &term) != 0)
         return 1;
-    }
-    printf("serving http://%s/debug/pprof/\n", argv[2]);
-    fflush(stdout);
+    serve_announce(argv[2]);
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
     int sig;
