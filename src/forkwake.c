@@ -145,8 +145,8 @@ int forkwake_prepare(const char **why)
         return rc;
     }
     if (rc == 0) {
-        struct sigaction sa = {.sa_sigaction = on_wake_signal,
-                               .sa_flags = SA_SIGINFO | SA_RESTART};
+        struct sigaction sa = {.sa_flags = SA_SIGINFO | SA_RESTART};
+        sa.sa_sigaction = on_wake_signal;
         sigemptyset(&sa.sa_mask);
         if (sigaction(wake_signo, &sa, NULL) != 0) {
             *why = "the worker signal cannot be installed";
