@@ -240,14 +240,22 @@ UPPER_CALLS(forkwake_arm);
 void forkwake_disarm(bool unlist)
 {
     atomic_store(&armed_parent, 0);
-    if (unlist) {
-        unlist_self();
-        worker_parent = 0;
-        if (wake_signo > 0)
-            prctl(PR_SET_PDEATHSIG, 0);
-    }
+    if (!unlist)
+        return;
+    unlist_self();
+    if (worker_parent != 0 && wake_signo > 0)
+        prctl(PR_SET_PDEATHSIG, 0);
+    worker_parent = 0;
 }
 UPPER_CALLS(forkwake_disarm);
+
+void forkwake_forget_after_fork(void)
+{
+    atomic_store(&armed_parent, 0);
+    worker_parent = 0;
+    my_slot = -1;
+}
+UPPER_CALLS(forkwake_forget_after_fork);
 
 void forkwake_rearm(void)
 {
@@ -255,6 +263,15 @@ void forkwake_rearm(void)
         atomic_store(&armed_parent, worker_parent);
 }
 UPPER_CALLS(forkwake_rearm);
+
+void forkwake_signal_claimed(int signo, void *handler)
+{
+    if (signo != wake_signo || wake_signo <= 0 ||
+        handler == (void *)on_wake_signal)
+        return;
+    forkwake_disarm(true);
+    wake_signo = 0; /* forks are armed no more: forkwake_send refuses */
+}
 
 /* ---- Sending ----------------------------------------------------------- */
 
