@@ -38,8 +38,9 @@
 #define LIBCPPROF_SO ".libs/libcpprof.so"
 #endif
 
-enum { MODES = 3, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
-static const char *const mode_names[MODES] = {"none", "preloaded", "serving"};
+enum { MODES = 4, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
+static const char *const mode_names[MODES] = {"none", "preloaded", "serving",
+                                              "serving-noforks"};
 static const char *const exit_names[EXITS] = {"exit", "_exit"};
 
 /* What one measurement reports (the runner writes them in this order). */
@@ -144,8 +145,12 @@ static int measure(const char *self, const char *lib, int mode, int by_exit,
         unsetenv("CPPROF_HTTP");
         if (mode > 0)
             setenv("LD_PRELOAD", lib, 1);
-        if (mode == 2)
+        if (mode >= 2)
             setenv("CPPROF_HTTP", "127.0.0.1:0", 1);
+        if (mode == 3)
+            setenv("CPPROF_HTTP_FORKS", "0", 1);
+        else
+            unsetenv("CPPROF_HTTP_FORKS");
         char n[24];
         snprintf(n, sizeof n, "%d", rounds);
         execl(self, self, "--run", n, exit_names[!by_exit], (char *)NULL);
@@ -212,7 +217,7 @@ int main(int argc, char **argv)
             }
     printf("fork+exit+wait, %d rounds, median of %d repeats; library %s\n",
            rounds, repeats, lib);
-    printf("%-10s %-6s %9s %9s %9s %7s %8s %8s %5s\n", "mode", "exit",
+    printf("%-15s %-6s %9s %9s %9s %7s %8s %8s %5s\n", "mode", "exit",
            "wall_us", "parent_us", "child_us", "ratio", "p_faults", "c_faults",
            "maps");
     for (int e = 0; e < EXITS; e++) {
@@ -223,7 +228,7 @@ int main(int argc, char **argv)
                 med[k] = median(v[m][e][k], repeats);
             if (m == 0)
                 base = med[0];
-            printf("%-10s %-6s %9.1f %9.1f %9.1f %6.2fx %8.1f %8.1f %5.0f\n",
+            printf("%-15s %-6s %9.1f %9.1f %9.1f %6.2fx %8.1f %8.1f %5.0f\n",
                    mode_names[m], exit_names[e], med[0], med[1], med[2],
                    med[0] / base, med[3], med[4], med[5]);
         }
