@@ -5,8 +5,12 @@
  * A pre-forking server (PostgreSQL's postmaster, Apache prefork) pays
  * this per connection.  The program is not linked with cpprof: it runs
  * itself again (exec) for each measurement, without the library, with
- * libcpprof.so in LD_PRELOAD and no server, and preloaded serving
- * (CPPROF_HTTP=127.0.0.1:0), so that what is timed is the real binary and
+ * libcpprof.so in LD_PRELOAD and no server, preloaded serving
+ * (CPPROF_HTTP=127.0.0.1:0), and serving with CPPROF_HTTP_FORKS=0
+ * ("serving-noforks": the children start nothing, as in the design of
+ * pre-fork workers that start their part only when asked, so what is left
+ * is the parent's side and what a child pays for the server's threads,
+ * libraries and mappings), so that what is timed is the real binary and
  * the preload, never a libtool wrapper script.  The child does nothing
  * but exit, by exit(0) (atexit handlers and every library's destructors)
  * or by _exit(0) (neither), which separates what the child's exit costs
@@ -23,6 +27,16 @@
  * nothing faults only to copy pages it writes: the figure a loaded
  * machine does not blur), and the mappings (/proc/self/maps lines) the
  * mode's process has (fork copies each one's page tables).
+ *
+ * Where serving-noforks's extra cost goes, docs/benchmarks.md ("Fork"):
+ * per thread of cpprof's, its malloc arena (a fault in the child and one
+ * in the parent, which being threaded pays a TLB shootdown for it) and
+ * its stack (a fault in the child), 2 mappings each; the upper object's
+ * 22 libraries (about 110 mappings, GnuTLS's and p11-kit's fork handlers);
+ * the server's child handlers.  2026-12-07, `fork 300 5`, load average 4
+ * to 7: child faults at _exit 60 before, 51 since the window threads are
+ * made on demand (none 17-18), parent 17 and 13 (none 2), mappings 163
+ * and 147 (none 25).
  */
 #define _GNU_SOURCE
 #include <errno.h>
