@@ -486,3 +486,18 @@ int cfg_server_refused(void)
     return -1;
 }
 UPPER_CALLS(cfg_server_refused);
+
+/* Profiles and the command line can hold secrets: anything but loopback
+ * needs "http_allow_remote", and then a token unless "http_require_token"
+ * is 0. */
+int cfg_server_address_allowed(const struct sockaddr_storage *ss)
+{
+    if (addr_is_loopback(ss))
+        return 0;
+    if (!cfg_int(CFG_HTTP_ALLOW_REMOTE))
+        return CPPROF_EREMOTE;
+    if (cfg_str(CFG_HTTP_TOKEN)[0] == '\0' && cfg_int(CFG_HTTP_REQUIRE_TOKEN))
+        return CPPROF_ENOTOKEN;
+    return 0;
+}
+UPPER_CALLS(cfg_server_address_allowed);

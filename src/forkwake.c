@@ -53,6 +53,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -78,6 +79,12 @@
 
 static forkwake_slot *table;
 static int wake_signo;
+/* The family's secret, inherited by every fork (http_relay.c names its
+ * listeners with it). */
+static char secret[17];
+
+const char *forkwake_secret(void) { return secret; }
+UPPER_CALLS(forkwake_secret);
 
 /* This process as a worker: who forked it (0: not armed), when, what to
  * start, its slot. */
@@ -164,6 +171,15 @@ int forkwake_prepare(const char **why)
             *why = "the worker signal cannot be installed";
             return -errno;
         }
+    }
+    if (secret[0] == '\0') {
+        unsigned char r[8];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            *why = "no random secret to name the workers' relay socket";
+            return -EIO;
+        }
+        for (int i = 0; i < 8; i++)
+            snprintf(secret + 2 * i, 3, "%02x", r[i]);
     }
     if (table == NULL) {
         void *p = mmap(NULL, FORKWAKE_SLOTS * sizeof *table,

@@ -173,6 +173,9 @@ void http_watch_forget_after_fork(void);
  * http_refused_setting: the first server setting whose value was refused,
  * or -1. */
 int http_start(const char *addr, bool one_thread);
+/* The same on the listener fd zero-code mode bound at load, which it owns
+ * from the call on (closed when the start fails). */
+int http_start_listening(const char *addr, int fd);
 int http_refused_setting(void);
 
 /* Called by upper.c (through the upper object's table) when it loaded
@@ -187,6 +190,10 @@ void http_note_unisolated(const char *why);
 void http_forks_serving(const char *addr);
 void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
+/* A worker forked while its parent's server had not loaded yet (zero-code
+ * mode's listener held the address: zerocode_listen.c), woken: what
+ * forkwake asked, with the parent and its address. */
+void http_forks_woken(pid_t parent, const char *addr, int what);
 
 /* A worker's part (http.c): its server, on the control connection to its
  * parent `parent` (0, CPPROF_ERUNNING, a negative code); started by
