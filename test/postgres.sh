@@ -35,7 +35,8 @@ pg=$tmp/pg
 stop_pg() {
     for p in $(pgrep -f -- "-D $pg/data "); do kill -QUIT "$p" 2>/dev/null; done
 }
-trap 'stop_pg; cleanup' EXIT
+fifo_writer=
+trap '[ -z "$fifo_writer" ] || kill "$fifo_writer"; stop_pg; cleanup' EXIT
 
 # The library where postgres can read it, with the upper object beside
 # it as installed (src/upper.h); an ASan build's runtime stays first.
@@ -106,14 +107,15 @@ await_listed() {
 }
 
 # -- 8 idle backends --
-# Each psql waits on a FIFO the test holds open (read and write, so that
-# no open blocks; no child of the test keeps it): its backend waits for a
-# query in epoll_wait until the FIFO closes, when the test ends.
+# Each psql waits on its input, a FIFO whose one writer is a sleep the
+# test ends (at exit, too): its backend waits for a query in epoll_wait
+# until then.
 mkfifo -m 666 "$tmp/idle.fifo"
-exec 3<>"$tmp/idle.fifo"
+sleep 600 >"$tmp/idle.fifo" &
+fifo_writer=$!
 for i in 1 2 3 4 5 6 7 8; do
     as_pg "PGAPPNAME=cpprof_idle $psql -q postgres <$tmp/idle.fifo" \
-        >/dev/null 2>>"$tmp/psql.err" 3>&- &
+        >/dev/null 2>>"$tmp/psql.err" &
 done
 await_listed cpprof_idle 8
 for pid in $want; do
@@ -146,7 +148,7 @@ bench="$PG_BIN/pgbench -h $pg/sock -p $pgport"
 as_pg "$bench -i -s 1 postgres" >"$tmp/init.log" 2>&1 ||
     fail "pgbench -i: $(cat "$tmp/init.log")"
 # Longer than the test needs: it is stopped at the end.
-as_pg "$bench -S -c 2 -j 2 -T 120 postgres" >"$tmp/bench.log" 2>&1 3>&- &
+as_pg "$bench -S -c 2 -j 2 -T 120 postgres" >"$tmp/bench.log" 2>&1 &
 bench_pid=$!
 await_listed pgbench 2
 pid=$(echo "$want" | head -1)
@@ -174,5 +176,4 @@ listed "$pid" | jq -e '.state == "armed"' >/dev/null ||
     fail "backend $pid, idle again, is listed as $(listed "$pid")"
 kill "$bench_pid" 2>/dev/null
 echo "ok: its part went $acn_ms ms after the profile (CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms), under load: 1 thread, no socket of cpprof's, armed"
-exec 3>&-
 echo PASS
