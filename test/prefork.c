@@ -1,15 +1,22 @@
 /*
  * prefork.c -- a pre-forking server's shape, for test/prefork.sh: the
- * process started serves nothing of the work; forked children do it.
+ * process started serves nothing of the work; forked children do it,
+ * each waiting for its next request in a blocking call, as nginx's and
+ * PostgreSQL's do.
  *
- *   prefork workers SECONDS PIDFILE: forks two workers that spend SECONDS
- *     in prefork_request_path (the work a profile must find), each
- *     writing "worker PID" to PIDFILE once fork has returned in it, a
- *     child that execs `sleep SECONDS` at once and one that exits at
- *     once ("exec PID", "exit PID"), one that execs `sleep SECONDS` once
- *     the file PIDFILE.go exists ("late PID"), and waits for them all.
+ *   prefork workers SECONDS PIDFILE: forks two workers that serve
+ *     requests for SECONDS: a 10 ms one in prefork_request_path (the work
+ *     a profile must find), then a 1 ms wait for the next in poll; each
+ *     writes "worker PID" to PIDFILE once fork has returned in it, and
+ *     "interrupted PID" should a wait fail.  Forks two idle workers that
+ *     wait SECONDS: "idle PID" in one epoll_wait, "napping PID" in 2 s
+ *     polls; they write "woke PID" should epoll_wait return before,
+ *     "short PID" should a poll end before its 2 s or fail.  Forks a child that execs `sleep
+ *     SECONDS` at once and one that exits at once ("exec PID", "exit
+ *     PID"), one that execs `sleep SECONDS` once the file PIDFILE.go
+ *     exists ("late PID"), and waits for them all.
  *   prefork daemon SECONDS PIDFILE: forks and exits 1 s later (a daemon's
- *     start, whose first process may outlive cpprof's fork delay); the
+ *     start, whose first process outlives the fork by a while); the
  *     daemon writes "daemon PID", forks one worker as above ("worker
  *     PID") and waits for it.
  *   prefork orphan SECONDS PIDFILE: the same, but the first process
@@ -17,17 +24,20 @@
  *     continued once it is gone, the daemon runs its fork handlers as an
  *     orphan, as a loaded machine may run those of nginx's daemon.
  *   prefork unreaped SECONDS PIDFILE: forks a worker that _exits once the
- *     file PIDFILE.go exists ("exiting PID"), and one that stops its
+ *     file PIDFILE.go exists ("exiting PID"), and one that stops cpprof's
  *     server (cpprof_http_stop, found in the cpprof preloaded) once
  *     PIDFILE.stop exists, writes "unserved PID" after and lives on
  *     ("stopping PID"); then sleeps SECONDS, reaping neither.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,15 +71,51 @@ static void note(const char *pidfile, const char *what, pid_t pid)
     fclose(f);
 }
 
+/* Serves a request every 11 ms or so until SECONDS have passed. */
+static void serve_requests(double seconds, const char *pidfile)
+{
+    double until = now() + seconds;
+    while (now() < until) {
+        prefork_request_path(now() + 0.01);
+        if (poll(NULL, 0, 1) != 0)
+            note(pidfile, "interrupted", getpid());
+    }
+}
+
 static pid_t fork_worker(double seconds, const char *pidfile)
 {
     pid_t pid = fork();
     if (pid == 0) {
         note(pidfile, "worker", getpid()); /* fork has returned here */
-        prefork_request_path(now() + seconds);
+        serve_requests(seconds, pidfile);
         _exit(0);
     }
     return pid;
+}
+
+/* A worker no request comes to, for SECONDS: it waits in one epoll_wait,
+ * which nothing ends before (its set is empty), or in polls of 2 s, each
+ * of which must last that long (cpprof restarts a wait it wakes, for what
+ * remains of it). */
+static void fork_idle(double seconds, const char *pidfile, bool napping)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        double until = now() + seconds;
+        if (!napping) {
+            int ep = epoll_create1(EPOLL_CLOEXEC);
+            struct epoll_event ev;
+            if (epoll_wait(ep, &ev, 1, (int)(seconds * 1000)) != 0)
+                note(pidfile, "woke", getpid());
+        }
+        while (napping && now() < until) {
+            double start = now();
+            if (poll(NULL, 0, 2000) != 0 || now() - start < 2.0)
+                note(pidfile, "short", getpid());
+        }
+        _exit(0);
+    }
+    note(pidfile, napping ? "napping" : "idle", pid);
 }
 
 /* Waits for the file PIDFILE.SUFFIX to exist. */
@@ -131,6 +177,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "workers") == 0) {
         fork_worker(seconds, pidfile);
         fork_worker(seconds, pidfile);
+        fork_idle(seconds, pidfile, false);
+        fork_idle(seconds, pidfile, true);
         pid_t pid = fork();
         if (pid == 0) {
             execlp("sleep", "sleep", argv[2], (char *)NULL);
@@ -165,7 +213,7 @@ int main(int argc, char **argv)
             _exit(0);
         }
         if (pid != 0) {
-            usleep(1000000); /* longer than the test's fork delay */
+            usleep(1000000); /* the daemon is armed and waits meanwhile */
             return 0;
         }
         setsid();
