@@ -197,14 +197,19 @@ static struct setting settings[CFG__COUNT] = {
     STR(CFG_HTTP_TLS_CA, "http_tls_ca",
         "PEM CA file whose client certificates the HTTPS server requires",
         "", check_path, "a file name, or empty"),
-    /* Pre-fork servers (http_forks.c): a forked child of a serving process
-     * that has neither exec'd nor exited after the delay serves too. */
+    /* Pre-fork servers (http_forks.c, forkwake.c): a forked child of a
+     * serving process is a worker, reached through its parent's address;
+     * its part starts when asked and stops again after the idle time.  41
+     * is SIGRTMIN + 7 under glibc, past the census's and the tick's. */
     INT(CFG_HTTP_FORKS, "http_forks",
         "0 to keep forked children of a serving process from serving", 0, 1,
         1),
-    INT(CFG_HTTP_FORK_DELAY_MS, "http_fork_delay_ms",
-        "milliseconds a forked child of a serving process lives before it "
-        "serves", 10, 600000, 1000),
+    INT(CFG_HTTP_WORKER_IDLE_MS, "http_worker_idle_ms",
+        "milliseconds a woken worker serves without a request before its "
+        "part stops", 100, 86400000, 30000),
+    SIGNAL(CFG_WORKER_SIGNAL, "worker_signal",
+           "real-time signal number that wakes a pre-fork worker", 41,
+           realtime_signal, "a real-time signal number (SIGRTMIN..SIGRTMAX)"),
     /* Per-label-set accounting (accounting.c).  The tick only sets how
      * fresh a thread's CPU count is while it keeps one set; 40 is
      * SIGRTMIN + 6 under glibc, next to the census's. */

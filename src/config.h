@@ -47,7 +47,8 @@ typedef enum {
     CFG_HTTP_TLS_KEY,         /* its PEM private key */
     CFG_HTTP_TLS_CA,          /* PEM CA: client certificates required */
     CFG_HTTP_FORKS,           /* 0: forked children of a server never serve */
-    CFG_HTTP_FORK_DELAY_MS,   /* how long a forked child lives before it serves */
+    CFG_HTTP_WORKER_IDLE_MS,  /* a woken worker's part stops after this idle */
+    CFG_WORKER_SIGNAL,        /* real-time signal that wakes a worker */
     CFG_ACCOUNTING,           /* 1: per-label-set accounting from load */
     CFG_ACCOUNTING_HZ,        /* accounting ticks per thread CPU-second */
     CFG_ACCOUNTING_SIGNAL,    /* real-time signal of the accounting tick */

@@ -22,6 +22,7 @@
  * one, so they are interposed too; the execl family and fexecve are not.
  */
 #define _GNU_SOURCE
+#include "forkwake.h"
 #include "http_zerocode.h"
 #include "interpose.h"
 
@@ -101,12 +102,17 @@ static int exec_next(void **cache, const char *name, const char *what,
         return -1;
     }
     http_zero_code_exec(what);
+    forkwake_exec();
     const char *vars[HTTP_ZERO_CODE_VARS];
     pid_t owner;
     size_t n = http_zero_code_env(vars, &owner);
-    if (n == 0 || owner != getpid() || envp == NULL)
-        return next(what, argv, envp);
-    return exec_with(next, what, argv, envp, vars, n);
+    int rc = n == 0 || owner != getpid() || envp == NULL
+                 ? next(what, argv, envp)
+                 : exec_with(next, what, argv, envp, vars, n);
+    int saved = errno;
+    forkwake_exec_failed();
+    errno = saved;
+    return rc;
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])

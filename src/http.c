@@ -18,19 +18,23 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "atfork.h"
 #include "config.h"
 #include "cpprof.h"
+#include "forkwake.h"
 #include "own.h"
+#include "procfile.h"
 
 /* server_lock serialises start and stop (held for the whole of a stop, so
  * a start waits until the old server is gone).  http_stopping is read
@@ -78,6 +82,8 @@ static int bound_port(int fd)
     socklen_t len = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
         return -errno;
+    if (ss.ss_family == AF_UNIX) /* a worker's control connection */
+        return 0;
     if (ss.ss_family == AF_INET6)
         return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
@@ -328,6 +334,8 @@ static void http_forget_after_fork(void)
     http_threads_forget_after_fork();
     http_requests_forget_after_fork();
     http_conns_forget_after_fork();
+    http_relay_forget_after_fork();
+    http_srv.relayed = false;
     pthread_mutex_unlock(&server_lock);
     http_forks_after_fork(was_serving);
 }
@@ -355,6 +363,36 @@ int cpprof_http_start(const char *addr)
     return http_start(addr, false);
 }
 
+/* Stops the running server, under server_lock.  `from_watch`: called by
+ * the watch thread itself (a worker's part retiring), which is not joined
+ * but left to end. */
+static void stop_locked(bool from_watch)
+{
+    http_forks_stopping(); /* the workers' relay closed first */
+    /* Handlers waiting out a profile see the server stopping and
+     * return, so joining the connection threads takes no longer than
+     * one poll interval. */
+    atomic_store(&http_stopping, true);
+    http_threads_retire();
+    http_windows_end();
+    bool given_up = from_watch ? http_watch_leave() : http_watch_end();
+    if (!given_up) {
+        MHD_stop_daemon(server);
+        http_conns_close();
+        close_listener();
+    }
+    listen_fd = -1; /* given up: its number may be the program's now */
+    atomic_store(&http_stopping, false);
+    server = NULL;
+    http_srv.port = 0;
+    http_srv.relayed = false;
+    free(http_srv.token);
+    http_srv.token = NULL;
+    if (given_up) /* its threads may still point at the texts */
+        http_srv.tls = (http_tls){NULL, NULL, NULL};
+    http_tls_free(&http_srv.tls);
+}
+
 int cpprof_http_stop(void)
 {
     int rc = 0;
@@ -362,31 +400,91 @@ int cpprof_http_stop(void)
     if (server == NULL) {
         rc = CPPROF_ENOTRUNNING;
     } else {
-        http_forks_stopping(); /* unlisted while its port is still its own */
-        /* Handlers waiting out a profile see the server stopping and
-         * return, so joining the connection threads takes no longer than
-         * one poll interval. */
-        atomic_store(&http_stopping, true);
-        http_threads_retire();
-        http_windows_end();
-        bool given_up = http_watch_end();
-        if (!given_up) {
-            MHD_stop_daemon(server);
-            http_conns_close();
-            close_listener();
-        }
-        listen_fd = -1; /* given up: its number may be the program's now */
-        atomic_store(&http_stopping, false);
-        server = NULL;
-        http_srv.port = 0;
-        free(http_srv.token);
-        http_srv.token = NULL;
-        if (given_up) /* its threads may still point at the texts */
-            http_srv.tls = (http_tls){NULL, NULL, NULL};
-        http_tls_free(&http_srv.tls);
+        bool worker = http_srv.relayed;
+        stop_locked(false);
+        if (worker)
+            forkwake_rearm();
     }
     pthread_mutex_unlock(&server_lock);
     return rc;
+}
+
+/* A worker's part (http_forks.c): the server without a listener, on the
+ * control connection to its parent, which hands it the connections of the
+ * requests it relays.  Those the parent authorized: no token, no Host
+ * check, plain HTTP.  Its own forks' relay listener too, so that a
+ * worker's workers are reached through it (nginx's master, forked by the
+ * process started, forks the workers). */
+static int start_worker_locked(pid_t parent)
+{
+    if (http_refused_setting() >= 0)
+        return CPPROF_EREFUSED;
+    int ctl = http_relay_connect(parent);
+    if (ctl < 0)
+        return ctl;
+    http_srv.token = strdup("");
+    if (http_srv.token == NULL) {
+        close(ctl);
+        return -ENOMEM;
+    }
+    http_srv.on_loopback = false;
+    http_srv.tls = (http_tls){NULL, NULL, NULL};
+    http_srv.max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
+    http_srv.relayed = true;
+    const char *why;
+    http_relay_listen(&why); /* without it, its own forks are unreached */
+    /* Where the program's thread that starts it is the only one, no other
+     * can need a low descriptor meanwhile: libmicrohttpd's go high. */
+    char threads[16];
+    bool alone = procfile_status_value(AT_FDCWD, "/proc/self/status",
+                                       "Threads", threads,
+                                       sizeof threads) > 0 &&
+                 strcmp(threads, "1") == 0;
+    int rc = start_on(ctl, AF_UNIX, alone);
+    if (rc < 0) {
+        http_relay_close();
+        http_srv.relayed = false;
+        free(http_srv.token);
+        http_srv.token = NULL;
+        return rc;
+    }
+    forkwake_disarm(false);
+    forkwake_mark_serving(true);
+    return 0;
+}
+
+int http_start_worker(pid_t parent)
+{
+    static const atfork_handlers on_fork = {
+        http_atfork_prepare, http_atfork_parent, http_forget_after_fork};
+    atfork_add(ATFORK_HTTP, &on_fork);
+    pthread_mutex_lock(&server_lock);
+    own_work_enter();
+    int rc = server != NULL ? CPPROF_ERUNNING : start_worker_locked(parent);
+    own_work_leave();
+    pthread_mutex_unlock(&server_lock);
+    return rc;
+}
+
+bool http_worker_retire(void)
+{
+    /* A cpprof_http_stop under way holds the lock and joins this thread:
+     * it does the stop. */
+    while (pthread_mutex_trylock(&server_lock) != 0) {
+        if (http_watch_stopping())
+            return false;
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    own_work_enter();
+    if (server != NULL && http_srv.relayed) {
+        stop_locked(true);
+        forkwake_mark_serving(false);
+        forkwake_rearm();
+    }
+    own_work_leave();
+    pthread_mutex_unlock(&server_lock);
+    return true;
 }
 
 int http_port(void)

@@ -98,9 +98,9 @@ http_end http_request_end(http_req *r);
  * CPPROF_ENOTRUNNING. */
 int http_port(void);
 
-/* The family's forked processes that serve (http_forks.c), for the
- * index: its HTML section (nothing when there are none), and a JSON array
- * of {"pid", "parent", "name", "url"}. */
+/* The workers below this process (http_forks.c), for the index: its HTML
+ * section (nothing when there are none), and a JSON array of {"pid",
+ * "parent", "name", "title", "state", "url"}. */
 void http_forks_put_html(FILE *f);
 struct json_t *http_forks_json(void);
 /* Why this process's forks will not serve ("forks do not serve: ..."), or
@@ -159,6 +159,7 @@ int http_labels(http_req *r);      /* http_labels.c: .../labels (JSON) */
 int http_wall(http_req *r);        /* http_wall.c: .../wall */
 int http_fgprof(http_req *r);      /* http_wall.c: /debug/fgprof */
 int http_trace(http_req *r);       /* http_trace.c: .../trace */
+int http_relay(http_req *r);       /* http_relay.c: .../pid/PID/... */
 
 /* The JSON form of the proto profiles (http_json.c; README, "JSON
  * profile").  http_profile_format_error checks `format` (absent or

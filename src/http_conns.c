@@ -39,7 +39,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 /* An accepted connection given to libmicrohttpd that has not started
  * within this long never will (it refused it: out of memory, its own
@@ -66,6 +68,7 @@ static unsigned n_waiting; /* open, not authorized, not shut */
 static unsigned waiting_max;
 static unsigned pending;   /* handed to libmicrohttpd, not yet started */
 static long long last_added_ms;
+static long long last_closed_ms;
 static long long header_ms;
 
 int http_conns_open(unsigned max, unsigned header_seconds)
@@ -80,6 +83,7 @@ int http_conns_open(unsigned max, unsigned header_seconds)
     n_slots = max * HTTP_CONNS_CLOSING_ROOM;
     max_live = max;
     n_open = n_live = n_waiting = pending = 0;
+    last_added_ms = last_closed_ms = http_now_ms();
     waiting_max = max > reserve ? max - reserve : 1;
     header_ms = header_seconds * 1000LL;
     pthread_mutex_unlock(&conns_lock);
@@ -179,6 +183,7 @@ static void closed(struct MHD_Connection *conn)
     }
     s->conn = NULL;
     n_open--;
+    last_closed_ms = http_now_ms();
 }
 
 void http_conns_notify(struct MHD_Connection *conn,
@@ -230,17 +235,46 @@ void http_conns_tick(void)
     pthread_mutex_unlock(&conns_lock);
 }
 
-int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
+long long http_conns_idle_ms(void)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len,
+    pthread_mutex_lock(&conns_lock);
+    long long since = last_added_ms > last_closed_ms ? last_added_ms
+                                                     : last_closed_ms;
+    long long idle = n_open + pending > 0 ? 0 : http_now_ms() - since;
+    pthread_mutex_unlock(&conns_lock);
+    return idle;
+}
+
+/* The next connection: accepted on the listener, or, for a worker's part,
+ * handed over its control connection (http_relay.c: -EPIPE once the
+ * parent closed that). */
+static int next_connection(int listen_fd, struct sockaddr_storage *ss,
+                           socklen_t *len)
+{
+    if (http_srv.relayed) {
+        int fd = http_relay_receive(listen_fd);
+        memset(ss, 0, sizeof *ss);
+        ss->ss_family = AF_UNIX;
+        *len = sizeof(struct sockaddr_un);
+        return fd;
+    }
+    int fd = accept4(listen_fd, (struct sockaddr *)ss, len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ||
                        errno == ECONNABORTED || errno == EINTR
-                   ? 0
+                   ? -EAGAIN
                    : -errno;
+    return fd;
+}
+
+int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = next_connection(listen_fd, &ss, &len);
+    if (fd < 0)
+        return fd == -EAGAIN ? 0 : fd;
     pthread_mutex_lock(&conns_lock);
     pending++;
     last_added_ms = http_now_ms();

@@ -24,7 +24,6 @@
 #include "cpprof.h"
 #include "util.h"
 
-#define HTTP_PREFIX "/debug/pprof/"
 
 /* Every endpoint.  The descriptions are Go's (net/http/pprof's
  * profileDescriptions), with "threads" where Go says "goroutines". */
@@ -64,6 +63,7 @@ static const http_route routes[] = {
      "Maps given program counters to function names. Counters can be "
      "specified in a GET raw query or POST body, multiple counters are "
      "separated by '+'.", NULL},
+    {"pid/", HTTP_GET | HTTP_POST, http_relay, NULL, NULL},
     {"trace", HTTP_GET, http_trace,
      "A trace of execution of the current program. You can specify the "
      "duration in the seconds GET parameter. After you get the trace file, "
@@ -348,6 +348,7 @@ static bool waits_out_window(http_req *r, const http_route *route)
 {
     return route->handler == http_profile || route->handler == http_wall ||
            route->handler == http_fgprof || route->handler == http_trace ||
+           route->handler == http_relay ||
            http_query(r, "seconds") != NULL;
 }
 

@@ -1,332 +1,161 @@
 /*
- * http_forks.c -- pre-fork servers: a forked child that lives on serves
- * too, and every index of its family lists it.
+ * http_forks.c -- pre-fork servers: the serving process's forks are its
+ * workers, reached through its address and started only when asked; every
+ * index lists them by the title the program gives them.
  *
  * nginx, PostgreSQL, Apache's prefork and php-fpm do their work in forked
  * children.  Served from the process that was started alone, a 5 s CPU
  * profile of PostgreSQL's postmaster under load held 0 samples, and nginx
- * with `daemon on` served nothing at all (the started process exits).
+ * with `daemon on` served nothing at all (the started process exits).  A
+ * server in every worker cost each 10 threads, 3 MB and a port the kernel
+ * picked, and made every fork of the serving process 5 times dearer.
  *
- * A child that execs or exits soon must cost no more than the fork (a
- * backend of `pgbench -C` lives a few ms; a shell's child execs at once),
- * so a child does not serve at once: a thread of cpprof's own, created as
- * fork returns in the child, waits http_fork_delay_ms and then starts the
- * server.  An exec or an exit before then ends that thread with the
- * process, having done nothing.  Only children of a process that serves,
- * or whose own such thread is waiting to: forks of a program that does
- * not serve (a test framework's, a shell's) start nothing, nor do they
- * with http_forks=0.
+ * So a fork of a serving process (or of a worker: nginx's master forks its
+ * workers before it takes the address of the process that started it) is
+ * armed (forkwake.c) and nothing more: its fork handler lists it in the
+ * family's table.  A request for it (/debug/pprof/pid/PID/..., served by
+ * its parent) wakes it; it starts its part at its next wait: a server
+ * with no listener, whose connections the parent hands it one per relayed
+ * request (http_relay.c), which stops again after http_worker_idle_ms
+ * without one.  A child that execs or exits starts nothing.  With
+ * http_forks=0, forks are not armed.
  *
- * Where it serves: its parent still serves its address, so the child
- * takes a port the kernel picks, on the same host, and writes it in a
- * table that every process forked below the first server shares (one
- * MAP_SHARED page, made when that server starts, so before its forks);
- * each process's index lists the table's live entries, so `go tool pprof`
- * reaches any worker from the address the user knows.  A child whose
- * parent has exited meanwhile (a daemon's fork: nginx's `daemon on`,
- * `setsid -f`) takes the parent's address instead, since nobody serves it
- * any longer: the daemon serves where the user looks.  A child serving a
- * port of its own watches a while for its parent to exit, since a
- * daemon's first process may outlive the delay.  Both are said on
- * stderr, the workers once per family.
- *
- * An entry names a port that its process holds: one whose port may be
- * anyone's is a door to whoever binds it next, the token sent along by
- * the clients that follow the list.  So a worker leaves the table when
- * its server stops, before the listener closes, and at exit; one that
- * leaves no word (_exit, a kill, an exec) is dropped by the readers as
- * soon as it has exited, whether or not its parent has reaped it yet
- * (a zombie's sockets are closed), which they ask without waiting for it:
- * cpprof never reaps the program's children.
+ * A daemon's fork, whose parent exits soon after the fork (nginx's
+ * `daemon on`, `setsid -f`), takes the parent's address instead, since
+ * nobody serves it any longer: the daemon serves where the user looks.
  */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE
 #include "http_server.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
 #include "config.h"
 #include "cpprof.h"
+#include "forkwake.h"
+#include "own.h"
 #include "procfile.h"
 #include "warn.h"
 
-#define WORKERS_MAX 100
-#define HOST_TEXT_MAX 64
+enum { HOST_TEXT_MAX = 64, TITLE_MAX = 128, CHAIN_MAX = 8 };
 
-/* A forked process serving.  `pid` is claimed (0 to -1) before the other
- * fields are written and set last, so a reader that sees a pid sees them. */
-typedef struct {
-    _Atomic pid_t pid; /* 0: free; -1: being written */
-    pid_t parent;
-    int port;
-    bool tls;
-    char host[HOST_TEXT_MAX]; /* as in the address served, for a URL */
-    char name[16];            /* the process's name (comm) */
-} worker_slot;
-
-typedef struct {
-    atomic_bool workers_said; /* the family's first worker said where */
-    atomic_bool declined_said; /* or why forks do not serve */
-    worker_slot slot[WORKERS_MAX];
-} worker_table;
-
-static worker_table *table;    /* shared by the family, or NULL */
-static char served_addr[HOST_TEXT_MAX + 8]; /* this process's address */
-static bool will_serve;        /* its thread waits to serve (a child) */
-static pid_t forked_from;      /* the parent at the fork, in a child */
-/* This process's pid, recorded when it serves or will: its children read
- * it as their parent's.  getppid() in a child's fork handler names the
- * parent only if the parent has not exited yet, and a daemon's first
- * process exits at once after the fork (nginx's does), which a loaded
- * machine may run before the child: taking init for the parent, the
- * child would wait for it to exit and never serve the parent's place. */
+static char served_addr[HOST_TEXT_MAX + 8]; /* the address the family serves */
+/* This process's pid while it serves or is armed: its children read it as
+ * their parent's.  getppid() in a child's fork handler names the parent
+ * only if the parent has not exited yet, and a daemon's first process
+ * exits at once after the fork (nginx's does). */
 static pid_t serving_pid;
-static int my_slot = -1;       /* this process's entry, once it serves */
-
-/* The host part of "HOST:PORT" ("[::1]" with its brackets; "" for
- * ":PORT"). */
-static void host_of(const char *addr, char *host, size_t size)
-{
-    const char *colon = strrchr(addr, ':');
-    size_t n = colon != NULL ? (size_t)(colon - addr) : strlen(addr);
-    snprintf(host, size, "%.*s", (int)n, addr);
-}
-
-/* Why this process's forks cannot serve, or NULL.  A fork's child starts
- * its waiting thread from its fork handler, and starting a thread
- * allocates (the thread's record, glibc's TLS vector).  glibc makes its
- * own malloc usable in the child before the handlers run; another
- * allocator may still be locked by a thread left in the parent (ASan's
- * was, and the soak's fork hung for ever), or by the forking thread
- * itself until its own handler runs.  So forks serve only where the
- * program's malloc is glibc's. */
+static bool in_family;    /* it serves or is armed: its forks are workers */
+static pid_t forked_from; /* the parent at the fork, in a worker */
+/* Why this process's forks are not workers, or NULL. */
 static const char *forks_declined;
-static char forks_declined_text[PATH_MAX + 160];
-
-static void check_allocator(void)
-{
-    /* The malloc cpprof's forwards to, found by libcpprof.so, whose
-     * lookups are the program's (this object's find its own tree first,
-     * upper.c). */
-    const struct allocator *next = alloc_next_slow();
-    void *m = next != NULL ? (void *)next->malloc : NULL;
-    Dl_info info;
-    if (m == NULL || !dladdr(m, &info) || info.dli_fname == NULL) {
-        forks_declined = "forks do not serve: the program's malloc could "
-                         "not be found";
-        return;
-    }
-    const char *base = strrchr(info.dli_fname, '/');
-    base = base != NULL ? base + 1 : info.dli_fname;
-    if (strncmp(base, "libc.so", 7) == 0)
-        return;
-    snprintf(forks_declined_text, sizeof forks_declined_text,
-             "forks do not serve: the program's malloc is %s's, which a "
-             "fork's child may not be able to use where cpprof would start "
-             "the thread that serves", info.dli_fname);
-    forks_declined = forks_declined_text;
-}
 
 void http_forks_serving(const char *addr)
 {
     snprintf(served_addr, sizeof served_addr, "%s", addr);
     serving_pid = getpid();
-    if (table != NULL)
+    in_family = true;
+    forks_declined = NULL;
+    if (!cfg_int(CFG_HTTP_FORKS))
         return;
-    check_allocator();
-    void *page = mmap(NULL, sizeof *table, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (page != MAP_FAILED)
-        table = page;
+    const char *why = NULL;
+    if (forkwake_prepare(&why) < 0 || http_relay_listen(&why) < 0)
+        forks_declined = why;
 }
 
-/* Writes this process into the family's table (a stale entry with its pid,
- * of a process that exited without saying, is dropped first). */
-static void list_self(int port)
+void http_forks_stopping(void) { http_relay_close(); }
+
+/* The title the program gives process pid, as ps shows it: its
+ * /proc/PID/cmdline (PostgreSQL's "postgres: user db [local] idle",
+ * nginx's "nginx: worker process"), NULs as spaces; its name when it has
+ * none. */
+static void title_of(pid_t pid, const char *comm, char *title, size_t size)
 {
-    if (table == NULL)
-        return;
-    pid_t self = getpid(), free_pid = 0;
-    for (int i = 0; i < WORKERS_MAX; i++) {
-        pid_t mine = self;
-        atomic_compare_exchange_strong(&table->slot[i].pid, &mine, 0);
-    }
-    for (int i = 0; i < WORKERS_MAX; i++) {
-        worker_slot *w = &table->slot[i];
-        free_pid = 0;
-        if (!atomic_compare_exchange_strong(&w->pid, &free_pid, -1))
-            continue;
-        w->parent = forked_from;
-        w->port = port;
-        w->tls = http_srv.tls.cert != NULL;
-        host_of(served_addr, w->host, sizeof w->host);
-        if (w->host[0] == '\0')
-            snprintf(w->host, sizeof w->host, "127.0.0.1");
-        if (prctl(PR_GET_NAME, w->name) != 0)
-            w->name[0] = '\0';
-        atomic_store(&w->pid, self);
-        my_slot = i;
-        return;
-    }
-    warn_stderr("cpprof: pid %d (%s) serves on port %d, but the family's "
-            "%d forked processes that serve fill its list, so no index "
-            "lists it\n", (int)self, warn_program_name(), port,
-            WORKERS_MAX);
+    char path[32];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    ssize_t n = procfile_read(AT_FDCWD, path, title, size);
+    if (n > 0 && (size_t)n >= size)
+        n = (ssize_t)size - 1;
+    while (n > 0 && (title[n - 1] == '\0' || title[n - 1] == ' '))
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (title[i] == '\0')
+            title[i] = ' ';
+    if (n <= 0)
+        snprintf(title, size, "%s", comm);
+    else
+        title[n] = '\0';
 }
 
-static void unlist_self(void)
+/* A worker's own title, for the lines it writes on stderr. */
+static const char *own_title(char *buf, size_t size)
 {
-    if (table != NULL && my_slot >= 0) {
-        pid_t self = getpid();
-        atomic_compare_exchange_strong(&table->slot[my_slot].pid, &self, 0);
-        my_slot = -1;
-    }
+    title_of(getpid(), warn_program_name(), buf, size);
+    return buf;
 }
 
-/* An exiting worker leaves the table (one killed is dropped by readers). */
-__attribute__((destructor)) static void unlist_at_exit(void) { unlist_self(); }
-
-void http_forks_stopping(void) { unlist_self(); }
-
-static void say_daemon(const char *addr)
-{
-    warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which has "
-            "exited, so it serves %s in its place\n", (int)getpid(),
-            warn_program_name(), (int)forked_from, addr);
-}
-
-static void say_workers(int port)
-{
-    if (table != NULL && atomic_exchange(&table->workers_said, true))
-        return;
-    char host[HOST_TEXT_MAX];
-    host_of(served_addr, host, sizeof host);
-    warn_stderr("cpprof: forked processes that live on serve too, each on "
-            "a port of its own (the first: pid %d (%s), %s:%d); every "
-            "index of the family lists them, under \"Forked processes\" "
-            "(CPPROF_HTTP_FORKS=0: they do not serve)\n", (int)getpid(),
-            warn_program_name(), host[0] ? host : "127.0.0.1",
-            port);
-}
-
-/* The address of the parent, which this process inherited, and the one
- * it derives: the same host, a port the kernel picks. */
-static char parent_addr[sizeof served_addr];
-
-/* Serves the parent's address in the parent's place, if it is free. */
+/* The parent's address, which this process inherited: it serves there in
+ * the parent's place, if it is free. */
 static bool serve_in_parents_place(void)
 {
-    if (http_start(parent_addr, false) != 0)
+    char addr[sizeof served_addr], title[TITLE_MAX];
+    snprintf(addr, sizeof addr, "%s", served_addr);
+    if (http_start(addr, false) != 0)
         return false;
-    say_daemon(parent_addr);
+    warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which has "
+                "exited, so it serves %s in its place\n", (int)getpid(),
+                own_title(title, sizeof title), (int)forked_from, addr);
     return true;
 }
 
-static void serve_on_own_port(void)
+/* What a woken worker does, at its wait (forkwake.c), in the program's
+ * thread: cpprof's own work. */
+static void act_on_wake(int what)
 {
-    char own[sizeof served_addr];
-    host_of(parent_addr, own, sizeof own);
-    strcat(own, ":0");
-    int rc = http_start(own, false);
-    int port = rc == 0 ? http_port() : rc;
-    if (port > 0) {
-        list_self(port);
-        say_workers(port);
-    } else {
-        warn_stderr("cpprof: pid %d (%s), forked by pid %d, cannot serve "
-                "%s: %s\n", (int)getpid(), warn_program_name(),
-                (int)forked_from, own, cpprof_strerror(port));
-    }
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
-        ;
-}
-
-/* How long a worker watches for its parent's exit, and how often: a
- * daemon's first process exits soon after its fork, but not always
- * before the delay (under a sanitizer, 2 s later). */
-#define ADOPT_WATCH_MS 10000
-#define ADOPT_POLL_MS 100
-
-/* Moves from the own port to the parent's address once the parent has
- * exited, within the watch. */
-static void adopt_if_orphaned(void)
-{
-    for (int waited = 0; waited < ADOPT_WATCH_MS; waited += ADOPT_POLL_MS) {
-        if (getppid() != forked_from) {
-            cpprof_http_stop();
-            if (!serve_in_parents_place())
-                serve_on_own_port();
+    own_work_enter();
+    if (what & FORKWAKE_ADOPT) {
+        forkwake_disarm(false);
+        if (serve_in_parents_place()) {
+            forkwake_disarm(true);
+            own_work_leave();
             return;
         }
-        sleep_ms(ADOPT_POLL_MS);
+        forkwake_rearm();
     }
-}
-
-/* After the delay: the parent's address if the parent has gone (a
- * daemon), else a port of its own on the same host, watching a while
- * for the parent to go. */
-static void *wait_then_serve(void *unused)
-{
-    (void)unused;
-    snprintf(parent_addr, sizeof parent_addr, "%s", served_addr);
-    sleep_ms((long)cfg_int(CFG_HTTP_FORK_DELAY_MS));
-    if (getppid() != forked_from && serve_in_parents_place())
-        return NULL;
-    serve_on_own_port();
-    adopt_if_orphaned();
-    return NULL;
-}
-
-static int create_waiter(void *unused)
-{
-    (void)unused;
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, wait_then_serve, NULL);
-    if (rc == 0)
-        pthread_detach(t);
-    return -rc;
+    if (what & FORKWAKE_START) {
+        int rc = http_start_worker(forked_from);
+        static bool said;
+        char title[TITLE_MAX];
+        if (rc < 0 && rc != CPPROF_ERUNNING && !said) {
+            said = true;
+            warn_stderr("cpprof: pid %d (%s), a worker of pid %d, cannot "
+                        "start its part: %s\n", (int)getpid(),
+                        own_title(title, sizeof title), (int)forked_from,
+                        cpprof_strerror(rc));
+        }
+    }
+    own_work_leave();
 }
 
 void http_forks_after_fork(bool was_serving)
 {
-    bool wanted = was_serving || will_serve;
-    will_serve = false;
-    my_slot = -1; /* the parent's entry, not this process's */
-    if (!wanted || !cfg_int(CFG_HTTP_FORKS))
-        return;
-    if (forks_declined != NULL) {
-        if (table == NULL || !atomic_exchange(&table->declined_said, true))
-            warn_stderr("cpprof: %s\n", forks_declined);
+    bool wanted = (was_serving || in_family) && cfg_int(CFG_HTTP_FORKS) &&
+                  forks_declined == NULL;
+    forkwake_disarm(true);
+    if (!wanted) {
+        in_family = false;
         return;
     }
     forked_from = serving_pid;
     serving_pid = getpid();
-    int rc = http_as_internal(create_waiter, NULL);
-    will_serve = rc == 0;
-    if (rc < 0)
-        warn_stderr("cpprof: pid %d (%s), forked by serving pid %d, will not "
-                "serve: no thread to wait with (%s)\n", (int)getpid(),
-                warn_program_name(), (int)forked_from,
-                strerror(-rc));
+    forkwake_arm(forked_from, act_on_wake);
 }
 
 /* ---- The index's list ------------------------------------------------- */
@@ -364,57 +193,104 @@ static bool has_exited(pid_t pid)
     return proc_says_exited(pid);
 }
 
-/* Whether the entry's process still runs the image that wrote it: not
- * exited, and (where /proc says) still of the name it had, since an exec,
- * which ends the server without a word, renames a process as a rule. */
-static bool still_serving(const worker_slot *w, pid_t pid)
+/* Whether the entry's process still runs the image that forked it: not
+ * exited, and (where /proc says) still of the name it had, since an exec
+ * that went around execinterpose.c renames a process as a rule. */
+static bool still_worker(const forkwake_slot *w, pid_t pid)
 {
     if (has_exited(pid))
         return false;
-    char path[32], name[sizeof w->name + 2];
+    char path[32], name[sizeof w->comm + 2];
     snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
     ssize_t n = procfile_read(AT_FDCWD, path, name, sizeof name);
     if (n <= 0)
         return true;
     if (name[n - 1] == '\n')
         name[n - 1] = '\0';
-    return strcmp(name, w->name) == 0;
+    return strcmp(name, w->comm) == 0;
 }
 
-/* Calls fn for each live entry but this process's, dropping those of
- * processes that have exited or exec'd. */
-static void each_worker(void (*fn)(const worker_slot *, void *), void *arg)
+/* A worker as the index shows it. */
+typedef struct {
+    const forkwake_slot *slot;
+    pid_t pid;
+    char title[TITLE_MAX];
+    char path[CHAIN_MAX * 20]; /* "pid/B/pid/C/": from this process */
+} worker_row;
+
+/* The path from this process to the table's process of slot i, through
+ * its parents, or false when it is not below this process. */
+static bool path_to(forkwake_slot *table, pid_t pid, char *path, size_t size)
 {
-    if (table == NULL)
+    pid_t chain[CHAIN_MAX];
+    int depth = 0;
+    pid_t self = getpid();
+    while (pid != self) {
+        if (depth == CHAIN_MAX)
+            return false;
+        chain[depth++] = pid;
+        pid_t parent = 0;
+        for (unsigned i = 0; i < FORKWAKE_SLOTS && parent == 0; i++)
+            if (atomic_load(&table[i].pid) == pid)
+                parent = table[i].parent;
+        if (parent == 0)
+            return false;
+        pid = parent;
+    }
+    size_t used = 0;
+    path[0] = '\0';
+    while (depth > 0 && used < size)
+        used += (size_t)snprintf(path + used, size - used, "pid/%d/",
+                                 (int)chain[--depth]);
+    return used < size;
+}
+
+/* Calls fn for each live worker below this process, dropping the entries
+ * of processes that have exited or exec'd. */
+static void each_worker(void (*fn)(const worker_row *, void *), void *arg)
+{
+    forkwake_slot *table = forkwake_table();
+    if (table == NULL || !in_family)
         return;
     pid_t self = getpid();
-    for (int i = 0; i < WORKERS_MAX; i++) {
-        worker_slot *w = &table->slot[i];
+    for (unsigned i = 0; i < FORKWAKE_SLOTS; i++) {
+        forkwake_slot *w = &table[i];
         pid_t pid = atomic_load(&w->pid);
         if (pid <= 0 || pid == self)
             continue;
-        if (!still_serving(w, pid)) {
+        if (!still_worker(w, pid)) {
             atomic_compare_exchange_strong(&w->pid, &pid, 0);
             continue;
         }
-        fn(w, arg);
+        worker_row row = {.slot = w, .pid = pid};
+        if (!path_to(table, pid, row.path, sizeof row.path))
+            continue;
+        title_of(pid, w->comm, row.title, sizeof row.title);
+        fn(&row, arg);
     }
 }
 
-static void url_of(const worker_slot *w, char *url, size_t size)
+static void url_of(const worker_row *w, char *url, size_t size)
 {
-    snprintf(url, size, "%s://%s:%d/debug/pprof/", w->tls ? "https" : "http",
-             w->host, w->port);
+    char host[HOST_TEXT_MAX];
+    const char *colon = strrchr(served_addr, ':');
+    snprintf(host, sizeof host, "%.*s",
+             (int)(colon ? colon - served_addr : 0), served_addr);
+    snprintf(url, size, "%s://%s:%d/debug/pprof/%s",
+             http_srv.tls.cert != NULL ? "https" : "http",
+             host[0] ? host : "127.0.0.1", http_srv.port, w->path);
 }
 
-static void append_json(const worker_slot *w, void *list)
+static void append_json(const worker_row *w, void *list)
 {
-    char url[HOST_TEXT_MAX + 48];
+    char url[HOST_TEXT_MAX + sizeof w->path + 48];
     url_of(w, url, sizeof url);
-    json_array_append_new(list, json_pack("{s:i, s:i, s:s, s:s}", "pid",
-                                          (int)w->pid, "parent",
-                                          (int)w->parent, "name", w->name,
-                                          "url", url));
+    json_array_append_new(
+        list, json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "pid", (int)w->pid,
+                        "parent", (int)w->slot->parent, "name", w->slot->comm,
+                        "title", w->title, "state",
+                        atomic_load(&w->slot->serving) ? "serving" : "armed",
+                        "url", url));
 }
 
 json_t *http_forks_json(void)
@@ -429,31 +305,30 @@ const char *http_forks_declined(void)
     return cfg_int(CFG_HTTP_FORKS) ? forks_declined : NULL;
 }
 
-/* A process's name is the program's to choose (prctl, argv[0]): only
- * letters, digits and a few signs are written as they are. */
-static void put_name(FILE *f, const char *name)
+/* A title is the program's to choose: only letters, digits and a few
+ * signs are written as they are. */
+static void put_text(FILE *f, const char *text)
 {
-    for (; *name; name++)
+    for (; *text; text++)
         if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                   "0123456789-_.:/ ", *name) != NULL)
-            fputc(*name, f);
+                   "0123456789-_.:/ []()", *text) != NULL)
+            fputc(*text, f);
         else
-            fprintf(f, "&#%d;", (unsigned char)*name);
+            fprintf(f, "&#%d;", (unsigned char)*text);
 }
 
-/* The host in a URL is the family's own setting (an address addr.c
- * parsed: digits, dots, colons, brackets, "localhost"). */
-static void put_row(const worker_slot *w, void *f)
+/* The path is digits and "pid/". */
+static void put_row(const worker_row *w, void *f)
 {
-    char url[HOST_TEXT_MAX + 48];
-    url_of(w, url, sizeof url);
     fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td><td>",
-            (int)w->pid, (int)w->parent);
-    put_name(f, w->name);
-    fprintf(f, "</td><td><a href=\"%s\">%s</a></td></tr>\n", url, url);
+            (int)w->pid, (int)w->slot->parent);
+    put_text(f, w->title);
+    fprintf(f, "</td><td>%s</td><td><a href=\"%s\">%s</a></td></tr>\n",
+            atomic_load(&w->slot->serving) ? "serving" : "armed", w->path,
+            w->path);
 }
 
-static void count_one(const worker_slot *w, void *n)
+static void count_one(const worker_row *w, void *n)
 {
     (void)w;
     ++*(int *)n;
@@ -464,29 +339,31 @@ void http_forks_put_html(FILE *f)
     const char *declined = http_forks_declined();
     if (declined != NULL) {
         fputs("<section id=\"workers\">\n<h2>Forked processes</h2>\n"
-              "<p class=\"note\">If this process forks, its children do "
-              "not serve: ", f);
-        put_name(f, declined + strlen("forks do not serve: "));
+              "<p class=\"note\">If this process forks, its children are "
+              "not workers: ", f);
+        put_text(f, declined);
         fputs(".</p>\n</section>\n", f);
         return;
     }
     int n = 0;
     each_worker(count_one, &n);
-    if (n == 0 && !will_serve)
+    if (n == 0 && forked_from == 0)
         return;
     fputs("<section id=\"workers\">\n<h2>Forked processes</h2>\n", f);
-    if (will_serve && forked_from > 0)
+    if (forked_from > 0)
         fprintf(f, "<p class=\"note\">This process (pid %d) was forked by "
                    "pid %d.</p>\n", (int)getpid(), (int)forked_from);
-    fprintf(f, "<p class=\"note\">%d other process%s of this family serve%s "
-               "%s own profiles (forked children that live on, as a "
-               "pre-forking server's workers; CPPROF_HTTP_FORKS=0 keeps "
-               "them from serving):</p>\n", n, n == 1 ? "" : "es",
-            n == 1 ? "s" : "", n == 1 ? "its" : "their");
+    fprintf(f, "<p class=\"note\">%d worker%s of this process (forked "
+               "children that live on, as a pre-forking server's): each "
+               "costs nothing until asked here, serves while in use, and "
+               "stops again after %ld ms without a request "
+               "(CPPROF_HTTP_WORKER_IDLE_MS; CPPROF_HTTP_FORKS=0: forks are "
+               "not workers):</p>\n", n, n == 1 ? "" : "s",
+            cfg_int(CFG_HTTP_WORKER_IDLE_MS));
     if (n > 0) {
         fputs("<table class=\"workers\"><thead><tr><th class=\"num\">pid"
-              "</th><th class=\"num\">parent</th><th>name</th><th>profiles"
-              "</th></tr></thead>\n<tbody>\n", f);
+              "</th><th class=\"num\">parent</th><th>title</th><th>state"
+              "</th><th>profiles</th></tr></thead>\n<tbody>\n", f);
         each_worker(put_row, f);
         fputs("</tbody></table>\n", f);
     }

@@ -19,7 +19,9 @@
  *   http_tls.c       HTTPS: certificate files, their renewal, client
  *                    certificates
  *   http_zerocode.c  zero-code mode's start from the environment
- *   http_forks.c     forked children that live on serve too, listed
+ *   http_forks.c     pre-fork workers: which forks are, what a woken one
+ *                    starts, the index's list of them
+ *   http_relay.c     a worker's requests, through its parent's address
  */
 #ifndef CPPROF_HTTP_SERVER_H
 #define CPPROF_HTTP_SERVER_H
@@ -32,8 +34,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
+
+/* Where every endpoint lives. */
+#define HTTP_PREFIX "/debug/pprof/"
 
 /* TLS (http_tls.c): the PEM texts of the http_tls_* files, NULL when not
  * set (no cert: plain HTTP; no ca: no client certificate asked for). */
@@ -50,6 +56,8 @@ typedef struct {
     bool on_loopback;  /* then only loopback Host names answered */
     int port;
     http_tls tls;      /* its PEM texts, kept for the server's life */
+    bool relayed;      /* a worker's part: its connections come from its
+                          parent, which authorized them (http_relay.c) */
 } http_server;
 extern http_server http_srv;
 
@@ -155,6 +163,8 @@ void http_watch_own(int fd);
 void http_watch_own_new(const int *before);
 int http_watch_start(struct MHD_Daemon *daemon, int listen_fd);
 bool http_watch_end(void);
+bool http_watch_leave(void);
+bool http_watch_stopping(void);
 bool http_watch_lost(void);
 void http_watch_forget_after_fork(void);
 
@@ -179,6 +189,25 @@ void http_forks_serving(const char *addr);
 void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
 
+/* A worker's part (http.c): its server, on the control connection to its
+ * parent `parent` (0, CPPROF_ERUNNING, a negative code); started by
+ * http_forks.c when the worker is woken, stopped by the watch thread
+ * (http_worker_retire, which returns false when a stop is under way and
+ * will join it) once idle for http_worker_idle_ms or its parent let go. */
+int http_start_worker(pid_t parent);
+bool http_worker_retire(void);
+
+/* The relay (http_relay.c): the serving process's listener for its
+ * workers' control connections (0, or a negative code with why), closed
+ * at stop and forgotten in a fork's child; a worker's connection to its
+ * parent's (a descriptor or a negative code) and the next connection
+ * handed over it (a descriptor, -EAGAIN, -EPIPE once the parent let go). */
+int http_relay_listen(const char **why);
+void http_relay_close(void);
+void http_relay_forget_after_fork(void);
+int http_relay_connect(pid_t parent);
+int http_relay_receive(int ctl);
+
 /* Connections (http_conns.c): accepted by the server itself, at the
  * descriptor limit without spinning, and each given http_header_timeout
  * seconds to be authorized, with room kept for clients that are.
@@ -199,6 +228,9 @@ void http_conns_authorized(struct MHD_Connection *conn);
 bool http_conns_room(void);
 void http_conns_tick(void);
 int http_conns_accept(struct MHD_Daemon *d, int listen_fd);
+/* How long no connection has been open or handed over, in ms (0 while one
+ * is). */
+long long http_conns_idle_ms(void);
 
 /* Access (http_access.c).  Whether the request carries the token (always
  * true when `token` is empty): "Authorization: Bearer TOKEN", or HTTP

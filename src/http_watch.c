@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "cpprof.h"
 #include "symbolize.h"
 #include "warn.h"
@@ -66,6 +67,9 @@ static pthread_t watch_thread;
 static bool watching;
 static atomic_bool watch_stop;
 static atomic_bool server_lost; /* the watch thread stopped the server */
+/* A worker's part that is done: idle for http_worker_idle_ms, or its
+ * parent closed the control connection.  The watch thread stops it. */
+static atomic_bool retiring;
 
 /* The lowest number the server's descriptors take: near the top of the
  * soft RLIMIT_NOFILE (leaving room for a few of ours), at most
@@ -243,6 +247,10 @@ static bool accept_or_back_off(void)
 {
     static atomic_bool said;
     int rc = http_conns_accept(watch_daemon, watch_fd);
+    if (rc == -EPIPE && http_srv.relayed) { /* the parent let go */
+        atomic_store(&retiring, true);
+        return true;
+    }
     if (rc < 0 && !atomic_exchange(&said, true))
         warn_stderr("cpprof: the HTTP server cannot accept a connection: "
                     "%s; it leaves it queued and tries again every %d ms\n",
@@ -281,10 +289,20 @@ static void *watch_fds(void *arg)
             http_conns_tick();
             symbolize_release_if_idle();
             next_tick = http_now_ms() + WATCH_MS;
+            if (http_srv.relayed && http_windows_open() == 0 &&
+                http_conns_idle_ms() >= cfg_int(CFG_HTTP_WORKER_IDLE_MS))
+                atomic_store(&retiring, true);
         }
         if (ready == 1)
-            back_off = !(p.revents & POLLIN) || accept_or_back_off();
+            back_off = (!(p.revents & POLLIN) && !http_srv.relayed) ||
+                       accept_or_back_off();
+        if (ready == 1 && http_srv.relayed && (p.revents & (POLLHUP | POLLERR)))
+            atomic_store(&retiring, true);
+        if (atomic_load(&retiring))
+            break;
     }
+    if (atomic_load(&retiring) && !atomic_load(&watch_stop))
+        http_worker_retire();
     return NULL;
 }
 
@@ -300,6 +318,7 @@ int http_watch_start(struct MHD_Daemon *daemon, int listen_fd)
     watch_fd = listen_fd;
     atomic_store(&watch_stop, false);
     atomic_store(&server_lost, false);
+    atomic_store(&retiring, false);
     int rc = http_as_internal(create_watch_thread, NULL);
     watching = rc == 0;
     return rc;
@@ -316,6 +335,23 @@ bool http_watch_end(void)
     }
     n_own_fds = 0;
     return lost;
+}
+
+/* The watch thread's own end of the server (a worker's part retiring):
+ * nothing joins it, so it lets itself be reaped by the system. */
+bool http_watch_leave(void)
+{
+    if (watching) {
+        pthread_detach(watch_thread);
+        watching = false;
+    }
+    n_own_fds = 0;
+    return atomic_load(&server_lost);
+}
+
+bool http_watch_stopping(void)
+{
+    return atomic_load(&watch_stop);
 }
 
 bool http_watch_lost(void)

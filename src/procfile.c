@@ -129,3 +129,4 @@ bool procfile_blocks_signal(const char *status, int signo)
 
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(procfile_read);
+UPPER_CALLS(procfile_status_value);

@@ -251,7 +251,7 @@ void sigonstack_claim(int signo)
 __attribute__((constructor(102))) static void guard_configured_signals(void)
 {
     static const cfg_id signals[] = {CFG_CPU_SIGNAL, CFG_CENSUS_SIGNAL,
-                                     CFG_ACCOUNTING_SIGNAL};
+                                     CFG_ACCOUNTING_SIGNAL, CFG_WORKER_SIGNAL};
     for (size_t i = 0; i < sizeof signals / sizeof *signals; i++) {
         long signo = cfg_int(signals[i]);
         if (signo >= 1 && signo <= SIGNALS)

@@ -30,8 +30,11 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -78,7 +81,25 @@
     X(execvp, int, (const char *file, char *const argv[]), (file, argv))   \
     X(execvpe, int,                                                        \
       (const char *file, char *const argv[], char *const envp[]),          \
-      (file, argv, envp))
+      (file, argv, envp))                                                  \
+    X(epoll_wait, int, (int fd, struct epoll_event *ev, int max, int ms),  \
+      (fd, ev, max, ms))                                                   \
+    X(epoll_pwait, int,                                                    \
+      (int fd, struct epoll_event *ev, int max, int ms, const sigset_t *m), \
+      (fd, ev, max, ms, m))                                                \
+    X(poll, int, (struct pollfd *fds, nfds_t n, int ms), (fds, n, ms))     \
+    X(ppoll, int,                                                          \
+      (struct pollfd *fds, nfds_t n, const struct timespec *t,             \
+       const sigset_t *m),                                                 \
+      (fds, n, t, m))                                                      \
+    X(select, int,                                                         \
+      (int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *t),         \
+      (n, r, w, x, t))                                                     \
+    X(pselect, int,                                                        \
+      (int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *t,   \
+       const sigset_t *m),                                                 \
+      (n, r, w, x, t, m))                                                  \
+    X(sigsuspend, int, (const sigset_t *m), (m))
 
 #define AS_INDEX(name, ...) NEXT_##name,
 enum { FORWARDED(AS_INDEX) NEXT_free, NEXT_COUNT };

@@ -36,6 +36,13 @@
 #define cfg_int cpprof__cfg_int
 #define cfg_refused cpprof__cfg_refused
 #define cfg_str cpprof__cfg_str
+#define forkwake_arm cpprof__forkwake_arm
+#define forkwake_disarm cpprof__forkwake_disarm
+#define forkwake_mark_serving cpprof__forkwake_mark_serving
+#define forkwake_prepare cpprof__forkwake_prepare
+#define forkwake_rearm cpprof__forkwake_rearm
+#define forkwake_send cpprof__forkwake_send
+#define forkwake_table cpprof__forkwake_table
 #define heap_declined cpprof__heap_declined
 #define heap_get_stats cpprof__heap_get_stats
 #define heap_internal_stats cpprof__heap_internal_stats
@@ -53,6 +60,7 @@
 #define own_work_enter cpprof__own_work_enter
 #define own_work_leave cpprof__own_work_leave
 #define procfile_read cpprof__procfile_read
+#define procfile_status_value cpprof__procfile_status_value
 #define procmaps_check cpprof__procmaps_check
 #define procmaps_foreach cpprof__procmaps_foreach
 #define procmaps_path_is cpprof__procmaps_path_is
