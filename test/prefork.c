@@ -18,7 +18,7 @@
  *   prefork daemon SECONDS PIDFILE: forks and exits 1 s later (a daemon's
  *     start, whose first process outlives the fork by a while); the
  *     daemon writes "daemon PID", forks one worker as above ("worker
- *     PID") and waits for it.
+ *     PID") and waits for it in sigsuspend, as nginx's master does.
  *   prefork orphan SECONDS PIDFILE: the same, but the first process
  *     stops the daemon (SIGSTOP), writes "stopped PID" and exits at once:
  *     continued once it is gone, the daemon runs its fork handlers as an
@@ -27,7 +27,8 @@
  *     file PIDFILE.go exists ("exiting PID"), and one that stops cpprof's
  *     server (cpprof_http_stop, found in the cpprof preloaded) once
  *     PIDFILE.stop exists, writes "unserved PID" after and lives on
- *     ("stopping PID"); then sleeps SECONDS, reaping neither.
+ *     ("stopping PID"; "unstoppable PID" and exits, should the stop
+ *     fail); then sleeps SECONDS, reaping neither.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -118,13 +119,14 @@ static void fork_idle(double seconds, const char *pidfile, bool napping)
     note(pidfile, napping ? "napping" : "idle", pid);
 }
 
-/* Waits for the file PIDFILE.SUFFIX to exist. */
+/* Waits for the file PIDFILE.SUFFIX to exist, looking every 20 ms from a
+ * poll: a wait, where a worker's part may start. */
 static void await_file(const char *pidfile, const char *suffix)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s.%s", pidfile, suffix);
     while (access(path, F_OK) != 0)
-        usleep(20000);
+        poll(NULL, 0, 20);
 }
 
 /* A worker that serves for a while and then execs: it waits for the
@@ -149,9 +151,10 @@ static void fork_unreaped(double seconds, const char *pidfile)
         await_file(pidfile, "stop");
         int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT,
                                                  "cpprof_http_stop");
-        if (stop == NULL || stop() != 0)
+        int rc = stop != NULL ? stop() : -1;
+        note(pidfile, rc == 0 ? "unserved" : "unstoppable", getpid());
+        if (rc != 0)
             _exit(1);
-        note(pidfile, "unserved", getpid());
         sleep((unsigned)seconds);
         _exit(0);
     }
@@ -163,6 +166,30 @@ static void wait_all(void)
 {
     while (wait(NULL) > 0)
         ;
+}
+
+static void on_child(int signo) { (void)signo; }
+
+/* The daemon's start: waits for its children as nginx's master does, in
+ * sigsuspend until SIGCHLD (blocked from before the fork on, so that no
+ * exit is missed). */
+static void daemon_serve(double seconds, const char *pidfile)
+{
+    struct sigaction sa = {.sa_handler = on_child};
+    sigaction(SIGCHLD, &sa, NULL);
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    fork_worker(seconds, pidfile);
+    for (;;) {
+        pid_t pid;
+        while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+            ;
+        if (pid < 0)
+            return; /* none left */
+        sigsuspend(&old);
+    }
 }
 
 int main(int argc, char **argv)
@@ -218,8 +245,7 @@ int main(int argc, char **argv)
         }
         setsid();
         note(pidfile, "daemon", getpid());
-        fork_worker(seconds, pidfile);
-        wait_all();
+        daemon_serve(seconds, pidfile);
         return 0;
     }
     fprintf(stderr, "prefork: unknown mode %s\n", argv[1]);

@@ -13,7 +13,8 @@
 #     epoll_wait, and for one in timed polls, answers (from that worker)
 #     within a generous bound, and neither wait is cut short; each
 #     worker's part is gone again within CPPROF_HTTP_WORKER_IDLE_MS of its
-#     last request, with a generous bound; the exec'd child runs one
+#     last request, with a generous bound, and answers again when asked
+#     again; the exec'd child runs one
 #     thread and listens nowhere;
 #   daemon: the started process exits 1 s after its fork; its fork serves
 #     the address asked for, says so, and reaches its own worker;
@@ -21,8 +22,8 @@
 #     handlers run in the daemon;
 #   unreaped: a worker that _exits is no longer listed within 1 s of its
 #     exit although its parent has not reaped it (a zombie), and answers
-#     404; one that stops cpprof's server is not listed once the stop has
-#     returned;
+#     404; one that stops cpprof's server while its part runs is rid of
+#     it at once, and armed again;
 #   CPPROF_HTTP_FORKS=0: no fork is armed: none listed, each answers 404;
 #   jemalloc's or tcmalloc's malloc preloaded: forks are armed and answer
 #     all the same (a worker's part starts at a blocking wait of the
@@ -48,7 +49,7 @@ trap 'end_family; cleanup' EXIT
 
 # launch MODE [VAR=VALUE...]: runs prefork MODE for 60 s (a bound: the
 # test ends it) serving a free port, workers' parts going after $idle_ms
-# without a request, and waits until the command $launch_ready succeeds
+# without a request (unless VAR=VALUE says otherwise), and waits until the command $launch_ready succeeds
 # (the index answers, by default).  A port someone else holds (the
 # started process says it cannot serve) is tried again on another, 8
 # times in all.
@@ -64,8 +65,9 @@ launch() {
         : >"$pidfile"
         random_port
         base=http://127.0.0.1:$port/debug/pprof
-        env "$@" LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
-            CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms "$PROG" "$mode" 60 "$pidfile" \
+        env LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
+            CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms "$@" "$PROG" "$mode" 60 \
+            "$pidfile" \
             </dev/null >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
         demo_pid=$!
         for tick in $(seq 100); do
@@ -131,14 +133,14 @@ answers_from() {
 # pids_of WHAT...: the pids prefork wrote as WHAT, sorted, on one line.
 pids_of() {
     for w in "$@"; do awk -v w="$w" '$1 == w { print $2 }' "$pidfile"; done |
-        sort -n | tr '\n' ' '
+        sort -n | paste -sd ' '
 }
 
 # -- workers --
 launch workers
 workers_listed 5 || fail "the index never listed the 4 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
 want=$(pids_of worker idle napping late)
-got=$(awk '{ print $1 }' "$tmp/listed" | sort -n | tr '\n' ' ')
+got=$(awk '{ print $1 }' "$tmp/listed" | sort -n | paste -sd ' ')
 [ "$want" = "$got" ] || fail "listed pids '$got', the workers are '$want'"
 started=$demo_pid
 title=$(ps -o args= -p "$started" | sed 's/ *$//')
@@ -187,6 +189,9 @@ for pid in $asked; do
     await_costs_nothing "$pid" "$started" $((idle_ms / 1000 + 60))
     echo "ok: worker $pid's part went $acn_ms ms after its last request (CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms)"
 done
+# Armed again: woken from its epoll_wait a second time.
+answers_from "$(pids_of idle)"
+echo "ok: a worker whose part went idle answers again"
 # Every wait the requests woke has ended by now: the napping worker's, 2 s
 # from before its request at most (the idle one's was not to end).
 left_ms=$((2100 - ($(date +%s%N) - asked_ns) / 1000000))
@@ -231,7 +236,7 @@ answer_lists() {
     fail "the index does not answer"
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-launch unreaped
+launch unreaped CPPROF_HTTP_WORKER_IDLE_MS=60000
 workers_listed 2 || fail "the index never listed the 2 workers: $(cat "$tmp/index.json" "$tmp/unreaped.err")"
 exiting=$(awk '$1 == "exiting" { print $2 }' "$pidfile")
 touch "$pidfile.go"
@@ -257,16 +262,26 @@ answer_lists "$exiting" && fail "the index lists the unreaped worker $exiting: $
 answers_404 "$exiting" "a worker that exited, unreaped"
 exited "$exiting" || fail "the worker $exiting was reaped meanwhile: the test shows nothing"
 echo "ok: a worker that _exits is not listed within 1 s, unreaped, and answers 404"
-stopping=$(awk '$1 == "stopping" { print $2 }' "$pidfile")
+# A program that stops cpprof's server in a worker whose part runs: the
+# part goes at once (not after the idle time, a minute here), and the
+# worker is armed again, listed and reached as before.
+stopping=$(pids_of stopping)
+answers_from "$stopping"
 touch "$pidfile.stop"
 for tick in $(seq 300); do
-    grep -q "^unserved $stopping\$" "$pidfile" && break
+    grep -qE "^(unserved|unstoppable) $stopping\$" "$pidfile" && break
     sleep 0.1
 done
-grep -q "^unserved $stopping\$" "$pidfile" || fail "the worker $stopping did not stop its server: $(cat "$tmp/unreaped.err")"
-answer_lists "$stopping" && fail "the index lists the worker $stopping whose server has stopped: $(cat "$tmp/index.json")"
-kill -0 "$stopping" || fail "the worker $stopping is gone: the test shows nothing"
-echo "ok: a worker whose server stopped is not listed"
+grep -q "^unserved $stopping\$" "$pidfile" ||
+    fail "the worker $stopping, its part serving, could not stop it: $(cat "$pidfile" "$tmp/unreaped.err")"
+await_costs_nothing "$stopping" "$demo_pid" 10
+answer_lists "$stopping" ||
+    fail "the index no longer lists the worker $stopping that stopped its part: $(cat "$tmp/index.json")"
+jq -e --argjson p "$stopping" '.forked_processes[] | select(.pid == $p) | .state == "armed"' \
+    "$tmp/index.json" >/dev/null ||
+    fail "the worker $stopping that stopped its part is not listed armed: $(cat "$tmp/index.json")"
+answers_from "$stopping"
+echo "ok: a worker that stops its part is rid of it at once ($acn_ms ms), and armed again"
 end_family
 
 # -- daemon, orphan --
@@ -282,10 +297,11 @@ check_daemon() {
     [ -z "$stopped" ] || kill -CONT "$stopped"
     workers_listed 1 || fail "$mode: the daemon's index never listed its worker: $(cat "$tmp/index.json" "$tmp/$mode.err")"
     daemon_pid=$(awk '$1 == "daemon" { print $2 }' "$pidfile")
-    grep -q "pid $daemon_pid (prefork) was forked by pid $first, which has exited, so it serves 127.0.0.1:$port in its place" "$tmp/$mode.err" ||
+    # It is named by its title, its command line as ps shows it.
+    grep -q "pid $daemon_pid ([^ ]*prefork $mode 60 $pidfile) was forked by pid $first, which has exited, so it serves 127.0.0.1:$port in its place" "$tmp/$mode.err" ||
         fail "$mode: the daemon did not say it serves in its parent's place: $(cat "$tmp/$mode.err")"
     read -r pid url <"$tmp/listed"
-    [ "$pid" = "$(pids_of worker | tr -d ' ')" ] ||
+    [ "$pid" = "$(pids_of worker)" ] ||
         fail "$mode: the daemon lists $pid, not its worker"
     costs_nothing "$pid" "$daemon_pid" ||
         fail "$mode: the daemon's worker, not yet asked for: $(worker_cost "$pid" "$daemon_pid")"
@@ -296,7 +312,7 @@ check_daemon() {
     end_family
 }
 # The first process outlives the fork by 1 s: the daemon, armed, waits
-# in wait() when it goes.
+# in sigsuspend when it goes.
 check_daemon daemon
 # The first process is gone before the daemon's fork handler runs (it
 # was stopped as it left fork), where getppid() names init already: the
