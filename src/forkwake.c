@@ -145,8 +145,8 @@ int forkwake_prepare(const char **why)
         return rc;
     }
     if (rc == 0) {
-        struct sigaction sa = {.sa_sigaction = on_wake_signal,
-                               .sa_flags = SA_SIGINFO | SA_RESTART};
+        struct sigaction sa = {.sa_flags = SA_SIGINFO | SA_RESTART};
+        sa.sa_sigaction = on_wake_signal;
         sigemptyset(&sa.sa_mask);
         if (sigaction(wake_signo, &sa, NULL) != 0) {
             *why = "the worker signal cannot be installed";
@@ -169,10 +169,10 @@ UPPER_CALLS(forkwake_prepare);
 
 /* ---- The table --------------------------------------------------------- */
 
-/* Writes this process into the table, starting at a slot its pid picks so
- * that a thousand workers do not all scan from the first.  A stale entry
- * with its pid (a process that exited without a word, whose pid came
- * back) is dropped first. */
+/* Writes this process into the table: the first free slot from the one
+ * its pid picks, so that a fork touches one page of the table, not all of
+ * them.  A stale entry with its pid met on the way (a process that exited
+ * without a word, whose pid came back) is taken over. */
 static void list_self(pid_t parent)
 {
     if (table == NULL)
@@ -180,15 +180,12 @@ static void list_self(pid_t parent)
     pid_t self = getpid();
     unsigned first = (unsigned)self % FORKWAKE_SLOTS;
     for (unsigned n = 0; n < FORKWAKE_SLOTS; n++) {
-        forkwake_slot *s = &table[(first + n) % FORKWAKE_SLOTS];
-        pid_t mine = self;
-        atomic_compare_exchange_strong(&s->pid, &mine, 0);
-    }
-    for (unsigned n = 0; n < FORKWAKE_SLOTS; n++) {
         unsigned i = (first + n) % FORKWAKE_SLOTS;
         forkwake_slot *s = &table[i];
-        pid_t free_pid = 0;
-        if (!atomic_compare_exchange_strong(&s->pid, &free_pid, -1))
+        pid_t seen = 0;
+        if (!atomic_compare_exchange_strong(&s->pid, &seen, -1) &&
+            (seen != self ||
+             !atomic_compare_exchange_strong(&s->pid, &seen, -1)))
             continue;
         s->parent = parent;
         atomic_store(&s->serving, 0);

@@ -14,8 +14,8 @@
  * workers before it takes the address of the process that started it) is
  * armed (forkwake.c) and nothing more: its fork handler lists it in the
  * family's table.  A request for it (/debug/pprof/pid/PID/..., served by
- * its parent) wakes it; it starts its part at its next wait: a server
- * with no listener, whose connections the parent hands it one per relayed
+ * its parent) wakes it; at its next wait it starts a thread of cpprof's
+ * that starts its part: a server with no listener, whose connections the parent hands it one per relayed
  * request (http_relay.c), which stops again after http_worker_idle_ms
  * without one.  A child that execs or exits starts nothing.  With
  * http_forks=0, forks are not armed.
@@ -31,6 +31,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,17 +117,19 @@ static bool serve_in_parents_place(void)
     return true;
 }
 
-/* What a woken worker does, at its wait (forkwake.c), in the program's
- * thread: cpprof's own work. */
-static void act_on_wake(int what)
+/* What a woken worker was asked to do, on a thread of cpprof's: the
+ * program's thread that met the wake goes back to its wait at once
+ * rather than wait for a server to start, on whatever stack it has. */
+static void *start_as_asked(void *arg)
 {
+    int what = (int)(intptr_t)arg;
     own_work_enter();
     if (what & FORKWAKE_ADOPT) {
         forkwake_disarm(false);
         if (serve_in_parents_place()) {
             forkwake_disarm(true);
             own_work_leave();
-            return;
+            return NULL;
         }
         forkwake_rearm();
     }
@@ -142,6 +146,35 @@ static void act_on_wake(int what)
         }
     }
     own_work_leave();
+    return NULL;
+}
+
+static int create_starter(void *what)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, start_as_asked, what);
+    if (rc == 0)
+        pthread_detach(t);
+    return -rc;
+}
+
+/* The wake's work, from the program's wait (forkwake.c). */
+static void act_on_wake(int what)
+{
+    own_work_enter();
+    int rc = http_as_internal(create_starter, (void *)(intptr_t)what);
+    own_work_leave();
+    if (rc < 0) {
+        static bool said;
+        char title[TITLE_MAX];
+        if (!said) {
+            said = true;
+            warn_stderr("cpprof: pid %d (%s), a worker of pid %d, has no "
+                        "thread to start its part on: %s\n", (int)getpid(),
+                        own_title(title, sizeof title), (int)forked_from,
+                        strerror(-rc));
+        }
+    }
 }
 
 void http_forks_after_fork(bool was_serving)
