@@ -8,10 +8,11 @@
  *     requests for SECONDS: a 10 ms one in prefork_request_path (the work
  *     a profile must find), then a 1 ms wait for the next in poll; each
  *     writes "worker PID" to PIDFILE once fork has returned in it, and
- *     "interrupted PID" should a wait fail.  Forks two idle workers that
- *     wait SECONDS: "idle PID" in one epoll_wait, "napping PID" in 2 s
- *     polls; they write "woke PID" should epoll_wait return before,
- *     "short PID" should a poll end before its 2 s or fail.  Forks a child that execs `sleep
+ *     "interrupted PID" should a wait fail.  Forks three idle workers
+ *     that wait SECONDS: "idle PID" in one epoll_wait, "napping PID" in
+ *     2 s polls, "sleeping PID" in 2 s nanosleeps; they write "woke PID"
+ *     should epoll_wait return before, "short PID" should a poll or a
+ *     nanosleep end before its 2 s or fail.  Forks a child that execs `sleep
  *     SECONDS` at once and one that exits at once ("exec PID", "exit
  *     PID"), one that execs `sleep SECONDS` once the file PIDFILE.go
  *     exists ("late PID"), and waits for them all.
@@ -26,8 +27,8 @@
  *   prefork unreaped SECONDS PIDFILE: forks a worker that _exits once the
  *     file PIDFILE.go exists ("exiting PID"), and one that stops cpprof's
  *     server (cpprof_http_stop, found in the cpprof preloaded) once
- *     PIDFILE.stop exists, writes "unserved PID" after and lives on
- *     ("stopping PID"; "unstoppable PID" and exits, should the stop
+ *     PIDFILE.stop exists, writes "unserved PID" after and lives on in
+ *     2 s polls ("stopping PID"; "unstoppable PID" and exits, should the stop
  *     fail); then sleeps SECONDS, reaping neither.
  */
 #include <dlfcn.h>
@@ -94,29 +95,42 @@ static pid_t fork_worker(double seconds, const char *pidfile)
     return pid;
 }
 
-/* A worker no request comes to, for SECONDS: it waits in one epoll_wait,
- * which nothing ends before (its set is empty), or in polls of 2 s, each
- * of which must last that long (cpprof restarts a wait it wakes, for what
- * remains of it). */
-static void fork_idle(double seconds, const char *pidfile, bool napping)
+/* How an idle worker waits. */
+enum idle { IDLE_EPOLL, IDLE_POLL, IDLE_SLEEP };
+
+/* Waits SECONDS as HOW says: in one epoll_wait, which nothing ends before
+ * (its set is empty), or in polls or nanosleeps of 2 s, each of which
+ * must last that long.  A wait cut short is noted ("woke PID" for the
+ * epoll_wait, "short PID" for the others). */
+static void wait_idle(double seconds, const char *pidfile, enum idle how)
 {
+    double until = now() + seconds;
+    if (how == IDLE_EPOLL) {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev;
+        if (epoll_wait(ep, &ev, 1, (int)(seconds * 1000)) != 0)
+            note(pidfile, "woke", getpid());
+        return;
+    }
+    while (now() < until) {
+        double start = now();
+        struct timespec nap = {2, 0};
+        int rc = how == IDLE_POLL ? poll(NULL, 0, 2000) : nanosleep(&nap, NULL);
+        if (rc != 0 || now() - start < 2.0)
+            note(pidfile, "short", getpid());
+    }
+}
+
+/* A worker no request comes to, for SECONDS. */
+static void fork_idle(double seconds, const char *pidfile, enum idle how)
+{
+    static const char *const what[] = {"idle", "napping", "sleeping"};
     pid_t pid = fork();
     if (pid == 0) {
-        double until = now() + seconds;
-        if (!napping) {
-            int ep = epoll_create1(EPOLL_CLOEXEC);
-            struct epoll_event ev;
-            if (epoll_wait(ep, &ev, 1, (int)(seconds * 1000)) != 0)
-                note(pidfile, "woke", getpid());
-        }
-        while (napping && now() < until) {
-            double start = now();
-            if (poll(NULL, 0, 2000) != 0 || now() - start < 2.0)
-                note(pidfile, "short", getpid());
-        }
+        wait_idle(seconds, pidfile, how);
         _exit(0);
     }
-    note(pidfile, napping ? "napping" : "idle", pid);
+    note(pidfile, what[how], pid);
 }
 
 /* Waits for the file PIDFILE.SUFFIX to exist, looking every 20 ms from a
@@ -155,7 +169,7 @@ static void fork_unreaped(double seconds, const char *pidfile)
         note(pidfile, rc == 0 ? "unserved" : "unstoppable", getpid());
         if (rc != 0)
             _exit(1);
-        sleep((unsigned)seconds);
+        wait_idle(seconds, pidfile, IDLE_POLL);
         _exit(0);
     }
     note(pidfile, "stopping", pid);
@@ -204,8 +218,9 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "workers") == 0) {
         fork_worker(seconds, pidfile);
         fork_worker(seconds, pidfile);
-        fork_idle(seconds, pidfile, false);
-        fork_idle(seconds, pidfile, true);
+        fork_idle(seconds, pidfile, IDLE_EPOLL);
+        fork_idle(seconds, pidfile, IDLE_POLL);
+        fork_idle(seconds, pidfile, IDLE_SLEEP);
         pid_t pid = fork();
         if (pid == 0) {
             execlp("sleep", "sleep", argv[2], (char *)NULL);

@@ -4,14 +4,15 @@
 # for through the started process (/debug/pprof/pid/PID/), and whose part
 # goes again once idle; a child that execs or exits is no worker.
 #   workers: the index's forked_processes are exactly the two workers,
-#     the two idle ones and the late exec, armed, by their title; until
+#     the three idle ones and the late exec, armed, by their title; until
 #     asked each runs its 1 thread and holds no socket of cpprof's; a pid
 #     that is no worker (init, the started process, the exec'd and the
 #     exited child, the late one once it has exec'd) answers 404; a CPU
 #     profile of each worker through the started process has samples in
 #     prefork_request_path; the first request for a worker blocked in
 #     epoll_wait, and for one in timed polls, answers (from that worker)
-#     within a generous bound, and neither wait is cut short; each
+#     within a generous bound; a request for one in nanosleep, which
+#     cpprof does not watch, need not; no wait is cut short; each
 #     worker's part is gone again within CPPROF_HTTP_WORKER_IDLE_MS of its
 #     last request, with a generous bound, and answers again when asked
 #     again; the exec'd child runs one
@@ -138,8 +139,8 @@ pids_of() {
 
 # -- workers --
 launch workers
-workers_listed 5 || fail "the index never listed the 4 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
-want=$(pids_of worker idle napping late)
+workers_listed 6 || fail "the index never listed the 5 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
+want=$(pids_of worker idle napping sleeping late)
 got=$(awk '{ print $1 }' "$tmp/listed" | sort -n | paste -sd ' ')
 [ "$want" = "$got" ] || fail "listed pids '$got', the workers are '$want'"
 started=$demo_pid
@@ -153,7 +154,7 @@ for pid in $want; do
          .state == "armed"' "$tmp/index.json" >/dev/null ||
         fail "the index lists worker $pid as $(jq -c --argjson p "$pid" '.forked_processes[] | select(.pid == $p)' "$tmp/index.json"), not armed, titled '$title', forked by $started"
 done
-echo "ok: the 4 workers and the late exec are listed, armed, by their title; each runs 1 thread and holds no socket of cpprof's"
+echo "ok: the 5 workers and the late exec are listed, armed, by their title; each runs 1 thread and holds no socket of cpprof's"
 answers_404 1 init
 answers_404 "$started" "the started process itself"
 answers_404 "$(pids_of exec)" "a child that exec'd"
@@ -161,7 +162,7 @@ answers_404 "$(pids_of exit)" "a child that exited"
 # The late one execs: its entry goes, though its pid lives on.
 late=$(pids_of late)
 touch "$pidfile.go"
-workers_listed 4 || fail "the index still lists the worker that exec'd ($late): $(cat "$tmp/index.json")"
+workers_listed 5 || fail "the index still lists the worker that exec'd ($late): $(cat "$tmp/index.json")"
 [ "$(cat "/proc/$late/comm")" = sleep ] || fail "the late worker $late did not exec sleep"
 answers_404 "$late" "a worker that exec'd"
 echo "ok: a worker that execs is no longer listed; pids of no worker answer 404"
@@ -192,13 +193,28 @@ done
 # Armed again: woken from its epoll_wait a second time.
 answers_from "$(pids_of idle)"
 echo "ok: a worker whose part went idle answers again"
-# Every wait the requests woke has ended by now: the napping worker's, 2 s
-# from before its request at most (the idle one's was not to end).
-left_ms=$((2100 - ($(date +%s%N) - asked_ns) / 1000000))
-[ "$left_ms" -le 0 ] || sleep "$((left_ms / 1000)).$(printf %03d $((left_ms % 1000)))"
+# await_waits_ended: sleeps until every wait a request since $asked_ns
+# woke has ended, 2 s from before it at most (the napping and the
+# sleeping workers'; the idle one's was not to end).
+await_waits_ended() {
+    left_ms=$((2100 - ($(date +%s%N) - asked_ns) / 1000000))
+    [ "$left_ms" -le 0 ] ||
+        sleep "$((left_ms / 1000)).$(printf %03d $((left_ms % 1000)))"
+}
+await_waits_ended
 ! grep -E '^(woke|short|interrupted) ' "$pidfile" ||
     fail "a worker's wait was cut short"
 echo "ok: no worker's wait was cut short"
+# A worker in nanosleep, a wait cpprof does not watch: whatever it
+# answers (503, or nothing within the 1 s the client waits), its sleep is
+# not cut short; and a request given up on leaves the next answered.
+curl -s --max-time 1 -o /dev/null "$base/pid/$(pids_of sleeping)/goroutine?debug=2"
+asked_ns=$(date +%s%N)
+await_waits_ended
+! grep -E '^short ' "$pidfile" ||
+    fail "a request for the worker $(pids_of sleeping) cut its nanosleep short"
+answers_from "$(pids_of idle)"
+echo "ok: a worker in nanosleep is not cut short, and a request given up on leaves the next answered"
 exec_pid=$(pids_of exec)
 [ "$(cat "/proc/$exec_pid/comm" 2>/dev/null)" = sleep ] ||
     fail "the exec'd child $exec_pid is not running sleep"
@@ -352,7 +368,7 @@ for alloc in "$libdir/libjemalloc.so.2" "$libdir/libtcmalloc_minimal.so.4"; do
     [ -f "$alloc" ] || fail "no $alloc (setup.sh installs it)"
     PRELOAD="$alloc $cpprof_preload"
     launch workers
-    workers_listed 5 || fail "with $alloc the index never listed the 4 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
+    workers_listed 6 || fail "with $alloc the index never listed the 5 workers and the late exec: $(cat "$tmp/index.json" "$tmp/workers.err")"
     jq -e 'has("forks_declined") | not' "$tmp/index.json" >/dev/null ||
         fail "with $alloc the index says forks are declined: $(cat "$tmp/index.json")"
     for pid in $(pids_of worker idle); do
