@@ -93,6 +93,18 @@ static atomic_int requested;
 static _Atomic pid_t waiting_tid;
 static __thread int in_wait __attribute__((tls_model("initial-exec")));
 static __thread int woken __attribute__((tls_model("initial-exec")));
+/* The thread's id, read once: a wait asks it twice.  The fork handlers
+ * that arm a child clear the forking thread's, the only one the child
+ * has. */
+static __thread pid_t own_tid __attribute__((tls_model("initial-exec")));
+
+/* SIGNAL-SAFE */
+static pid_t self_tid(void)
+{
+    if (own_tid == 0)
+        own_tid = (pid_t)syscall(SYS_gettid);
+    return own_tid;
+}
 
 forkwake_slot *forkwake_table(void) { return table; }
 UPPER_CALLS(forkwake_table);
@@ -126,7 +138,7 @@ static void on_wake_signal(int signo, siginfo_t *si, void *uc)
         woken = 1;
     } else if (!passed_on) {
         pid_t t = atomic_load(&waiting_tid);
-        if (t > 0 && t != (pid_t)syscall(SYS_gettid))
+        if (t > 0 && t != self_tid())
             syscall(SYS_tgkill, self, t, signo);
     }
     errno = saved;
@@ -220,6 +232,7 @@ UPPER_CALLS(forkwake_mark_serving);
 
 void forkwake_arm(pid_t parent, void (*start)(int what))
 {
+    own_tid = 0;
     my_slot = -1; /* the parent's entry, not this process's */
     atomic_store(&requested, 0);
     atomic_store(&waiting_tid, 0);
@@ -240,14 +253,23 @@ UPPER_CALLS(forkwake_arm);
 void forkwake_disarm(bool unlist)
 {
     atomic_store(&armed_parent, 0);
-    if (unlist) {
-        unlist_self();
-        worker_parent = 0;
-        if (wake_signo > 0)
-            prctl(PR_SET_PDEATHSIG, 0);
-    }
+    if (!unlist)
+        return;
+    unlist_self();
+    if (worker_parent != 0 && wake_signo > 0)
+        prctl(PR_SET_PDEATHSIG, 0);
+    worker_parent = 0;
 }
 UPPER_CALLS(forkwake_disarm);
+
+void forkwake_forget_after_fork(void)
+{
+    own_tid = 0;
+    atomic_store(&armed_parent, 0);
+    worker_parent = 0;
+    my_slot = -1;
+}
+UPPER_CALLS(forkwake_forget_after_fork);
 
 void forkwake_rearm(void)
 {
@@ -255,6 +277,15 @@ void forkwake_rearm(void)
         atomic_store(&armed_parent, worker_parent);
 }
 UPPER_CALLS(forkwake_rearm);
+
+void forkwake_signal_claimed(int signo, void *handler)
+{
+    if (signo != wake_signo || wake_signo <= 0 ||
+        handler == (void *)on_wake_signal)
+        return;
+    forkwake_disarm(true);
+    wake_signo = 0; /* forks are armed no more: forkwake_send refuses */
+}
 
 /* ---- Sending ----------------------------------------------------------- */
 
@@ -327,7 +358,7 @@ static void wait_mark(void)
 {
     woken = 0;
     in_wait = 1;
-    atomic_store(&waiting_tid, (pid_t)syscall(SYS_gettid));
+    atomic_store(&waiting_tid, self_tid());
 }
 
 static void wait_begin(struct wait *w, int64_t timeout_ns)
@@ -344,7 +375,7 @@ static bool wait_again(long rc)
 {
     int err = errno;
     in_wait = 0;
-    pid_t tid = (pid_t)syscall(SYS_gettid);
+    pid_t tid = self_tid();
     atomic_compare_exchange_strong(&waiting_tid, &tid, 0);
     bool again = rc < 0 && err == EINTR && woken;
     woken = 0;

@@ -50,6 +50,9 @@ void forkwake_arm(pid_t parent, void (*start)(int what));
  * own right, or it is a child that must not be one).  `unlist` also
  * takes it out of the table. */
 void forkwake_disarm(bool unlist);
+/* In a fork's child that is no worker: what the parent was, forgotten
+ * (the kernel cleared the parent-death signal). */
+void forkwake_forget_after_fork(void);
 /* The part started by start() has stopped again: armed as before. */
 void forkwake_rearm(void);
 /* This process's slot says whether its part runs (the index shows it). */
@@ -59,6 +62,11 @@ void forkwake_mark_serving(bool serving);
  * to a pid the table lists, whose handler is still the one the fork
  * inherited (an exec'd process would die of the signal): -ENOENT else. */
 int forkwake_send(pid_t pid);
+
+/* The program sets an action for signo (siginterpose.c): if it is the
+ * worker signal and not cpprof's handler, this process is no worker any
+ * longer (a wake would reach the program's handler), nor are its forks. */
+void forkwake_signal_claimed(int signo, void *handler);
 
 /* The table (FORKWAKE_SLOTS slots), or NULL before forkwake_prepare. */
 forkwake_slot *forkwake_table(void);

@@ -181,8 +181,8 @@ void http_forks_after_fork(bool was_serving)
 {
     bool wanted = (was_serving || in_family) && cfg_int(CFG_HTTP_FORKS) &&
                   forks_declined == NULL;
-    forkwake_disarm(true);
     if (!wanted) {
+        forkwake_forget_after_fork();
         in_family = false;
         return;
     }

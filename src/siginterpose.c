@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "accounting.h"
+#include "forkwake.h"
 #include "interpose.h"
 #include "sampler.h"
 #include "sigonstack.h"
@@ -66,6 +67,9 @@ EXPORT int sigaction(int signo, const struct sigaction *act,
     if (act) {
         accounting_yield_signal(signo);
         sampler_signal_claimed(signo);
+        forkwake_signal_claimed(signo, (act->sa_flags & SA_SIGINFO)
+                                           ? (void *)act->sa_sigaction
+                                           : (void *)act->sa_handler);
     }
     sigaction_fn *next =
         (sigaction_fn *)interpose_next(&next_sigaction, "sigaction");
@@ -80,6 +84,7 @@ EXPORT __sighandler_t signal(int signo, __sighandler_t handler)
 {
     accounting_yield_signal(signo);
     sampler_signal_claimed(signo);
+    forkwake_signal_claimed(signo, (void *)handler);
     signal_fn *next = (signal_fn *)interpose_next(&next_signal, "signal");
     if (!next) {
         errno = ENOSYS;

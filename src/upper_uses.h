@@ -38,6 +38,7 @@
 #define cfg_str cpprof__cfg_str
 #define forkwake_arm cpprof__forkwake_arm
 #define forkwake_disarm cpprof__forkwake_disarm
+#define forkwake_forget_after_fork cpprof__forkwake_forget_after_fork
 #define forkwake_mark_serving cpprof__forkwake_mark_serving
 #define forkwake_prepare cpprof__forkwake_prepare
 #define forkwake_rearm cpprof__forkwake_rearm
