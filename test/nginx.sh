@@ -134,12 +134,12 @@ check_mode() {
     [ "$ws_threads" -gt 1 ] && [ -n "$ws_socket" ] ||
         fail "daemon $daemon: while a worker served its profile it ran at most $ws_threads threads, cpprof's socket '$ws_socket'"
     echo "ok: daemon $daemon: both workers' profiles through the master; $found of them in ngx_http_*; meanwhile one ran $ws_threads threads"
-    for pid in $(awk '{ print $1 }' "$tmp/listed"); do
-        await_costs_nothing "$pid" "$master" $((idle_ms / 1000 + 60))
-        echo "ok: daemon $daemon: worker $pid's part went $acn_ms ms after its profile (CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms), under load"
-    done
     kill $(cat "$tmp/load.pids") 2>/dev/null
     rm -f "$tmp/load.pids"
+    for pid in $(awk '{ print $1 }' "$tmp/listed"); do
+        await_costs_nothing "$pid" "$master" $((idle_ms / 1000 + 60))
+        echo "ok: daemon $daemon: worker $pid's part went $acn_ms ms after its profile (CPPROF_HTTP_WORKER_IDLE_MS=$idle_ms)"
+    done
     end_nginx
 }
 
