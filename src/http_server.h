@@ -122,10 +122,11 @@ int http_send_error(http_req *r, unsigned status, const char *allow,
                     const char *msg);
 int http_queue_pending(http_req *r);
 
-/* Windows (http_window.c): http_windows_start makes `max` window threads
- * (0 or a negative errno), http_windows_end ends them once their requests
+/* Windows (http_window.c): http_windows_start allows `max` windows at
+ * once (0), http_windows_end ends the window threads once their requests
  * are done.  http_window_hand suspends the request's connection and gives
- * it to a window thread, or answers 503 when every one is taken. */
+ * it to a window thread, made then if none is free, or answers 503 when
+ * `max` are taken. */
 int http_windows_start(int max);
 void http_windows_end(void);
 int http_window_hand(http_req *r, const http_route *route);
