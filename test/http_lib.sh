@@ -242,38 +242,44 @@ threads_of() {
 
 # socket_inodes PID: the inodes of the sockets PID holds, sorted.
 socket_inodes() {
-    for fd in "/proc/$1/fd"/*; do readlink "$fd"; done 2>/dev/null |
+    find "/proc/$1/fd" -mindepth 1 -printf '%l\n' 2>/dev/null |
         sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | sort -u
 }
 
 # cpprof_sockets WORKER SERVER: the sockets of WORKER, a fork (or a fork's
 # fork) of the serving process SERVER, that are cpprof's, "INODE WHY" a
-# line: of those SERVER does not hold too (a program's listeners and
-# socket pairs inherited from it are the program's), each that listens
-# (TCP, TCP6 or Unix) or whose Unix peer SERVER holds (a connection back
-# to it, which is how a worker's part reaches its server); and the one
-# SERVER listens on for cpprof ($port), which a worker must not keep.  A
-# worker's connections to its own clients are none of these.
+# line: any TCP socket on cpprof's port ($port), SERVER's listener or a
+# connection it accepted, which a worker must not keep; and of the others
+# that SERVER does not hold too (a program's listeners and socket pairs
+# inherited from it are the program's), each that listens (TCP, TCP6 or
+# Unix) or whose Unix peer SERVER holds (a connection back to it, which
+# is how a worker's part reaches its server).  A worker's connections to
+# its own clients are none of these.
 cpprof_sockets() {
     socket_inodes "$1" >"$tmp/cs.worker"
     socket_inodes "$2" >"$tmp/cs.server"
-    { awk 'FNR > 1 && $4 == "0A" { split($2, a, ":"); print $10, a[2] }' \
-          /proc/net/tcp /proc/net/tcp6
-      awk 'FNR > 1 && $4 == "00010000" { print $7, "-" }' /proc/net/unix
-    } >"$tmp/cs.listening" 2>/dev/null
+    # ss asks the kernel by netlink: /proc/net/tcp, read in pieces, may
+    # miss a socket while others come and go.
+    ss -tanHe | awk '{
+        ino = ""
+        for (i = 5; i <= NF; i++) if ($i ~ /^ino:/) ino = substr($i, 5)
+        n = split($4, a, ":"); print ino, a[n], $1 == "LISTEN" }' \
+        >"$tmp/cs.sockets"
+    ss -xaH | awk '{ print $(NF - 2), "-", $2 == "LISTEN" }' >>"$tmp/cs.sockets"
     ss -xaH | awk '{ print $(NF - 2), $NF }' >"$tmp/cs.peers"
-    awk -v srv="$tmp/cs.server" -v lis="$tmp/cs.listening" \
-        -v peers="$tmp/cs.peers" -v server="$2" \
-        -v ours="$(printf '%04X' "$port")" '
+    awk -v srv="$tmp/cs.server" -v socks="$tmp/cs.sockets" \
+        -v peers="$tmp/cs.peers" -v server="$2" -v ours="$port" '
         BEGIN {
             while ((getline x < srv) > 0) held[x] = 1
-            while ((getline x < lis) > 0) { split(x, f, " "); listening[f[1]] = f[2] }
+            while ((getline x < socks) > 0) {
+                split(x, f, " "); tcp_port[f[1]] = f[2]; listening[f[1]] = f[3]
+            }
             while ((getline x < peers) > 0) { split(x, f, " "); peer[f[1]] = f[2] }
         }
-        ($1 in listening) && listening[$1] == ours {
-            print $1, "is cpprof'"'"'s listener of pid " server; next }
+        tcp_port[$1] == ours {
+            print $1, "is on cpprof'"'"'s port of pid " server; next }
         ($1 in held) { next }
-        ($1 in listening) { print $1, "listens"; next }
+        listening[$1] { print $1, "listens"; next }
         (($1 in peer) && (peer[$1] in held)) { print $1, "is connected to pid " server }
     ' "$tmp/cs.worker"
 }

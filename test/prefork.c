@@ -15,7 +15,8 @@
  *     nanosleep end before its 2 s or fail.  Forks a child that execs `sleep
  *     SECONDS` at once and one that exits at once ("exec PID", "exit
  *     PID"), one that execs `sleep SECONDS` once the file PIDFILE.go
- *     exists ("late PID"), and waits for them all.
+ *     exists ("late PID"), and waits for them all, forking one more idle
+ *     worker ("forked PID", in epoll_wait) once PIDFILE.fork exists.
  *   prefork daemon SECONDS PIDFILE: forks and exits 1 s later (a daemon's
  *     start, whose first process outlives the fork by a while); the
  *     daemon writes "daemon PID", forks one worker as above ("worker
@@ -121,16 +122,16 @@ static void wait_idle(double seconds, const char *pidfile, enum idle how)
     }
 }
 
-/* A worker no request comes to, for SECONDS. */
-static void fork_idle(double seconds, const char *pidfile, enum idle how)
+/* A worker no request comes to, for SECONDS, noted as WHAT. */
+static void fork_idle(double seconds, const char *pidfile, enum idle how,
+                      const char *what)
 {
-    static const char *const what[] = {"idle", "napping", "sleeping"};
     pid_t pid = fork();
     if (pid == 0) {
         wait_idle(seconds, pidfile, how);
         _exit(0);
     }
-    note(pidfile, what[how], pid);
+    note(pidfile, what, pid);
 }
 
 /* Waits for the file PIDFILE.SUFFIX to exist, looking every 20 ms from a
@@ -176,10 +177,26 @@ static void fork_unreaped(double seconds, const char *pidfile)
     sleep((unsigned)seconds); /* no wait: both stay unreaped */
 }
 
-static void wait_all(void)
+/* Reaps its children until none is left, forking one more idle worker
+ * ("forked PID") once the file PIDFILE.fork exists: a fork made when the
+ * test says, while a client of cpprof's is connected to this process. */
+static void reap_and_fork(double seconds, const char *pidfile)
 {
-    while (wait(NULL) > 0)
-        ;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.fork", pidfile);
+    bool forked = false;
+    for (;;) {
+        pid_t pid;
+        while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+            ;
+        if (pid < 0)
+            return; /* none left */
+        if (!forked && access(path, F_OK) == 0) {
+            forked = true;
+            fork_idle(seconds, pidfile, IDLE_EPOLL, "forked");
+        }
+        poll(NULL, 0, 20);
+    }
 }
 
 static void on_child(int signo) { (void)signo; }
@@ -218,9 +235,9 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "workers") == 0) {
         fork_worker(seconds, pidfile);
         fork_worker(seconds, pidfile);
-        fork_idle(seconds, pidfile, IDLE_EPOLL);
-        fork_idle(seconds, pidfile, IDLE_POLL);
-        fork_idle(seconds, pidfile, IDLE_SLEEP);
+        fork_idle(seconds, pidfile, IDLE_EPOLL, "idle");
+        fork_idle(seconds, pidfile, IDLE_POLL, "napping");
+        fork_idle(seconds, pidfile, IDLE_SLEEP, "sleeping");
         pid_t pid = fork();
         if (pid == 0) {
             execlp("sleep", "sleep", argv[2], (char *)NULL);
@@ -233,7 +250,7 @@ int main(int argc, char **argv)
         if ((pid = fork()) == 0)
             exec_when_told(argv[2], pidfile);
         note(pidfile, "late", pid);
-        wait_all();
+        reap_and_fork(seconds, pidfile);
         return 0;
     }
     if (strcmp(argv[1], "unreaped") == 0) {

@@ -15,8 +15,9 @@
 #     cpprof does not watch, need not; no wait is cut short; each
 #     worker's part is gone again within CPPROF_HTTP_WORKER_IDLE_MS of its
 #     last request, with a generous bound, and answers again when asked
-#     again; the exec'd child runs one
-#     thread and listens nowhere;
+#     again; the exec'd child runs one thread and listens nowhere; a
+#     worker forked while a client is connected to the started process
+#     holds no socket of cpprof's;
 #   daemon: the started process exits 1 s after its fork; its fork serves
 #     the address asked for, says so, and reaches its own worker;
 #   orphan: the same when the first process is gone before the fork
@@ -146,8 +147,8 @@ got=$(awk '{ print $1 }' "$tmp/listed" | sort -n | paste -sd ' ')
 started=$demo_pid
 title=$(ps -o args= -p "$started" | sed 's/ *$//')
 for pid in $want; do
-    costs_nothing "$pid" "$started" ||
-        fail "a worker not yet asked for: $(worker_cost "$pid" "$started")"
+    costs_nothing "$pid" "$started" && [ -z "$(socket_inodes "$pid")" ] ||
+        fail "a worker not yet asked for: $(worker_cost "$pid" "$started"); $(ls -l "/proc/$pid/fd")"
     jq -e --argjson p "$pid" --argjson s "$started" --arg t "$title" \
         '.forked_processes[] | select(.pid == $p) |
          .title == $t and .name == "prefork" and .parent == $s and
@@ -224,6 +225,28 @@ if ss -ltnp 2>/dev/null | grep -q "pid=$exec_pid,"; then
     fail "the exec'd child listens: $(ss -ltnp | grep "pid=$exec_pid,")"
 fi
 echo "ok: the exec'd child runs 1 thread and listens nowhere"
+# A fork made while a client's connection to cpprof's server is open in
+# the started process (a profile the test ends once the fork is made):
+# the new worker holds none of it, nor any socket (prefork makes none).
+curl -s --max-time 60 -o /dev/null "$base/profile?seconds=30" &
+busy=$!
+for tick in $(seq 300); do
+    ss -Htn state established "sport = :$port" | grep -q . && break
+    sleep 0.1
+done
+touch "$pidfile.fork"
+for tick in $(seq 300); do
+    grep -q '^forked ' "$pidfile" && break
+    sleep 0.1
+done
+forked=$(pids_of forked)
+[ -n "$forked" ] || fail "prefork forked no worker when told"
+kill -0 "$busy" 2>/dev/null ||
+    fail "the request ended before the fork: the test shows nothing"
+costs_nothing "$forked" "$started" && [ -z "$(socket_inodes "$forked")" ] ||
+    fail "a worker forked while a client was connected: $(worker_cost "$forked" "$started"); $(ls -l "/proc/$forked/fd")"
+kill "$busy"
+echo "ok: a worker forked while a client was connected to the started process holds none of its connections"
 end_family
 
 # -- unreaped --
