@@ -79,6 +79,8 @@ void cfg_freeze(cfg_id id);
 /* The environment's value was refused at load and nothing valid has been
  * set since: the setting holds its default, not what the user asked for. */
 bool cfg_refused(cfg_id id);
+/* The first of the HTTP server's settings whose value was refused, or -1. */
+int cfg_server_refused(void);
 /* The setting's environment variable, CPPROF_<NAME>. */
 void cfg_env_name(cfg_id id, char *buf, size_t len);
 

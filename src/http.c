@@ -106,25 +106,10 @@ static int choose_token(const struct sockaddr_storage *ss, char **token)
     return *token != NULL ? 0 : -ENOMEM;
 }
 
-/* The server's settings; a refused value among them keeps it from starting
- * (fail closed): a token with a stray \r must not leave the server open to
- * everyone, nor a bad limit leave it with one nobody chose. */
-static const cfg_id server_settings[] = {
-    CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
-    CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
-    CFG_HTTP_HEADER_TIMEOUT, CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
-    CFG_HTTP_THREADS, CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
-    CFG_HTTP_TLS_CA,
-};
-
-/* The first server setting whose value was refused, or -1. */
+/* The first server setting whose value was refused, or -1 (config.c). */
 int http_refused_setting(void)
 {
-    for (size_t i = 0; i < sizeof server_settings / sizeof *server_settings;
-         i++)
-        if (cfg_refused(server_settings[i]))
-            return (int)server_settings[i];
-    return -1;
+    return cfg_server_refused();
 }
 
 static const char *unisolated;
@@ -227,9 +212,9 @@ static void close_listener(void)
  * that could need a low number meanwhile) and watched. */
 static int start_on(int fd, int family, bool one_thread)
 {
-    int floor = http_fd_floor(), *held = NULL;
+    int floor = fd_floor(), *held = NULL;
     http_threads_open();
-    fd = http_fd_move_high(fd, floor);
+    fd = fd_move_high(fd, floor);
     http_srv.port = bound_port(fd); /* before any request checks its Host */
     int *before = http_fds_open();
     size_t nheld = one_thread ? http_fds_hold_low(fd, floor, &held) : 0;

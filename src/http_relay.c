@@ -96,7 +96,7 @@ int http_relay_listen(const char **why)
         *why = "the workers' relay socket cannot be made";
         return err;
     }
-    listen_fd = http_fd_move_high(fd, http_fd_floor());
+    listen_fd = fd_move_high(fd, fd_floor());
     return 0;
 }
 
@@ -225,7 +225,7 @@ static void accept_peers(void)
             close(fd);
             continue;
         }
-        fd = http_fd_move_high(fd, http_fd_floor());
+        fd = fd_move_high(fd, fd_floor());
         pthread_mutex_lock(&peers_lock);
         int i = find_peer(c.pid);
         if (i >= 0)

@@ -144,9 +144,9 @@ void http_threads_retire(void);
 int http_as_internal(int (*start)(void *), void *arg);
 void http_threads_forget_after_fork(void);
 
-/* The descriptor watch (http_watch.c).  At start: http_fd_floor, the number
- * the server's descriptors should take at least; http_fd_move_high moves
- * one there; http_fds_hold_low holds every lower free number while
+/* The descriptor watch (http_watch.c).  At start: fd_floor (util.h), the
+ * number the server's descriptors should take at least; fd_move_high
+ * moves one there; http_fds_hold_low holds every lower free number while
  * libmicrohttpd starts (one thread only) and http_fds_release lets them
  * go; http_fds_open lists the numbers open (-1 ends it, malloc'd);
  * http_watch_own records the listener, then http_watch_own_new what
@@ -155,8 +155,6 @@ void http_threads_forget_after_fork(void);
  * http_watch_end ends it, forgets the descriptors, and says whether it had
  * given the server up (its threads then cannot be joined: the server is
  * left as it is). */
-int http_fd_floor(void);
-int http_fd_move_high(int fd, int floor);
 size_t http_fds_hold_low(int fd, int floor, int **held);
 void http_fds_release(int *held, size_t n);
 int *http_fds_open(void);

@@ -35,6 +35,7 @@
 #define cfg_env_name cpprof__cfg_env_name
 #define cfg_int cpprof__cfg_int
 #define cfg_refused cpprof__cfg_refused
+#define cfg_server_refused cpprof__cfg_server_refused
 #define cfg_str cpprof__cfg_str
 #define forkwake_arm cpprof__forkwake_arm
 #define forkwake_disarm cpprof__forkwake_disarm
