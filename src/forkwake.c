@@ -17,6 +17,8 @@
  * sigsuspend are interposed, and a worker's event loop sits in one of them
  * whenever it is idle (PostgreSQL's backends and nginx's workers in
  * epoll_wait, nginx's master in sigsuspend), between requests when busy.
+ * nanosleep, clock_nanosleep, usleep, sleep and pause too: a worker that
+ * idles by sleeping is reached as one that polls.
  * A wait is a point where the program holds none of the C library's locks
  * and expects to give up the CPU: the interposer starts the part there, in
  * the program's thread, outside any handler.  The signal interrupts a
@@ -56,6 +58,7 @@
 #include <sys/random.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -384,16 +387,16 @@ static void wait_begin(struct wait *w, int64_t timeout_ns)
     wait_mark();
 }
 
-/* After the call: whether to call it again, because it returned EINTR for
- * the wake alone (then what was asked is done first).  errno is the
- * call's. */
-static bool wait_again(long rc)
+/* After the call: whether to call it again, because it was interrupted
+ * (`interrupted`) by the wake alone (then what was asked is done first).
+ * errno is kept as the call left it. */
+static bool wait_again_if(bool interrupted)
 {
     int err = errno;
     in_wait = 0;
     pid_t tid = self_tid();
     atomic_compare_exchange_strong(&waiting_tid, &tid, 0);
-    bool again = rc < 0 && err == EINTR && woken;
+    bool again = interrupted && woken;
     woken = 0;
     if (again) {
         act_if_asked();
@@ -401,6 +404,11 @@ static bool wait_again(long rc)
     }
     errno = err;
     return again;
+}
+
+static bool wait_again(long rc)
+{
+    return wait_again_if(rc < 0 && errno == EINTR);
 }
 
 /* What is left of the wait's timeout: -1 for none, 0 once passed (the call
@@ -451,9 +459,16 @@ typedef int select_fn(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 typedef int pselect_fn(int, fd_set *, fd_set *, fd_set *,
                        const struct timespec *, const sigset_t *);
 typedef int sigsuspend_fn(const sigset_t *);
+typedef int nanosleep_fn(const struct timespec *, struct timespec *);
+typedef int clock_nanosleep_fn(clockid_t, int, const struct timespec *,
+                               struct timespec *);
+typedef int usleep_fn(useconds_t);
+typedef unsigned sleep_fn(unsigned);
+typedef int pause_fn(void);
 
 static void *next_epoll_wait, *next_epoll_pwait, *next_poll, *next_ppoll,
-    *next_select, *next_pselect, *next_sigsuspend;
+    *next_select, *next_pselect, *next_sigsuspend, *next_nanosleep,
+    *next_clock_nanosleep, *next_usleep, *next_sleep, *next_pause;
 
 /* Looked up at load: a program may wait in a signal handler (poll, select
  * and sigsuspend are async-signal-safe), where dlsym is not. */
@@ -466,6 +481,11 @@ __attribute__((constructor)) static void find_next_waits(void)
     interpose_next(&next_select, "select");
     interpose_next(&next_pselect, "pselect");
     interpose_next(&next_sigsuspend, "sigsuspend");
+    interpose_next(&next_nanosleep, "nanosleep");
+    interpose_next(&next_clock_nanosleep, "clock_nanosleep");
+    interpose_next(&next_usleep, "usleep");
+    interpose_next(&next_sleep, "sleep");
+    interpose_next(&next_pause, "pause");
 }
 
 #define NEXT(fn, name)                                                     \
@@ -580,6 +600,93 @@ EXPORT int sigsuspend(const sigset_t *mask)
     int rc;
     do
         rc = next(mask);
+    while (wait_again(rc));
+    return rc;
+}
+
+/* The sleeps: a worker that idles by sleeping is reached as one that
+ * polls, and the wake never shortens its sleep. */
+EXPORT int nanosleep(const struct timespec *t, struct timespec *rem)
+{
+    NEXT(nanosleep, "nanosleep");
+    if (!armed())
+        return next(t, rem);
+    struct wait w;
+    struct timespec room;
+    wait_begin(&w, ts_ns(t));
+    int rc;
+    do
+        rc = next(ts_left(&w, t, &room), rem);
+    while (wait_again(rc));
+    return rc;
+}
+
+/* Returns the error rather than setting errno; an absolute time is slept
+ * to again as it is. */
+EXPORT int clock_nanosleep(clockid_t clock, int flags,
+                           const struct timespec *t, struct timespec *rem)
+{
+    clock_nanosleep_fn *next = (clock_nanosleep_fn *)interpose_next(
+        &next_clock_nanosleep, "clock_nanosleep");
+    if (next == NULL)
+        return ENOSYS;
+    if (!armed())
+        return next(clock, flags, t, rem);
+    bool absolute = flags & TIMER_ABSTIME;
+    struct wait w;
+    struct timespec room;
+    wait_begin(&w, absolute ? -1 : ts_ns(t));
+    int rc;
+    do
+        rc = next(clock, flags, absolute ? t : ts_left(&w, t, &room), rem);
+    while (wait_again_if(rc == EINTR));
+    return rc;
+}
+
+EXPORT int usleep(useconds_t us)
+{
+    NEXT(usleep, "usleep");
+    if (!armed())
+        return next(us);
+    struct wait w;
+    wait_begin(&w, us * 1000LL);
+    int rc;
+    do {
+        int64_t left = left_ns(&w, us * 1000LL);
+        rc = next((useconds_t)(left > 0 ? (left + 999) / 1000 : 0));
+    } while (wait_again(rc));
+    return rc;
+}
+
+/* sleep answers the seconds not slept: after the wake alone, it sleeps
+ * what is left. */
+EXPORT unsigned sleep(unsigned seconds)
+{
+    sleep_fn *next = (sleep_fn *)interpose_next(&next_sleep, "sleep");
+    if (next == NULL)
+        return seconds;
+    if (!armed())
+        return next(seconds);
+    struct wait w;
+    wait_begin(&w, seconds * 1000000000LL);
+    unsigned left;
+    do {
+        int64_t ns = left_ns(&w, seconds * 1000000000LL);
+        left = next((unsigned)((ns + 999999999) / 1000000000));
+    } while (wait_again_if(left > 0));
+    return left;
+}
+
+EXPORT int pause(void)
+{
+    NEXT(pause, "pause");
+    if (!armed())
+        return next();
+    struct wait w;
+    wait_begin(&w, -1);
+    int rc;
+    do
+        rc = next();
     while (wait_again(rc));
     return rc;
 }

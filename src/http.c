@@ -376,8 +376,10 @@ int cpprof_http_stop(void)
     } else {
         bool worker = http_srv.relayed;
         stop_locked(false);
-        if (worker)
+        if (worker) {
+            forkwake_mark_serving(false);
             forkwake_rearm();
+        }
     }
     pthread_mutex_unlock(&server_lock);
     return rc;

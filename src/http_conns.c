@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /* An accepted connection given to libmicrohttpd that has not started
  * within this long never will (it refused it: out of memory, its own
@@ -103,6 +104,11 @@ void http_conns_close(void)
  * async-signal-safe work here; the table is freed by the next open. */
 void http_conns_forget_after_fork(void)
 {
+    /* The clients' sockets stay with the parent's server: a worker that
+     * kept one would hold that client's connection for its whole life. */
+    for (unsigned i = 0; i < n_slots; i++)
+        if (slots[i].conn != NULL)
+            close(slots[i].fd);
     conns_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
     n_slots = 0;
 }

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@
 
 enum {
     PEERS_MAX = 64,        /* workers with a control connection at once */
-    WAKE_EVERY_MS = 250,   /* the wake again, for a worker between waits */
+    WAKE_FIRST_MS = 250,   /* the wake again, for a worker between waits */
     WAKE_WAIT_MS = 5000,   /* how long a worker has to answer its wake */
     POLL_MS = 100,         /* how often a wait looks at its request's end */
     HEAD_MAX = 16 * 1024,  /* the answer's status line and headers */
@@ -56,6 +57,9 @@ static struct peer {
     int fd;
 } peers[PEERS_MAX];
 static int n_peers;
+/* The parent's ends of the connections handed to workers, while their
+ * requests run (a fork's child closes them). */
+static _Atomic int handed[PEERS_MAX];
 static bool accepting; /* a request's thread accepts for all */
 static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t peers_changed = PTHREAD_COND_INITIALIZER;
@@ -110,6 +114,11 @@ void http_relay_close(void)
  * parent's (close only: a fork handler). */
 void http_relay_forget_after_fork(void)
 {
+    for (int i = 0; i < PEERS_MAX; i++) {
+        int fd = atomic_exchange(&handed[i], 0) - 1;
+        if (fd >= 0)
+            close(fd);
+    }
     for (int i = 0; i < n_peers; i++)
         close(peers[i].fd);
     n_peers = 0;
@@ -234,7 +243,7 @@ static void accept_peers(void)
  * the wake met (-ENOENT: not a worker, or one that exec'd). */
 static int await_worker(http_req *r, pid_t pid)
 {
-    int64_t start = http_now_ms(), next_wake = start;
+    int64_t start = http_now_ms(), next_wake = start, wake_gap = WAKE_FIRST_MS;
     for (;;) {
         pthread_mutex_lock(&peers_lock);
         int i = find_peer(pid);
@@ -248,29 +257,26 @@ static int await_worker(http_req *r, pid_t pid)
             }
             drop_peer(i);
         }
-        bool accept_here = !accepting;
-        accepting = true;
         pthread_mutex_unlock(&peers_lock);
         int64_t now = http_now_ms();
         if (now - start > WAKE_WAIT_MS)
             return -ETIMEDOUT;
         if (http_request_end(r) != HTTP_GOING_ON)
             return -ECANCELED;
+        /* Again now and then: a wake that came just before the worker
+         * entered its wait did not interrupt it.  Each wake may cut short
+         * a wait cpprof does not watch, so ever less often. */
         if (now >= next_wake) {
             int rc = forkwake_send(pid);
             if (rc < 0)
                 return rc;
-            next_wake = now + WAKE_EVERY_MS;
+            next_wake = now + wake_gap;
+            wake_gap *= 2;
         }
-        if (accept_here) {
-            struct pollfd p = {.fd = listen_fd, .events = POLLIN};
-            if (poll(&p, 1, POLL_MS) == 1)
-                accept_peers();
-            pthread_mutex_lock(&peers_lock);
-            accepting = false;
-            pthread_cond_broadcast(&peers_changed);
-            pthread_mutex_unlock(&peers_lock);
-        } else {
+        pthread_mutex_lock(&peers_lock);
+        bool accept_here = !accepting;
+        accepting = true;
+        if (!accept_here) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_nsec += POLL_MS * 1000000L;
@@ -278,10 +284,30 @@ static int await_worker(http_req *r, pid_t pid)
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000L;
             }
-            pthread_mutex_lock(&peers_lock);
             pthread_cond_timedwait(&peers_changed, &peers_lock, &until);
             pthread_mutex_unlock(&peers_lock);
+            continue;
         }
+        pthread_mutex_unlock(&peers_lock);
+        struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+        if (poll(&p, 1, POLL_MS) == 1)
+            accept_peers();
+        pthread_mutex_lock(&peers_lock);
+        accepting = false;
+        pthread_cond_broadcast(&peers_changed);
+        pthread_mutex_unlock(&peers_lock);
+    }
+}
+
+/* Notes fd as a connection of a request in flight (slots hold fd + 1, so
+ * that zero is free), or forgets it. */
+static void note_handed(int fd, bool add)
+{
+    for (int i = 0; i < PEERS_MAX; i++) {
+        int expected = add ? 0 : fd + 1;
+        if (atomic_compare_exchange_strong(&handed[i], &expected,
+                                           add ? fd + 1 : 0))
+            return;
     }
 }
 
@@ -312,6 +338,7 @@ static int hand_connection(int ctl)
         close(sv[0]);
         return n < 0 ? -err : -EIO;
     }
+    note_handed(sv[0], true);
     return sv[0];
 }
 
@@ -494,6 +521,7 @@ int http_relay(http_req *r)
     int rc = send_request(fd, r, after + 1);
     if (rc == 0)
         rc = read_answer(fd, r, &answer, &len);
+    note_handed(fd, false);
     close(fd);
     if (rc == -ECANCELED)
         return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,

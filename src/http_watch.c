@@ -340,6 +340,14 @@ bool http_watch_lost(void)
  * parent's business. */
 void http_watch_forget_after_fork(void)
 {
+    /* libmicrohttpd's descriptors (its threads' eventfds) are the
+     * parent's business: a worker must hold none of cpprof's.  Unless the
+     * program took the server's numbers (then they may be its own), or a
+     * number no longer names what it did.  The listener, first, is
+     * http.c's to close. */
+    for (size_t i = 1; i < n_own_fds && !atomic_load(&server_lost); i++)
+        if (fate_of(&own_fds[i]) == FD_KEPT)
+            close(own_fds[i].fd);
     watching = false;
     n_own_fds = 0;
     atomic_store(&server_lost, false);

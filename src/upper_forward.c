@@ -99,7 +99,16 @@
       (int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *t,   \
        const sigset_t *m),                                                 \
       (n, r, w, x, t, m))                                                  \
-    X(sigsuspend, int, (const sigset_t *m), (m))
+    X(sigsuspend, int, (const sigset_t *m), (m))                           \
+    X(nanosleep, int, (const struct timespec *t, struct timespec *rem),    \
+      (t, rem))                                                            \
+    X(clock_nanosleep, int,                                                \
+      (clockid_t c, int flags, const struct timespec *t,                   \
+       struct timespec *rem),                                              \
+      (c, flags, t, rem))                                                  \
+    X(usleep, int, (useconds_t us), (us))                                  \
+    X(sleep, unsigned, (unsigned s), (s))                                  \
+    X(pause, int, (void), ())
 
 #define AS_INDEX(name, ...) NEXT_##name,
 enum { FORWARDED(AS_INDEX) NEXT_free, NEXT_COUNT };
