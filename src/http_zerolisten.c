@@ -48,8 +48,12 @@ static char held_addr[96];
 static int held_fd = -1;
 static dev_t held_dev;
 static ino_t held_ino;
-static pid_t holder;          /* the process whose listener it is */
+static pid_t holder;          /* this process, once in the family */
 static pid_t worker_of;       /* in a worker forked meanwhile: its parent */
+/* This process holds the address, or is a worker forked meanwhile: its
+ * forks are workers (nginx's master, forked by the process started, forks
+ * its workers before it takes that process's address). */
+static bool in_family;
 static _Atomic bool handed;   /* the server took the listener */
 
 bool http_zero_listen_possible(void)
@@ -126,16 +130,19 @@ static void nothing(void) {}
 
 static void forget_after_fork(void)
 {
-    if (atomic_load(&handed) || held_fd < 0)
+    if (atomic_load(&handed) || !in_family)
         return;
-    close(held_fd);
+    if (held_fd >= 0)
+        close(held_fd);
     held_fd = -1;
     worker_of = holder;
     holder = getpid();
-    if (cfg_int(CFG_HTTP_FORKS))
+    if (cfg_int(CFG_HTTP_FORKS)) {
         forkwake_arm(worker_of, woken);
-    else
+    } else {
         forkwake_forget_after_fork();
+        in_family = false;
+    }
 }
 
 int http_zero_listen(const char *addr)
@@ -149,6 +156,8 @@ int http_zero_listen(const char *addr)
         rc = cfg_server_address_allowed(&ss);
     if (rc < 0)
         return rc;
+    char copy[sizeof held_addr]; /* addr may be held_addr itself */
+    snprintf(copy, sizeof copy, "%s", addr);
     int fd = addr_listen(&ss, len);
     if (fd < 0)
         return fd;
@@ -158,11 +167,12 @@ int http_zero_listen(const char *addr)
         close(fd);
         return -errno;
     }
-    snprintf(held_addr, sizeof held_addr, "%s", addr);
+    snprintf(held_addr, sizeof held_addr, "%s", copy);
     held_fd = fd;
     held_dev = st.st_dev;
     held_ino = st.st_ino;
     holder = getpid();
+    in_family = true;
     atomic_store(&handed, false);
     const char *why;
     if (cfg_int(CFG_HTTP_FORKS))
