@@ -30,6 +30,7 @@
 #include "atfork.h"
 #include "config.h"
 #include "cpprof.h"
+#include "heap.h"
 #include "own.h"
 
 /* server_lock serialises start and stop (held for the whole of a stop, so
@@ -332,9 +333,12 @@ static void http_forget_after_fork(void)
     http_forks_after_fork(was_serving);
 }
 
+/* A process that could not serve at load, or a fork of one that serves,
+ * samples its allocations from now on (heap.h). */
 int http_start(const char *addr, bool one_thread)
 {
     int rc;
+    heap_track_from_now();
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
     static const atfork_handlers on_fork = {
