@@ -99,11 +99,12 @@
 #define EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Whether allocations are tracked: from our constructor on, unless it
- * declines (`declined` says why).  Until then (early constructors) nothing
- * is sampled; under a sanitizer, whose own start-up allocates before its
- * shadow memory exists, when our checked accesses would fault, every call
- * only forwards. */
+/* Whether allocations are tracked (sampled where `sampler` says, their
+ * frees looked up): from our constructor on, unless it declines
+ * (`declined` says why) or nothing could read the profile yet.  Until
+ * then (early constructors) nothing is sampled; under a sanitizer, whose
+ * own start-up allocates before its shadow memory exists, when our
+ * checked accesses would fault, every call only forwards. */
 static atomic_bool tracking;
 /* Atomic: a server started from the environment (an earlier constructor)
  * may answer its index while this constructor sets it. */
