@@ -9,7 +9,10 @@
 #       fork, a backend that starts, answers one SELECT and exits) per
 #       transaction: connections per second, and per connection the
 #       postmaster's CPU (utime+stime of /proc/PID/stat) and its
-#       backends' (cutime+cstime: the children it reaped), in ms;
+#       backends' (cutime+cstime: the children it reaped), in ms, and
+#       their page faults (minflt, cminflt: counts that a busy machine
+#       does not blur, each a page copied or mapped, microseconds on a
+#       small VM);
 #   -S  pgbench -S -c 2 -j 2 -T SECS: two established connections
 #       answering SELECTs: transactions per second, and the backends' CPU
 #       per transaction in us (their start included: a few ms in SECS).
@@ -102,14 +105,16 @@ reaped() {
         k=$((k + 1))
     done
 }
-cpu() { awk '{ print $14 + $15, $16 + $17 }' "/proc/$1/stat"; }
+# CPU ticks and minor faults, the postmaster's own and its reaped children's.
+cpu() { awk '{ print $14 + $15, $16 + $17, $10, $11 }' "/proc/$1/stat"; }
 bench="$PG_BIN/pgbench -h $dir/sock -p 5432"
 start off:0
 as_pg "$bench -i -s 1 postgres" >/dev/null 2>&1 || exit 1
 stop
 hz=$(getconf CLK_TCK)
 echo "$ROUNDS rounds; -C: pgbench -C -S -c 2 -j 2 -t $TX; -S: pgbench -S -c 2 -j 2 -T $SECS"
-printf '%-5s %-8s %8s %8s %8s %9s %10s\n' round mode C_conn/s C_pm_ms C_be_ms S_tps S_be_us/tx
+printf '%-5s %-8s %8s %7s %7s %7s %7s %9s %9s\n' round mode C_conn/s C_pm_ms \
+    C_be_ms C_pm_pf C_be_pf S_tps S_be_us/tx
 for r in $(seq "$ROUNDS"); do
     # This round's order: the runs rotated by r - 1.
     set -- $runs
@@ -132,14 +137,15 @@ for r in $(seq "$ROUNDS"); do
         stop
         echo "$r $(label "$run") ${ctps:-0} $c0 $c1 ${stps:-0} ${stx:-0} $c2" |
             awk -v hz="$hz" -v n="$((2 * TX))" '{
-                printf "%-5s %-8s %8.1f %8.2f %8.2f %9.1f %10.1f\n", $1, $2,
-                    $3, ($6 - $4) * 1000 / hz / n, ($7 - $5) * 1000 / hz / n,
-                    $8, ($9 > 0 ? ($11 - $7) * 1e6 / hz / $9 : 0) }'
+                printf "%-5s %-8s %8.1f %7.2f %7.2f %7.1f %7.1f %9.1f %9.1f\n",
+                    $1, $2, $3, ($8 - $4) * 1000 / hz / n,
+                    ($9 - $5) * 1000 / hz / n, ($10 - $6) / n, ($11 - $7) / n,
+                    $12, ($13 > 0 ? ($15 - $9) * 1e6 / hz / $13 : 0) }'
     done
 done | tee "$dir/rounds"
 echo "medians (ratio: of the medians to off's; median of the rounds' own ratios):"
-printf '%-8s %8s %8s %8s %9s %10s   %-13s %-13s %-13s\n' mode C_conn/s C_pm_ms C_be_ms \
-    S_tps S_be_us/tx C_conn/s C_pm_ms S_tps
+printf '%-8s %8s %7s %7s %7s %7s %9s %9s   %-11s %-11s %-11s\n' mode C_conn/s \
+    C_pm_ms C_be_ms C_pm_pf C_be_pf S_tps S_be_us/tx C_conn/s S_tps S_be_us/tx
 awk -v order="$(for run in $runs; do label "$run"; done)" '
     function med(a, n,   s, i, j, x) {
         for (i = 1; i <= n; i++) s[i] = a[i]
@@ -147,26 +153,27 @@ awk -v order="$(for run in $runs; do label "$run"; done)" '
             for (j = i; j > 1 && s[j - 1] > s[j]; j--) {
                 x = s[j]; s[j] = s[j - 1]; s[j - 1] = x }
         return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2 }
-    { for (c = 3; c <= 7; c++) v[$2, $1, c] = $c; rounds[$1] = 1 }
+    { for (c = 3; c <= 9; c++) v[$2, $1, c] = $c; rounds[$1] = 1 }
     END {
         nm = split(order, modes, "\n")
         for (m = 1; m <= nm; m++) {
             md = modes[m]
-            for (c = 3; c <= 7; c++) {
+            for (c = 3; c <= 9; c++) {
                 n = 0
                 for (r in rounds) if ((md, r, c) in v) a[++n] = v[md, r, c]
                 M[md, c] = med(a, n)
             }
-            line = sprintf("%-8s %8.1f %8.2f %8.2f %9.1f %10.1f", md,
-                           M[md, 3], M[md, 4], M[md, 5], M[md, 6], M[md, 7])
+            line = sprintf("%-8s %8.1f %7.2f %7.2f %7.1f %7.1f %9.1f %9.1f",
+                           md, M[md, 3], M[md, 4], M[md, 5], M[md, 6],
+                           M[md, 7], M[md, 8], M[md, 9])
             if (md != "off") {
-                split("3 4 6", cols, " ")
+                split("3 8 9", cols, " ")
                 for (k = 1; k <= 3; k++) {
                     c = cols[k]; n = 0
                     for (r in rounds)
                         if (v["off", r, c] > 0 && (md, r, c) in v)
                             a[++n] = v[md, r, c] / v["off", r, c]
-                    line = line sprintf("   %.3f %.3f  ",
+                    line = line sprintf("   %.3f %.3f",
                         M["off", c] > 0 ? M[md, c] / M["off", c] : 0, med(a, n))
                 }
             }
