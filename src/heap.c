@@ -99,20 +99,35 @@
 #define EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Whether allocations are tracked: from our constructor on, unless it
- * declines (`declined` says why).  Until then (early constructors) nothing
- * is sampled; under a sanitizer, whose own start-up allocates before its
- * shadow memory exists, when our checked accesses would fault, every call
- * only forwards. */
+/* Whether allocations are tracked (sampled where `sampler` says, their
+ * frees looked up): from our constructor on, unless it declines
+ * (`declined` says why) or nothing could read the profile yet.  Until
+ * then (early constructors) nothing is sampled; under a sanitizer, whose
+ * own start-up allocates before its shadow memory exists, when our
+ * checked accesses would fault, every call only forwards. */
 static atomic_bool tracking;
 /* Atomic: a server started from the environment (an earlier constructor)
  * may answer its index while this constructor sets it. */
 static const char *_Atomic declined;
-/* Tracking waits for a server: nothing could read the profile at load. */
-static atomic_bool waiting;
-/* When tracking began, if after load (heap_track_from_now); 0 when from
- * load. */
+/* Which process samples new allocations, while tracking: every process
+ * of the program's (SAMPLER_ANY, a program that links cpprof), or the one
+ * of this pid.  A fork of a preloaded process that serves may never serve
+ * itself (a PostgreSQL backend, a worker with CPPROF_HTTP_FORKS=0), when
+ * nothing could read what it samples: the stack walks and the records'
+ * page faults cost a backend of `pgbench -C` milliseconds, and 0.8% of a
+ * busy one's CPU (docs/benchmarks.md).  So it samples from when it serves
+ * (heap_track_from_now), and its fork handlers write nothing for that:
+ * the pid tells.  Meanwhile it still tracks the frees of the blocks its
+ * parent sampled, which are in its heap too, so that its profile, once it
+ * serves, does not hold those it freed. */
+#define SAMPLER_ANY 0
+static _Atomic pid_t sampler;
+/* When this process began sampling, if after its start
+ * (heap_track_from_now); 0 when from load. */
 static _Atomic time_t late_start;
+/* Whether late because it was forked by a serving process (else: it was
+ * preloaded without CPPROF_HTTP). */
+static atomic_bool late_forked;
 
 /* Bucket flag (beside the STACK_* ones): cpprof's own allocations, kept
  * out of the heap profile and summed by heap_internal_stats. */
@@ -387,6 +402,17 @@ static void record_alloc(void *p, size_t size, const uintptr_t *pcs,
     heap_unlock();
 }
 
+/* Whether this process samples new allocations.  getpid() is a system
+ * call, but only when a countdown runs out: once in mem_profile_rate
+ * bytes on average, or in RECHECK_BYTES while sampling is off. */
+static bool samples_here(void)
+{
+    if (!atomic_load_explicit(&tracking, memory_order_relaxed))
+        return false;
+    pid_t who = atomic_load_explicit(&sampler, memory_order_relaxed);
+    return who == SAMPLER_ANY || who == getpid();
+}
+
 /* The countdown ran out on an allocation of n bytes at p (NULL when it
  * failed).  Called only from the interposed functions themselves, so the
  * stack walk drops exactly this frame and the interposer's. */
@@ -402,10 +428,9 @@ static __attribute__((noinline)) void sample_alloc(void *p, size_t n)
         return;
     }
     own_busy = 1;
-    /* Declined (or not yet decided): as if sampling were off. */
-    long rate = atomic_load_explicit(&tracking, memory_order_relaxed)
-                    ? cfg_int(CFG_MEM_PROFILE_RATE)
-                    : 0;
+    /* Declined, not yet decided, or another process's to sample: as if
+     * sampling were off. */
+    long rate = samples_here() ? cfg_int(CFG_MEM_PROFILE_RATE) : 0;
     if (rate <= 0) {
         countdown = RECHECK_BYTES;
         drawn = 0;
@@ -746,10 +771,12 @@ const char *heap_declined(void)
     return atomic_load(&declined);
 }
 
+/* heap_unseen's note, once written and said. */
+static const char *_Atomic said;
+
 const char *heap_unseen(void)
 {
     static char why[768];
-    static const char *_Atomic said; /* why, once written and said */
     static atomic_flag writing = ATOMIC_FLAG_INIT;
     const char *where, *api;
     if (atomic_load(&said) || heap_declined() ||
@@ -765,7 +792,16 @@ const char *heap_unseen(void)
         char at[16] = "";
         if (late != 0 && gmtime_r(&late, &tm))
             strftime(at, sizeof at, "%H:%M:%S", &tm);
-        if (late != 0)
+        bool forked = atomic_load(&late_forked);
+        if (late != 0 && forked)
+            len = snprintf(why, sizeof why,
+                           "allocations before the server started (%s UTC) "
+                           "are not in the profile, but for those its "
+                           "parent sampled before the fork: this process "
+                           "was forked by a serving one, and a fork "
+                           "samples from when it serves itself%s",
+                           at, api ? "; " : "");
+        else if (late != 0)
             len = snprintf(why, sizeof why,
                            "allocations before the server started (%s UTC) "
                            "are not in the profile: cpprof was preloaded "
@@ -778,7 +814,10 @@ const char *heap_unseen(void)
                      "malloc, so the heap profile does not see them; only "
                      "malloc and its relatives are tracked",
                      api, where);
-        warn_stderr("cpprof: heap profile partial: %s\n", why);
+        /* Not a line for each of a pre-forking server's workers: the
+         * first process said what is not late. */
+        if (!forked)
+            warn_stderr("cpprof: heap profile partial: %s\n", why);
         atomic_store(&said, why);
     }
     collect_spin_unlock(&writing);
@@ -787,21 +826,22 @@ const char *heap_unseen(void)
 
 void heap_track_from_now(void)
 {
-    bool was_waiting = true;
-    if (!atomic_compare_exchange_strong(&waiting, &was_waiting, false))
+    static atomic_flag starting = ATOMIC_FLAG_INIT;
+    if (atomic_load(&declined))
         return;
-    atomic_store(&late_start, time(NULL));
-    atomic_store(&tracking, true);
-    heap_unseen();
-}
-
-/* Whether anything could ever read this process's allocation profile:
- * the program links cpprof (it may start the server at any time, and its
- * profile covers it from start, as Go's does), or it is to serve
- * CPPROF_HTTP (itself or, for a wrapper, the program it runs). */
-static bool profile_may_be_read(void)
-{
-    return cfg_str(CFG_HTTP)[0] != '\0' || loader_program_needs_cpprof();
+    collect_spin_lock(&starting);
+    if (!samples_here()) {
+        /* Not yet serving here, so no reader of the note: rewritten for
+         * this process (a fork's was its parent's). */
+        bool forked = atomic_load(&tracking);
+        atomic_store(&late_forked, forked);
+        atomic_store(&late_start, time(NULL));
+        atomic_store(&sampler, getpid());
+        atomic_store(&tracking, true);
+        atomic_store(&said, NULL);
+        heap_unseen();
+    }
+    collect_spin_unlock(&starting);
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -819,11 +859,18 @@ __attribute__((constructor)) static void heap_init(void)
     cfg_freeze(CFG_HEAP_INTERPOSE);
     const char *why = why_not_tracking();
     atomic_store(&declined, why);
-    if (!why && !profile_may_be_read()) {
-        atomic_store(&waiting, true);
-    } else if (!why) {
-        atomic_store(&tracking, true);
-        heap_unseen(); /* said at start, where a reader of stderr looks */
+    /* Whether anything could ever read this process's allocation profile:
+     * the program links cpprof (it may start the server at any time, in
+     * any of its processes, and its profile covers it from start, as Go's
+     * does), or it is to serve CPPROF_HTTP (itself or, for a wrapper, the
+     * program it runs). */
+    if (!why) {
+        bool linked = loader_program_needs_cpprof();
+        if (linked || cfg_str(CFG_HTTP)[0] != '\0') {
+            atomic_store(&sampler, linked ? SAMPLER_ANY : getpid());
+            atomic_store(&tracking, true);
+            heap_unseen(); /* said at start, where stderr's reader looks */
+        }
     }
 #ifndef CPPROF_SANITIZER_INTERCEPTS
     /* (Not in a sanitized build, whose runtime always comes first: there
@@ -840,4 +887,5 @@ UPPER_CALLS(heap_get_stats);
 UPPER_CALLS(heap_internal_stats);
 UPPER_CALLS(heap_scale);
 UPPER_CALLS(heap_snapshot);
+UPPER_CALLS(heap_track_from_now);
 UPPER_CALLS(heap_unseen);

@@ -40,14 +40,16 @@ const char *heap_declined(void);
 
 /* What the profile may miss although it tracks malloc: allocations through
  * an allocator's own API that the process has (alloc_unseen), which never
- * reach cpprof, and those made before tracking began in a process that
- * could not serve at load (heap_track_from_now); said once on stderr.
- * NULL when there is none. */
+ * reach cpprof, and those made before sampling began in a process that
+ * could not serve at load or was forked by one that serves
+ * (heap_track_from_now); said once on stderr (not by such a fork).  NULL
+ * when there is none. */
 const char *heap_unseen(void);
 
 /* The process is about to serve: a process that waited because nothing
- * could read its profile (preloaded without CPPROF_HTTP, heap.c) tracks
- * allocations from now on.  No effect otherwise. */
+ * could read its profile (preloaded without CPPROF_HTTP, or a fork of a
+ * preloaded process that serves, heap.c) samples allocations from now on.
+ * No effect otherwise. */
 void heap_track_from_now(void);
 
 /* cpprof's own allocations (made inside own_work_enter/leave), estimated from their samples as the heap

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "cpprof.h"
 #include "forkwake.h"
+#include "heap.h"
 #include "own.h"
 #include "procfile.h"
 
@@ -298,9 +299,12 @@ static void http_forget_after_fork(void)
     http_forks_after_fork(was_serving);
 }
 
+/* A process that could not serve at load, or a fork of one that serves,
+ * samples its allocations from now on (heap.h). */
 static int start_with(const char *addr, bool one_thread, int given)
 {
     int rc;
+    heap_track_from_now();
     if (addr == NULL)
         addr = cfg_str(CFG_HTTP_ADDR);
     static const atfork_handlers on_fork = {
@@ -407,6 +411,7 @@ static int start_worker_locked(pid_t parent)
     http_srv.tls = (http_tls){NULL, NULL, NULL};
     http_srv.max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
     http_srv.relayed = true;
+    heap_track_from_now(); /* a worker's allocations, from its start */
     const char *why;
     http_relay_listen(&why); /* without it, its own forks are unreached */
     /* Where the program's thread that starts it is the only one, no other

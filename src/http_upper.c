@@ -8,7 +8,6 @@
 #include "upper.h"
 
 #include "cpprof.h"
-#include "heap.h"
 #include "http_server.h"
 #include "trace.h"
 #include "util.h"
@@ -43,11 +42,8 @@ int cpprof_http_start(const char *addr)
     return http_start(addr, false);
 }
 
-/* A process that could not serve at load tracks its allocations from
- * now on (heap.h). */
 int http_start(const char *addr, bool one_thread)
 {
-    heap_track_from_now();
     const struct upper_entry *u = upper_load();
     return u ? u->http_start(addr, one_thread) : CPPROF_EUPPER;
 }

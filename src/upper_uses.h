@@ -54,6 +54,7 @@
 #define heap_internal_stats cpprof__heap_internal_stats
 #define heap_scale cpprof__heap_scale
 #define heap_snapshot cpprof__heap_snapshot
+#define heap_track_from_now cpprof__heap_track_from_now
 #define heap_unseen cpprof__heap_unseen
 #define labelset_drop cpprof__labelset_drop
 #define labelset_hold cpprof__labelset_hold

@@ -6,14 +6,19 @@
  * by LD_PRELOAD), allocates and keeps 16 MiB more in allocate_after,
  * prints "serving" and waits to be killed.
  *
- * Usage: heap_late ADDR   (serve ADDR from the program)
- *        heap_late -      (cpprof serves CPPROF_HTTP from load)
+ * Usage: heap_late ADDR      (serve ADDR from the program)
+ *        heap_late -         (cpprof serves CPPROF_HTTP from load)
+ *        heap_late -f ADDR   (all of it in a child forked first, which
+ *                             serves ADDR; the parent waits, and the
+ *                             child ends with it)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 enum { BLOCKS = 4096, BLOCK = 4096 };
@@ -43,8 +48,23 @@ static __attribute__((noinline)) void allocate_after(void)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "-f") == 0) {
+        pid_t parent = getpid();
+        pid_t child = fork();
+        if (child < 0) {
+            perror("heap_late: fork");
+            return 1;
+        }
+        if (child > 0)
+            for (;;)
+                pause();
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            return 1;
+        argv++;
+        argc--;
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: heap_late ADDR|-\n");
+        fprintf(stderr, "usage: heap_late ADDR|-|-f ADDR\n");
         return 2;
     }
     allocate_before();

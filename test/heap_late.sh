@@ -7,7 +7,11 @@
 #   - preloaded without CPPROF_HTTP: the heap profile (google/pprof's
 #     parser, gocheck) holds samples in allocate_after and none in
 #     allocate_before, and says why in a comment and once on stderr;
-#   - with CPPROF_HTTP from load: samples in both, and no such comment.
+#   - with CPPROF_HTTP from load: samples in both, and no such comment;
+#   - in a fork of a process that serves CPPROF_HTTP, which does not serve
+#     itself (CPPROF_HTTP_FORKS=0) until it calls cpprof_http_start: as
+#     preloaded without CPPROF_HTTP, the comment saying why (said on no
+#     stderr: not a line for each of a server's workers).
 set -u
 . "$(dirname "$0")/http_lib.sh"
 zero_code_preload
@@ -20,6 +24,10 @@ launch_late() {
 launch_from_load() {
     LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:$port "$PROGRAM" - \
         >"$tmp/prog.out" 2>"$tmp/prog.err" &
+}
+launch_forked() {
+    LD_PRELOAD=$PRELOAD CPPROF_HTTP=127.0.0.1:0 CPPROF_HTTP_FORKS=0 \
+        "$PROGRAM" -f "127.0.0.1:$port" >"$tmp/prog.out" 2>"$tmp/prog.err" &
 }
 serving() { grep -qs '^serving' "$tmp/prog.out" && answers_index; }
 
@@ -66,3 +74,15 @@ heap_of "CPPROF_HTTP from load"
 grep -q "^Comment: allocations before the server started" "$tmp/heap.raw" &&
     fail "with CPPROF_HTTP from load, the profile says it started late"
 echo "ok: with CPPROF_HTTP from load, allocations are sampled from the start"
+stop_program
+
+serve_on_free_port heap_late "$tmp/prog.err" launch_forked serving
+heap_of "forked by a serving process"
+[ "$before" = 0 ] || fail "a fork of a serving process sampled before it served: $before"
+[ "$after" -gt 0 ] || fail "no allocation after the fork's server started was sampled"
+why='allocations before the server started ([0-9:]* UTC) are not in the profile, but for those its parent sampled before the fork: this process was forked by a serving one'
+grep -q "^Comment: $why" "$tmp/heap.raw" ||
+    fail "the fork's heap profile does not say why it starts late: $(grep -i comment "$tmp/heap.raw")"
+grep -q "heap profile partial" "$tmp/prog.err" &&
+    fail "the fork said its late start on stderr: $(cat "$tmp/prog.err")"
+echo "ok: a fork of a serving process sampled nothing until it served, and its profile says so"
