@@ -1,0 +1,26 @@
+/*
+ * zerocode_listen.h -- zero-code mode's address, held from load, and the
+ * server loaded at its first client (zerocode_listen.c).
+ */
+#ifndef CPPROF_ZEROCODE_LISTEN_H
+#define CPPROF_ZEROCODE_LISTEN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Whether zero-code mode may wait for a client before it loads the
+ * server: not over HTTPS. */
+bool zerocode_listen_possible(void);
+
+/* Checks the server's settings, binds addr and waits for its first client
+ * on a thread of cpprof's: 0, or the code http_start would have returned
+ * (CPPROF_EREFUSED, CPPROF_EREMOTE, -EADDRINUSE...). */
+int zerocode_listen(const char *addr);
+
+/* The server's, called once a client came (http.c: on the listener fd,
+ * which it then owns; http_forks.c: a worker forked meanwhile, woken),
+ * through libcpprof-upper.so's table where the library is split. */
+int http_start_listening(const char *addr, int fd);
+void http_forks_woken(pid_t parent, const char *addr, int what);
+
+#endif
