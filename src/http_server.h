@@ -191,7 +191,7 @@ void http_forks_serving(const char *addr);
 void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
 /* A worker forked while its parent's server had not loaded yet (zero-code
- * mode's listener held the address: zerocode_listen.c), woken: what
+ * mode's listener held the address: http_zerolisten.c), woken: what
  * forkwake asked, with the parent and its address. */
 void http_forks_woken(pid_t parent, const char *addr, int what);
 

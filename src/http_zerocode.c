@@ -11,7 +11,7 @@
 #include "http_server.h"
 
 #include "atfork.h"
-#include "zerocode_listen.h"
+#include "http_zerolisten.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -231,7 +231,7 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     }
     take_from_environ("CPPROF_HTTP");
     take_from_environ("CPPROF_HTTP_TOKEN");
-    int rc = zerocode_listen_possible() ? zerocode_listen(addr)
+    int rc = http_zero_listen_possible() ? http_zero_listen(addr)
                                         : http_start(addr, true);
     if (rc == CPPROF_EREFUSED) {
         char var[64];

@@ -1,5 +1,5 @@
 /*
- * zerocode_listen.c -- zero-code mode holds its address from load and
+ * http_zerolisten.c -- zero-code mode holds its address from load and
  * loads the server at its first client.
  *
  * A pre-forking server's parent forks for every connection (PostgreSQL's
@@ -20,7 +20,7 @@
  * certificate files before anyone relies on them.
  */
 #define _GNU_SOURCE
-#include "zerocode_listen.h"
+#include "http_zerolisten.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -52,7 +52,7 @@ static pid_t holder;          /* the process whose listener it is */
 static pid_t worker_of;       /* in a worker forked meanwhile: its parent */
 static _Atomic bool handed;   /* the server took the listener */
 
-bool zerocode_listen_possible(void)
+bool http_zero_listen_possible(void)
 {
     return cfg_str(CFG_HTTP_TLS_CERT)[0] == '\0';
 }
@@ -75,9 +75,11 @@ static void *wait_for_client(void *arg)
         struct pollfd p = {.fd = held_fd, .events = POLLIN};
         int ready = poll(&p, 1, CHECK_MS);
         if (!still_ours(held_fd) || (ready == 1 && (p.revents & POLLNVAL))) {
-            warn_stderr("cpprof: the program closed the descriptor of "
-                        "CPPROF_HTTP=%s before anyone asked; not serving\n",
-                        held_addr);
+            /* A number the program may own now: never polled again. */
+            warn_stderr("cpprof: the HTTP server's listening socket "
+                        "(descriptor %d) was closed by the program; the "
+                        "server has stopped (CPPROF_HTTP=%s, before anyone "
+                        "asked)\n", held_fd, held_addr);
             return NULL;
         }
         if (ready == 1)
@@ -102,7 +104,7 @@ static void woken(int what)
     pid_t parent = worker_of;
     if (what & FORKWAKE_ADOPT) {
         forkwake_disarm(false);
-        if (zerocode_listen(held_addr) == 0) {
+        if (http_zero_listen(held_addr) == 0) {
             forkwake_disarm(true);
             warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which "
                         "has exited, so it serves %s in its place\n",
@@ -136,7 +138,7 @@ static void forget_after_fork(void)
         forkwake_forget_after_fork();
 }
 
-int zerocode_listen(const char *addr)
+int http_zero_listen(const char *addr)
 {
     struct sockaddr_storage ss;
     socklen_t len;
