@@ -228,9 +228,9 @@ check_in() {
 # Tests run in the normal build only: what they check is not cpprof's
 # memory or threads under a sanitizer but something a sanitizer cannot see
 # better, and each costs a sanitized build 20-60 s:
-#  - configure_deps.sh, install_consumers.sh, docs_links.sh, signal_safe.sh,
-#    layering.sh: the build, the installed files, the docs and the source,
-#    not a run;
+#  - configure_deps.sh, install_consumers.sh, abi.sh, docs_links.sh,
+#    signal_safe.sh, layering.sh: the build, the installed files, the
+#    symbol tables, the docs and the source, not a run;
 #  - browser_index.sh, browser_framing.sh, browser_trace.sh: their time is
 #    chromium's; the server code they reach is the HTTP tests', which run
 #    sanitized;
@@ -281,7 +281,7 @@ check_in() {
 #    do not read, which a sanitizer's allocator and shadow memory would
 #    make another figure; the reply code it reaches runs sanitized in every
 #    HTTP test.
-normal_only="test/configure_deps.sh test/install_consumers.sh test/docs_links.sh
+normal_only="test/configure_deps.sh test/install_consumers.sh test/abi.sh test/docs_links.sh
   test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
   test/browser_trace.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh

@@ -21,9 +21,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpprof_version.h"
+
+/* What libcpprof.so exports, which is built with -fvisibility=hidden
+ * (docs/abi.md), as libuv's UV_EXTERN. */
+#if defined(__GNUC__)
+#define CPPROF_API __attribute__((visibility("default")))
+#else
+#define CPPROF_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- Version ----------------------------------------------------------- */
+
+/* The version of the library the program runs with, as CPPROF_VERSION_HEX
+ * (cpprof_version.h) is the one it was compiled against: 0xMMmmpp. */
+CPPROF_API unsigned int cpprof_version(void);
 
 /* ---- Errors ------------------------------------------------------------ */
 
@@ -72,7 +88,7 @@ enum cpprof_error {
 };
 
 /* A message for any code returned by cpprof (never NULL). */
-const char *cpprof_strerror(int code);
+CPPROF_API const char *cpprof_strerror(int code);
 
 /* ---- Label sets (Go: pprof.Labels, WithLabels, Label, ForLabels) -------- */
 
@@ -84,44 +100,47 @@ typedef struct cpprof_labelset cpprof_labelset;
  * keeps its later value.  On success *out holds a reference the caller
  * releases with cpprof_labelset_release().  Errors: CPPROF_EUNEVEN,
  * CPPROF_ENULLKEY, CPPROF_EEMPTYKEY, CPPROF_ENULLVALUE, -ENOMEM, -EINVAL. */
-int cpprof_labels(cpprof_labelset **out, size_t n, const char *const *kv);
+CPPROF_API int cpprof_labels(cpprof_labelset **out, size_t n,
+                             const char *const *kv);
 
 /* Like cpprof_labels() but starting from `parent` (may be NULL): a key in
  * kv overrides the parent's value; the parent is unchanged. */
-int cpprof_labels_with(cpprof_labelset **out, const cpprof_labelset *parent,
-                       size_t n, const char *const *kv);
+CPPROF_API int cpprof_labels_with(cpprof_labelset **out,
+                                  const cpprof_labelset *parent, size_t n,
+                                  const char *const *kv);
 
 /* Reference counting.  Both accept NULL. */
-cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set);
-void cpprof_labelset_release(const cpprof_labelset *set);
+CPPROF_API cpprof_labelset *cpprof_labelset_ref(const cpprof_labelset *set);
+CPPROF_API void cpprof_labelset_release(const cpprof_labelset *set);
 
 /* Looks up one key.  *found says whether it was there; *value is set to the
  * value (valid while the set is) or to NULL.  Error: -EINVAL. */
-int cpprof_label(const cpprof_labelset *set, const char *key,
-                 const char **value, bool *found);
+CPPROF_API int cpprof_label(const cpprof_labelset *set, const char *key,
+                            const char **value, bool *found);
 
 /* Number of pairs in the set (0 for NULL). */
-size_t cpprof_labelset_size(const cpprof_labelset *set);
+CPPROF_API size_t cpprof_labelset_size(const cpprof_labelset *set);
 
 /* Calls fn for each pair in key order until fn returns false. */
 typedef bool (*cpprof_label_fn)(const char *key, const char *value, void *arg);
-int cpprof_labels_foreach(const cpprof_labelset *set, cpprof_label_fn fn,
-                          void *arg);
+CPPROF_API int cpprof_labels_foreach(const cpprof_labelset *set,
+                                     cpprof_label_fn fn, void *arg);
 
 /* Writes Go's printed form, {"k1":"v1", "k2":"v2"}, into buf (always NUL
  * terminated when len > 0).  Returns the length the whole text needs, like
  * snprintf, or a negative error. */
-int cpprof_labelset_format(const cpprof_labelset *set, char *buf, size_t len);
+CPPROF_API int cpprof_labelset_format(const cpprof_labelset *set, char *buf,
+                                      size_t len);
 
 /* ---- Applying labels to threads (Go: pprof.Do, SetGoroutineLabels) ------ */
 
 /* The calling thread's current set, with a reference for the caller
  * (NULL when it has no labels). */
-cpprof_labelset *cpprof_thread_labels(void);
+CPPROF_API cpprof_labelset *cpprof_thread_labels(void);
 
 /* Sets the calling thread's labels to `set` (NULL clears them), with no
  * restore.  Takes its own reference. */
-int cpprof_set_thread_labels(const cpprof_labelset *set);
+CPPROF_API int cpprof_set_thread_labels(const cpprof_labelset *set);
 
 /* The function cpprof_do() runs: `labels` is the derived set in force. */
 typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
@@ -141,13 +160,14 @@ typedef void (*cpprof_do_fn)(void *arg, const cpprof_labelset *labels);
  * the thread's first use) it returns -EDEADLK instead of deadlocking.
  * Errors: -EINVAL, -ENOMEM, -EDEADLK; CPPROF_ESCOPEMOVED after fn ran,
  * when fn returned on another thread or task (cpprof_scope_end). */
-int cpprof_do(const cpprof_labelset *parent, const cpprof_labelset *labels,
-              cpprof_do_fn fn, void *arg);
+CPPROF_API int cpprof_do(const cpprof_labelset *parent,
+                         const cpprof_labelset *labels, cpprof_do_fn fn,
+                         void *arg);
 
 /* cpprof_do()'s explicitly empty parent, Go's Do(context.Background(),
  * ...): the derived set is `labels` alone, whatever the thread holds.  Only
  * cpprof_do() accepts it (it is not a set). */
-extern const char cpprof_background_parent[];
+CPPROF_API extern const char cpprof_background_parent[];
 #define CPPROF_BACKGROUND \
     ((const cpprof_labelset *)(const void *)cpprof_background_parent)
 
@@ -170,20 +190,22 @@ extern const char cpprof_background_parent[];
 typedef struct cpprof_scope {
     void *opaque_[6];
 } cpprof_scope;
-int cpprof_scope_begin(cpprof_scope *scope, const cpprof_labelset *parent,
-                       const cpprof_labelset *labels);
-int cpprof_scope_end(cpprof_scope *scope);
+CPPROF_API int cpprof_scope_begin(cpprof_scope *scope,
+                                  const cpprof_labelset *parent,
+                                  const cpprof_labelset *labels);
+CPPROF_API int cpprof_scope_end(cpprof_scope *scope);
 
 /* pthread_create whose new thread starts with the creator's current labels,
  * as a goroutine inherits its creator's, whatever the setting
  * "inherit_labels" says (with it on, the default, every pthread_create
  * does the same).  Returns 0 or a negative errno. */
-int cpprof_thread_create(pthread_t *thread, const pthread_attr_t *attr,
-                         void *(*start)(void *), void *arg);
+CPPROF_API int cpprof_thread_create(pthread_t *thread,
+                                    const pthread_attr_t *attr,
+                                    void *(*start)(void *), void *arg);
 
 /* Number of label sets folded into the overflow set by the cardinality cap
  * (setting "label_cap"). */
-unsigned long cpprof_labelsets_folded(void);
+CPPROF_API unsigned long cpprof_labelsets_folded(void);
 
 /* ---- Tasks: labels that follow the work (Go: the goroutine) ------------
  *
@@ -217,14 +239,15 @@ typedef struct cpprof_task {
  * first entered.  Takes its own reference.  At most the setting
  * "tasks_max" tasks are live at once.  Errors: CPPROF_ETASKLIMIT, -EINVAL,
  * -ENOMEM. */
-int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels);
+CPPROF_API int cpprof_task_create(cpprof_task *task,
+                                  const cpprof_labelset *labels);
 
 /* The calling thread runs `task` from now: the task's labels become the
  * thread's, the thread's own kept for cpprof_task_leave.  Errors (nothing
  * changed): CPPROF_ETASKENDED, CPPROF_ETASKRUNNING (another thread runs
  * it), CPPROF_ETASKBUSY (this thread runs a task: tasks do not nest),
  * -ENOMEM (the thread's first use of the API could not register it). */
-int cpprof_task_enter(cpprof_task task);
+CPPROF_API int cpprof_task_enter(cpprof_task task);
 
 /* cpprof_task_leave() at its cheapest: no stack walk (the census shows
  * the task with no stack, "left without its stack") and no clock read (its
@@ -240,16 +263,17 @@ int cpprof_task_enter(cpprof_task task);
  * this call is recorded, unless `flags` has CPPROF_TASK_NO_STACK.
  * Errors (nothing changed): CPPROF_ETASKENDED, CPPROF_ETASKNOTHERE (parked,
  * or run by another thread), -EINVAL (unknown flags). */
-int cpprof_task_leave(cpprof_task task, const char *reason, unsigned flags);
+CPPROF_API int cpprof_task_leave(cpprof_task task, const char *reason,
+                                 unsigned flags);
 
 /* Ends a parked task, or the one the calling thread runs (which leaves it
  * first); its handle is stale from then on.  Errors (nothing changed):
  * CPPROF_ETASKENDED (ended twice), CPPROF_ETASKRUNNING (another thread
  * runs it). */
-int cpprof_task_end(cpprof_task task);
+CPPROF_API int cpprof_task_end(cpprof_task task);
 
 /* The task the calling thread runs, or {0}. */
-cpprof_task cpprof_task_current(void);
+CPPROF_API cpprof_task cpprof_task_current(void);
 
 /* ---- Fleet profilers (OpenTelemetry thread and process context) -------- */
 
@@ -265,7 +289,7 @@ cpprof_task cpprof_task_current(void);
  * process context (after changing "service_name").  The environment
  * variable CPPROF_OTEL_CONTEXT=1 calls it at load.  Returns 0 or a
  * negative errno. */
-int cpprof_otel_context_enable(void);
+CPPROF_API int cpprof_otel_context_enable(void);
 
 /* Like cpprof_labels_with(): parent plus a W3C trace context, stored as the
  * labels "trace_id" (32 lowercase hex digits), "span_id" (16) and
@@ -273,10 +297,11 @@ int cpprof_otel_context_enable(void);
  * thread context carries in its trace-id, span-id and trace-flags fields.
  * Each span makes a new set, so the "label_cap" setting bounds how many
  * spans can be live at once.  Errors as cpprof_labels_with(). */
-int cpprof_labels_with_trace(cpprof_labelset **out,
-                             const cpprof_labelset *parent,
-                             const uint8_t trace_id[16],
-                             const uint8_t span_id[8], uint8_t trace_flags);
+CPPROF_API int cpprof_labels_with_trace(cpprof_labelset **out,
+                                        const cpprof_labelset *parent,
+                                        const uint8_t trace_id[16],
+                                        const uint8_t span_id[8],
+                                        uint8_t trace_flags);
 
 /* ---- Per-label-set accounting (README, "Per-tenant memory and contention")
  *
@@ -298,7 +323,7 @@ int cpprof_labels_with_trace(cpprof_labelset **out,
  * environment variable CPPROF_ACCOUNTING=1 calls it at load.  Calling it
  * again does nothing.  Errors: CPPROF_ESIGTAKEN (the application handles
  * that signal), -errno. */
-int cpprof_accounting_enable(void);
+CPPROF_API int cpprof_accounting_enable(void);
 
 /* Adds `value` to the counter `name` of the calling thread's current label
  * set (the empty set when it has none), served as cpprof_user_NAME_total.
@@ -306,7 +331,7 @@ int cpprof_accounting_enable(void);
  * most 32 distinct names per process.  Works whether or not accounting is
  * enabled.  Errors: -EINVAL (bad name), -ENOSPC (too many names),
  * -ENOMEM. */
-int cpprof_counter_add(const char *name, uint64_t value);
+CPPROF_API int cpprof_counter_add(const char *name, uint64_t value);
 
 /* ---- Settings ------------------------------------------------------------ */
 
@@ -318,7 +343,7 @@ int cpprof_counter_add(const char *name, uint64_t value);
  * load (accounting, crash_handler, otel_context, http) from then on, and
  * accounting_hz, accounting_signal and accounting_cpu once accounting is
  * enabled, which cannot be undone. */
-int cpprof_set(const char *name, const char *value);
+CPPROF_API int cpprof_set(const char *name, const char *value);
 
 /* ---- Unlabelled profiles (Go: SetBlockProfileRate, SetMutexProfileFraction)
  *
@@ -330,22 +355,22 @@ int cpprof_set(const char *name, const char *value);
 
 /* Go's runtime.SetBlockProfileRate: one blocking event sampled per `rate_ns`
  * nanoseconds spent blocked (1: every event; <= 0: off). */
-void cpprof_set_block_profile_rate(long rate_ns);
+CPPROF_API void cpprof_set_block_profile_rate(long rate_ns);
 
 /* Go's runtime.SetMutexProfileFraction: on average 1 in `fraction`
  * contention events is reported (0: off; negative: only reads).  Returns
  * the previous fraction. */
-int cpprof_set_mutex_profile_fraction(int fraction);
+CPPROF_API int cpprof_set_mutex_profile_fraction(int fraction);
 
 /* ---- CPU profiling and the HTTP server ---------------------------------- */
 
 /* Starts a CPU profile of every thread at the "cpu_hz" rate.
  * Errors: CPPROF_EBUSY, CPPROF_ESIGTAKEN, CPPROF_ENOTIMER, -errno. */
-int cpprof_cpu_profile_start(void);
+CPPROF_API int cpprof_cpu_profile_start(void);
 
 /* Stops the running CPU profile and returns it as gzip-compressed
  * profile.proto in *buf (free() it).  Error: CPPROF_ENOTRUNNING. */
-int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
+CPPROF_API int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
 
 /* Serves /debug/pprof/ on addr, "HOST:PORT" (NULL: the "http_addr" setting,
  * default 127.0.0.1:6060), on threads of its own.  HOST is an IPv4
@@ -363,10 +388,10 @@ int cpprof_cpu_profile_stop(unsigned char **buf, size_t *len);
  * (idle seconds), "http_max_body" (bytes).  Zero-code mode: with the
  * environment variable CPPROF_HTTP=HOST:PORT the library starts the server
  * itself when it is loaded (e.g. with LD_PRELOAD). */
-int cpprof_http_start(const char *addr);
+CPPROF_API int cpprof_http_start(const char *addr);
 
 /* Stops the server and frees everything it holds. */
-int cpprof_http_stop(void);
+CPPROF_API int cpprof_http_stop(void);
 
 /* ---- Traces (Go: runtime/trace; /debug/pprof/trace) --------------------- */
 
@@ -376,13 +401,13 @@ int cpprof_http_stop(void);
  * order, by the same name.  Names are copied (at most 127 bytes kept).
  * While no trace or flight recorder records: nothing but a branch.
  * 0, or -EINVAL for a NULL name. */
-int cpprof_trace_region_begin(const char *name);
-int cpprof_trace_region_end(const char *name);
+CPPROF_API int cpprof_trace_region_begin(const char *name);
+CPPROF_API int cpprof_trace_region_end(const char *name);
 
 /* An instant event with a message on the calling thread's timeline (Go:
  * trace.Log); category may be NULL.  Texts are copied (127 bytes each).
  * 0, or -EINVAL for a NULL message. */
-int cpprof_trace_log(const char *category, const char *message);
+CPPROF_API int cpprof_trace_log(const char *category, const char *message);
 
 /* Writes the flight recorder's last "trace_flight_seconds" (the setting,
  * or CPPROF_TRACE_FLIGHT_SECONDS, which turns it on at load) to fd in
@@ -390,7 +415,7 @@ int cpprof_trace_log(const char *category, const char *message);
  * from a signal handler: it symbolizes and allocates).  0;
  * CPPROF_ENOTRACE when the flight recorder is off; a negative errno when
  * writing fails. */
-int cpprof_trace_flight_write(int fd);
+CPPROF_API int cpprof_trace_flight_write(int fd);
 
 /* ---- Crash tracebacks (Go 1.27: labels in tracebacks) -------------------- */
 
@@ -404,7 +429,7 @@ int cpprof_trace_flight_write(int fd);
  * application's own handler runs.  Calling it again does nothing.  The
  * environment variable CPPROF_CRASH_HANDLER=1 installs it at load.
  * Returns 0 or a negative errno. */
-int cpprof_crash_handler_install(void);
+CPPROF_API int cpprof_crash_handler_install(void);
 
 #ifdef __cplusplus
 }

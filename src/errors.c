@@ -1,5 +1,6 @@
 /*
- * errors.c -- cpprof_strerror(): one message for every code the API returns.
+ * errors.c -- cpprof_strerror(): one message for every code the API returns;
+ * and cpprof_version(), what a program checks before anything else.
  *
  * Codes are 0, a negative errno, or one of enum cpprof_error for the cases
  * errno has no word for.  Messages of the cpprof codes match the wording
@@ -9,6 +10,11 @@
 #include "cpprof.h"
 
 #include <string.h>
+
+unsigned int cpprof_version(void)
+{
+    return CPPROF_VERSION_HEX;
+}
 
 static const char *cpprof_code_message(int code)
 {

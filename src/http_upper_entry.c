@@ -26,6 +26,7 @@ static const struct {
 };
 
 extern const struct upper_entry cpprof_upper_entry;
+__attribute__((visibility("default")))
 const struct upper_entry cpprof_upper_entry = {
     .version = UPPER_VERSION,
     .cpu_profile_start = cpprof_cpu_profile_start,

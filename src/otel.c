@@ -153,11 +153,13 @@ struct ctx_header {
 };
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER, "32-byte header");
 
-/* The exported symbols (src/libcpprof.map).  Only the owning thread writes
- * its pointers; readers read them with the thread stopped. */
-__thread const void *volatile otel_thread_ctx_v1;
-__thread const void *volatile custom_labels_current_set;
-const uint32_t custom_labels_abi_version = 1;
+/* The exported symbols, unversioned (src/libcpprof.map, docs/abi.md).
+ * Only the owning thread writes its pointers; readers read them with the
+ * thread stopped. */
+#define EXPORT __attribute__((visibility("default")))
+EXPORT __thread const void *volatile otel_thread_ctx_v1;
+EXPORT __thread const void *volatile custom_labels_current_set;
+EXPORT const uint32_t custom_labels_abi_version = 1;
 
 /* The same two variables under hidden names, reached initial-exec (a load
  * and a store, like thread.c's `self`).  Writing through the exported

@@ -29,6 +29,8 @@
 #ifndef CPPROF_UPPER_H
 #define CPPROF_UPPER_H
 
+#include "cpprof.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,10 +39,7 @@
 /* What libcpprof-upper.so gives libcpprof.so (http_upper_entry.c), under
  * the symbol cpprof_upper_entry.  version is the package's: an upper
  * object of another version is refused, not called. */
-#define UPPER_STRING(x) #x
-#define UPPER_VERSION_OF(v) UPPER_STRING(v)
-/* The package's version (Makefile.am passes CPPROF_VERSION), as a string. */
-#define UPPER_VERSION UPPER_VERSION_OF(CPPROF_VERSION)
+#define UPPER_VERSION CPPROF_VERSION_STRING
 
 struct upper_entry {
     const char *version;

@@ -5,7 +5,8 @@
  *
  * The upper objects call down by cpprof__ names, so that a program's own
  * function of the same name never takes the call (upper_uses.h), and
- * libcpprof.so exports those names (libcpprof.map: cpprof_*).  The alias
+ * libcpprof.so exports those names, in its private version node
+ * (libcpprof.map: CPPROF_PRIVATE; libcpprof.a keeps them local).  The alias
  * is made in the defining object itself, so the same upper objects link
  * into libcpprof-upper.so, against libcpprof.so's exports, and into the
  * tests' library and libcpprof.a, against the lower objects: they are
@@ -16,7 +17,8 @@
 #ifndef CPPROF_UPPER_CALLS_H
 #define CPPROF_UPPER_CALLS_H
 
-#define UPPER_CALLS(fn) \
-    extern __typeof__(fn) cpprof__##fn __attribute__((alias(#fn)))
+#define UPPER_CALLS(fn)                                                      \
+    extern __typeof__(fn) cpprof__##fn                                      \
+        __attribute__((alias(#fn), visibility("default")))
 
 #endif
