@@ -5,8 +5,12 @@
  * A pre-forking server (PostgreSQL's postmaster, Apache prefork) pays
  * this per connection.  The program is not linked with cpprof: it runs
  * itself again (exec) for each measurement, without the library, with
- * libcpprof.so in LD_PRELOAD and no server, and preloaded serving
- * (CPPROF_HTTP=127.0.0.1:0), so that what is timed is the real binary and
+ * libcpprof.so in LD_PRELOAD and no server, preloaded serving
+ * (CPPROF_HTTP=127.0.0.1:0), and serving with CPPROF_HTTP_FORKS=0
+ * ("serving-noforks": the children start nothing, as in the design of
+ * pre-fork workers that start their part only when asked, so what is left
+ * is the parent's side and what a child pays for the server's threads,
+ * libraries and mappings), so that what is timed is the real binary and
  * the preload, never a libtool wrapper script.  The child does nothing
  * but exit, by exit(0) (atexit handlers and every library's destructors)
  * or by _exit(0) (neither), which separates what the child's exit costs
@@ -23,6 +27,16 @@
  * nothing faults only to copy pages it writes: the figure a loaded
  * machine does not blur), and the mappings (/proc/self/maps lines) the
  * mode's process has (fork copies each one's page tables).
+ *
+ * Where serving-noforks's extra cost goes, docs/benchmarks.md ("Fork"):
+ * per thread of cpprof's, its malloc arena (a fault in the child and one
+ * in the parent, which being threaded pays a TLB shootdown for it) and
+ * its stack (a fault in the child), 2 mappings each; the upper object's
+ * 22 libraries (about 110 mappings, GnuTLS's and p11-kit's fork handlers);
+ * the server's child handlers.  2026-12-07, `fork 300 5`, load average 4
+ * to 7: child faults at _exit 60 before, 51 since the window threads are
+ * made on demand (none 17-18), parent 17 and 13 (none 2), mappings 163
+ * and 147 (none 25).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,8 +52,9 @@
 #define LIBCPPROF_SO ".libs/libcpprof.so"
 #endif
 
-enum { MODES = 3, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
-static const char *const mode_names[MODES] = {"none", "preloaded", "serving"};
+enum { MODES = 4, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
+static const char *const mode_names[MODES] = {"none", "preloaded", "serving",
+                                              "serving-noforks"};
 static const char *const exit_names[EXITS] = {"exit", "_exit"};
 
 /* What one measurement reports (the runner writes them in this order). */
@@ -144,8 +159,12 @@ static int measure(const char *self, const char *lib, int mode, int by_exit,
         unsetenv("CPPROF_HTTP");
         if (mode > 0)
             setenv("LD_PRELOAD", lib, 1);
-        if (mode == 2)
+        if (mode >= 2)
             setenv("CPPROF_HTTP", "127.0.0.1:0", 1);
+        if (mode == 3)
+            setenv("CPPROF_HTTP_FORKS", "0", 1);
+        else
+            unsetenv("CPPROF_HTTP_FORKS");
         char n[24];
         snprintf(n, sizeof n, "%d", rounds);
         execl(self, self, "--run", n, exit_names[!by_exit], (char *)NULL);
@@ -212,7 +231,7 @@ int main(int argc, char **argv)
             }
     printf("fork+exit+wait, %d rounds, median of %d repeats; library %s\n",
            rounds, repeats, lib);
-    printf("%-10s %-6s %9s %9s %9s %7s %8s %8s %5s\n", "mode", "exit",
+    printf("%-15s %-6s %9s %9s %9s %7s %8s %8s %5s\n", "mode", "exit",
            "wall_us", "parent_us", "child_us", "ratio", "p_faults", "c_faults",
            "maps");
     for (int e = 0; e < EXITS; e++) {
@@ -223,7 +242,7 @@ int main(int argc, char **argv)
                 med[k] = median(v[m][e][k], repeats);
             if (m == 0)
                 base = med[0];
-            printf("%-10s %-6s %9.1f %9.1f %9.1f %6.2fx %8.1f %8.1f %5.0f\n",
+            printf("%-15s %-6s %9.1f %9.1f %9.1f %6.2fx %8.1f %8.1f %5.0f\n",
                    mode_names[m], exit_names[e], med[0], med[1], med[2],
                    med[0] / base, med[3], med[4], med[5]);
         }

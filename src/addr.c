@@ -15,8 +15,10 @@
 #include "upper_calls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpprof.h"
 
@@ -102,3 +104,33 @@ int addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
 
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(addr_parse);
+
+bool addr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(
+            &((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) ==
+           127;
+}
+UPPER_CALLS(addr_is_loopback);
+
+int addr_listen(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int one = 1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    0);
+    if (fd < 0)
+        return -errno;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        (ss->ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
+        bind(fd, (const struct sockaddr *)ss, len) < 0 ||
+        listen(fd, SOMAXCONN) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+UPPER_CALLS(addr_listen);

@@ -464,3 +464,40 @@ UPPER_CALLS(cfg_env_name);
 UPPER_CALLS(cfg_int);
 UPPER_CALLS(cfg_refused);
 UPPER_CALLS(cfg_str);
+
+/* The server's settings; a refused value among them keeps it from starting
+ * (fail closed): a token with a stray \r must not leave the server open to
+ * everyone, nor a bad limit leave it with one nobody chose.  Here, below
+ * the server, so that zero-code mode checks them at load, before it holds
+ * the address for the server (http_zerolisten.c). */
+int cfg_server_refused(void)
+{
+    static const cfg_id server_settings[] = {
+        CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
+        CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
+        CFG_HTTP_HEADER_TIMEOUT, CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
+        CFG_HTTP_THREADS, CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT,
+        CFG_HTTP_TLS_KEY, CFG_HTTP_TLS_CA,
+    };
+    for (size_t i = 0; i < sizeof server_settings / sizeof *server_settings;
+         i++)
+        if (cfg_refused(server_settings[i]))
+            return (int)server_settings[i];
+    return -1;
+}
+UPPER_CALLS(cfg_server_refused);
+
+/* Profiles and the command line can hold secrets: anything but loopback
+ * needs "http_allow_remote", and then a token unless "http_require_token"
+ * is 0. */
+int cfg_server_address_allowed(const struct sockaddr_storage *ss)
+{
+    if (addr_is_loopback(ss))
+        return 0;
+    if (!cfg_int(CFG_HTTP_ALLOW_REMOTE))
+        return CPPROF_EREMOTE;
+    if (cfg_str(CFG_HTTP_TOKEN)[0] == '\0' && cfg_int(CFG_HTTP_REQUIRE_TOKEN))
+        return CPPROF_ENOTOKEN;
+    return 0;
+}
+UPPER_CALLS(cfg_server_address_allowed);

@@ -79,6 +79,13 @@ void cfg_freeze(cfg_id id);
 /* The environment's value was refused at load and nothing valid has been
  * set since: the setting holds its default, not what the user asked for. */
 bool cfg_refused(cfg_id id);
+/* The first of the HTTP server's settings whose value was refused, or -1. */
+int cfg_server_refused(void);
+/* Whether the server may listen on ss: 0 on loopback; elsewhere
+ * CPPROF_EREMOTE without "http_allow_remote", CPPROF_ENOTOKEN without a
+ * token while "http_require_token" is 1. */
+struct sockaddr_storage;
+int cfg_server_address_allowed(const struct sockaddr_storage *ss);
 /* The setting's environment variable, CPPROF_<NAME>. */
 void cfg_env_name(cfg_id id, char *buf, size_t len);
 

@@ -53,6 +53,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -78,6 +79,12 @@
 
 static forkwake_slot *table;
 static int wake_signo;
+/* The family's secret, inherited by every fork (http_relay.c names its
+ * listeners with it). */
+static char secret[17];
+
+const char *forkwake_secret(void) { return secret; }
+UPPER_CALLS(forkwake_secret);
 
 /* This process as a worker: who forked it (0: not armed), when, what to
  * start, its slot. */
@@ -93,6 +100,18 @@ static atomic_int requested;
 static _Atomic pid_t waiting_tid;
 static __thread int in_wait __attribute__((tls_model("initial-exec")));
 static __thread int woken __attribute__((tls_model("initial-exec")));
+/* The thread's id, read once: a wait asks it twice.  The fork handlers
+ * that arm a child clear the forking thread's, the only one the child
+ * has. */
+static __thread pid_t own_tid __attribute__((tls_model("initial-exec")));
+
+/* SIGNAL-SAFE */
+static pid_t self_tid(void)
+{
+    if (own_tid == 0)
+        own_tid = (pid_t)syscall(SYS_gettid);
+    return own_tid;
+}
 
 forkwake_slot *forkwake_table(void) { return table; }
 UPPER_CALLS(forkwake_table);
@@ -126,7 +145,7 @@ static void on_wake_signal(int signo, siginfo_t *si, void *uc)
         woken = 1;
     } else if (!passed_on) {
         pid_t t = atomic_load(&waiting_tid);
-        if (t > 0 && t != (pid_t)syscall(SYS_gettid))
+        if (t > 0 && t != self_tid())
             syscall(SYS_tgkill, self, t, signo);
     }
     errno = saved;
@@ -152,6 +171,15 @@ int forkwake_prepare(const char **why)
             *why = "the worker signal cannot be installed";
             return -errno;
         }
+    }
+    if (secret[0] == '\0') {
+        unsigned char r[8];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            *why = "no random secret to name the workers' relay socket";
+            return -EIO;
+        }
+        for (int i = 0; i < 8; i++)
+            snprintf(secret + 2 * i, 3, "%02x", r[i]);
     }
     if (table == NULL) {
         void *p = mmap(NULL, FORKWAKE_SLOTS * sizeof *table,
@@ -220,6 +248,7 @@ UPPER_CALLS(forkwake_mark_serving);
 
 void forkwake_arm(pid_t parent, void (*start)(int what))
 {
+    own_tid = 0;
     my_slot = -1; /* the parent's entry, not this process's */
     atomic_store(&requested, 0);
     atomic_store(&waiting_tid, 0);
@@ -251,6 +280,7 @@ UPPER_CALLS(forkwake_disarm);
 
 void forkwake_forget_after_fork(void)
 {
+    own_tid = 0;
     atomic_store(&armed_parent, 0);
     worker_parent = 0;
     my_slot = -1;
@@ -344,7 +374,7 @@ static void wait_mark(void)
 {
     woken = 0;
     in_wait = 1;
-    atomic_store(&waiting_tid, (pid_t)syscall(SYS_gettid));
+    atomic_store(&waiting_tid, self_tid());
 }
 
 static void wait_begin(struct wait *w, int64_t timeout_ns)
@@ -361,7 +391,7 @@ static bool wait_again(long rc)
 {
     int err = errno;
     in_wait = 0;
-    pid_t tid = (pid_t)syscall(SYS_gettid);
+    pid_t tid = self_tid();
     atomic_compare_exchange_strong(&waiting_tid, &tid, 0);
     bool again = rc < 0 && err == EINTR && woken;
     woken = 0;

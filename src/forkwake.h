@@ -68,6 +68,9 @@ int forkwake_send(pid_t pid);
  * longer (a wake would reach the program's handler), nor are its forks. */
 void forkwake_signal_claimed(int signo, void *handler);
 
+/* The family's random secret (hex), made by forkwake_prepare: "" before. */
+const char *forkwake_secret(void);
+
 /* The table (FORKWAKE_SLOTS slots), or NULL before forkwake_prepare. */
 forkwake_slot *forkwake_table(void);
 

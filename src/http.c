@@ -45,36 +45,6 @@ http_server http_srv;
 atomic_bool http_stopping;
 static int listen_fd = -1; /* accepted on by the watch thread */
 
-/* 127.0.0.0/8 or ::1: only this machine can connect. */
-static bool is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(
-            &((const struct sockaddr_in6 *)ss)->sin6_addr);
-    return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) ==
-           127;
-}
-
-/* A listening socket on ss, or a negative errno. */
-static int listen_on(const struct sockaddr_storage *ss, socklen_t len)
-{
-    int one = 1;
-    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    0);
-    if (fd < 0)
-        return -errno;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        (ss->ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
-        bind(fd, (const struct sockaddr *)ss, len) < 0 ||
-        listen(fd, SOMAXCONN) < 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    return fd;
-}
-
 /* The port a listening socket is bound to. */
 static int bound_port(int fd)
 {
@@ -95,36 +65,17 @@ static int bound_port(int fd)
  * then a token unless "http_require_token" is 0. */
 static int choose_token(const struct sockaddr_storage *ss, char **token)
 {
-    const char *t = cfg_str(CFG_HTTP_TOKEN);
-    if (!is_loopback(ss)) {
-        if (!cfg_int(CFG_HTTP_ALLOW_REMOTE))
-            return CPPROF_EREMOTE;
-        if (t[0] == '\0' && cfg_int(CFG_HTTP_REQUIRE_TOKEN))
-            return CPPROF_ENOTOKEN;
-    }
-    *token = strdup(t);
+    int rc = cfg_server_address_allowed(ss);
+    if (rc < 0)
+        return rc;
+    *token = strdup(cfg_str(CFG_HTTP_TOKEN));
     return *token != NULL ? 0 : -ENOMEM;
 }
 
-/* The server's settings; a refused value among them keeps it from starting
- * (fail closed): a token with a stray \r must not leave the server open to
- * everyone, nor a bad limit leave it with one nobody chose. */
-static const cfg_id server_settings[] = {
-    CFG_HTTP_ADDR, CFG_HTTP_ALLOW_REMOTE, CFG_HTTP_REQUIRE_TOKEN,
-    CFG_HTTP_TOKEN, CFG_HTTP_MAX_CONNECTIONS, CFG_HTTP_CONNECTION_TIMEOUT,
-    CFG_HTTP_HEADER_TIMEOUT, CFG_HTTP_MAX_BODY, CFG_HTTP_CMDLINE,
-    CFG_HTTP_THREADS, CFG_HTTP_ALLOWED_HOSTS, CFG_HTTP_TLS_CERT, CFG_HTTP_TLS_KEY,
-    CFG_HTTP_TLS_CA,
-};
-
-/* The first server setting whose value was refused, or -1. */
+/* The first server setting whose value was refused, or -1 (config.c). */
 int http_refused_setting(void)
 {
-    for (size_t i = 0; i < sizeof server_settings / sizeof *server_settings;
-         i++)
-        if (cfg_refused(server_settings[i]))
-            return (int)server_settings[i];
-    return -1;
+    return cfg_server_refused();
 }
 
 static const char *unisolated;
@@ -227,9 +178,9 @@ static void close_listener(void)
  * that could need a low number meanwhile) and watched. */
 static int start_on(int fd, int family, bool one_thread)
 {
-    int floor = http_fd_floor(), *held = NULL;
+    int floor = fd_floor(), *held = NULL;
     http_threads_open();
-    fd = http_fd_move_high(fd, floor);
+    fd = fd_move_high(fd, floor);
     http_srv.port = bound_port(fd); /* before any request checks its Host */
     int *before = http_fds_open();
     size_t nheld = one_thread ? http_fds_hold_low(fd, floor, &held) : 0;
@@ -270,23 +221,30 @@ static int start_on(int fd, int family, bool one_thread)
     return 0;
 }
 
-static int start_locked(const char *addr, bool one_thread)
+/* Starts the server on addr, on the listener `given` when it is one
+ * (zero-code mode's, bound at load: http_zerolisten.c), which it then
+ * owns. */
+static int start_locked(const char *addr, bool one_thread, int given)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    if (http_refused_setting() >= 0)
-        return CPPROF_EREFUSED;
-    int rc = addr_parse(addr, &ss, &len);
-    if (rc < 0)
-        return rc;
-    if ((rc = choose_token(&ss, &http_srv.token)) < 0)
-        return rc;
-    http_srv.on_loopback = is_loopback(&ss);
-    if ((rc = http_tls_load(&http_srv.tls)) < 0) {
-        free(http_srv.token);
+    int rc = http_refused_setting() >= 0 ? CPPROF_EREFUSED
+                                         : addr_parse(addr, &ss, &len);
+    if (rc == 0)
+        rc = choose_token(&ss, &http_srv.token);
+    if (rc < 0) {
+        if (given >= 0)
+            close(given);
         return rc;
     }
-    int fd = listen_on(&ss, len);
+    http_srv.on_loopback = addr_is_loopback(&ss);
+    if ((rc = http_tls_load(&http_srv.tls)) < 0) {
+        free(http_srv.token);
+        if (given >= 0)
+            close(given);
+        return rc;
+    }
+    int fd = given >= 0 ? given : addr_listen(&ss, len);
     http_srv.max_body = (size_t)cfg_int(CFG_HTTP_MAX_BODY);
     /* Before the server's threads exist: they read what this writes. */
     if (fd >= 0)
@@ -340,7 +298,7 @@ static void http_forget_after_fork(void)
     http_forks_after_fork(was_serving);
 }
 
-int http_start(const char *addr, bool one_thread)
+static int start_with(const char *addr, bool one_thread, int given)
 {
     int rc;
     if (addr == NULL)
@@ -352,10 +310,26 @@ int http_start(const char *addr, bool one_thread)
     /* libmicrohttpd's threads, created now, are cpprof's own for life:
      * what they allocate is not the program's (own.h). */
     own_work_enter();
-    rc = server != NULL ? CPPROF_ERUNNING : start_locked(addr, one_thread);
+    if (server != NULL) {
+        rc = CPPROF_ERUNNING;
+        if (given >= 0)
+            close(given);
+    } else {
+        rc = start_locked(addr, one_thread, given);
+    }
     own_work_leave();
     pthread_mutex_unlock(&server_lock);
     return rc;
+}
+
+int http_start(const char *addr, bool one_thread)
+{
+    return start_with(addr, one_thread, -1);
+}
+
+int http_start_listening(const char *addr, int fd)
+{
+    return start_with(addr, false, fd);
 }
 
 int cpprof_http_start(const char *addr)

@@ -177,6 +177,15 @@ static void act_on_wake(int what)
     }
 }
 
+void http_forks_woken(pid_t parent, const char *addr, int what)
+{
+    snprintf(served_addr, sizeof served_addr, "%s", addr);
+    forked_from = parent;
+    serving_pid = getpid();
+    in_family = true;
+    act_on_wake(what);
+}
+
 void http_forks_after_fork(bool was_serving)
 {
     bool wanted = (was_serving || in_family) && cfg_int(CFG_HTTP_FORKS) &&

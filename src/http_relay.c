@@ -6,7 +6,8 @@
  * A worker listens nowhere, so that nothing takes a port nobody chose and
  * a worker nobody asks for costs nothing.  Each serving process listens
  * on one Unix socket in the abstract namespace, named after the family's
- * random secret and its pid; a worker woken for a request (forkwake.c)
+ * random secret (forkwake.c: so that another program cannot take the name
+ * before it exists) and its pid; a worker woken for a request (forkwake.c)
  * connects there once its part runs and keeps that connection, its
  * control connection, until its part stops.  The parent checks the peer
  * (SO_PEERCRED: a worker of its own, of its user), and the worker checks
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -48,9 +48,6 @@ enum {
     HEAD_MAX = 16 * 1024,  /* the answer's status line and headers */
 };
 
-/* The family's secret (inherited by every fork), which names the
- * listeners, so that another program cannot guess one before it exists. */
-static char secret[17];
 static int listen_fd = -1;
 
 /* The workers whose part runs, with their control connections. */
@@ -68,7 +65,7 @@ static socklen_t name_of(pid_t pid, struct sockaddr_un *a)
     memset(a, 0, sizeof *a);
     a->sun_family = AF_UNIX;
     int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1,
-                     "cpprof-relay.%s.%d", secret, (int)pid);
+                     "cpprof-relay.%s.%d", forkwake_secret(), (int)pid);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -76,14 +73,9 @@ int http_relay_listen(const char **why)
 {
     if (listen_fd >= 0)
         return 0;
-    if (secret[0] == '\0') {
-        unsigned char r[8];
-        if (getrandom(r, sizeof r, 0) != sizeof r) {
-            *why = "no random secret to name the workers' relay socket";
-            return -EIO;
-        }
-        for (int i = 0; i < 8; i++)
-            snprintf(secret + 2 * i, 3, "%02x", r[i]);
+    if (forkwake_secret()[0] == '\0') {
+        *why = "the family has no secret to name the relay socket with";
+        return -EIO;
     }
     struct sockaddr_un a;
     socklen_t len = name_of(getpid(), &a);
@@ -96,7 +88,7 @@ int http_relay_listen(const char **why)
         *why = "the workers' relay socket cannot be made";
         return err;
     }
-    listen_fd = http_fd_move_high(fd, http_fd_floor());
+    listen_fd = fd_move_high(fd, fd_floor());
     return 0;
 }
 
@@ -225,7 +217,7 @@ static void accept_peers(void)
             close(fd);
             continue;
         }
-        fd = http_fd_move_high(fd, http_fd_floor());
+        fd = fd_move_high(fd, fd_floor());
         pthread_mutex_lock(&peers_lock);
         int i = find_peer(c.pid);
         if (i >= 0)

@@ -122,10 +122,11 @@ int http_send_error(http_req *r, unsigned status, const char *allow,
                     const char *msg);
 int http_queue_pending(http_req *r);
 
-/* Windows (http_window.c): http_windows_start makes `max` window threads
- * (0 or a negative errno), http_windows_end ends them once their requests
+/* Windows (http_window.c): http_windows_start allows `max` windows at
+ * once (0), http_windows_end ends the window threads once their requests
  * are done.  http_window_hand suspends the request's connection and gives
- * it to a window thread, or answers 503 when every one is taken. */
+ * it to a window thread, made then if none is free, or answers 503 when
+ * `max` are taken. */
 int http_windows_start(int max);
 void http_windows_end(void);
 int http_window_hand(http_req *r, const http_route *route);
@@ -143,9 +144,9 @@ void http_threads_retire(void);
 int http_as_internal(int (*start)(void *), void *arg);
 void http_threads_forget_after_fork(void);
 
-/* The descriptor watch (http_watch.c).  At start: http_fd_floor, the number
- * the server's descriptors should take at least; http_fd_move_high moves
- * one there; http_fds_hold_low holds every lower free number while
+/* The descriptor watch (http_watch.c).  At start: fd_floor (util.h), the
+ * number the server's descriptors should take at least; fd_move_high
+ * moves one there; http_fds_hold_low holds every lower free number while
  * libmicrohttpd starts (one thread only) and http_fds_release lets them
  * go; http_fds_open lists the numbers open (-1 ends it, malloc'd);
  * http_watch_own records the listener, then http_watch_own_new what
@@ -154,8 +155,6 @@ void http_threads_forget_after_fork(void);
  * http_watch_end ends it, forgets the descriptors, and says whether it had
  * given the server up (its threads then cannot be joined: the server is
  * left as it is). */
-int http_fd_floor(void);
-int http_fd_move_high(int fd, int floor);
 size_t http_fds_hold_low(int fd, int floor, int **held);
 void http_fds_release(int *held, size_t n);
 int *http_fds_open(void);
@@ -174,6 +173,9 @@ void http_watch_forget_after_fork(void);
  * http_refused_setting: the first server setting whose value was refused,
  * or -1. */
 int http_start(const char *addr, bool one_thread);
+/* The same on the listener fd zero-code mode bound at load, which it owns
+ * from the call on (closed when the start fails). */
+int http_start_listening(const char *addr, int fd);
 int http_refused_setting(void);
 
 /* Called by upper.c (through the upper object's table) when it loaded
@@ -188,6 +190,10 @@ void http_note_unisolated(const char *why);
 void http_forks_serving(const char *addr);
 void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
+/* A worker forked while its parent's server had not loaded yet (zero-code
+ * mode's listener held the address: http_zerolisten.c), woken: what
+ * forkwake asked, with the parent and its address. */
+void http_forks_woken(pid_t parent, const char *addr, int what);
 
 /* A worker's part (http.c): its server, on the control connection to its
  * parent `parent` (0, CPPROF_ERUNNING, a negative code); started by

@@ -13,6 +13,8 @@
 #include "trace.h"
 #include "util.h"
 
+#include <unistd.h>
+
 int cpprof_cpu_profile_start(void)
 {
     const struct upper_entry *u = upper_load();
@@ -60,4 +62,21 @@ int http_refused_setting(void)
 {
     const struct upper_entry *u = upper_load();
     return u ? u->http_refused_setting() : -1;
+}
+
+int http_start_listening(const char *addr, int fd)
+{
+    const struct upper_entry *u = upper_load();
+    if (u == NULL) {
+        close(fd);
+        return CPPROF_EUPPER;
+    }
+    return u->http_start_listening(addr, fd);
+}
+
+void http_forks_woken(pid_t parent, const char *addr, int what)
+{
+    const struct upper_entry *u = upper_load();
+    if (u != NULL)
+        u->worker_woken(parent, addr, what);
 }

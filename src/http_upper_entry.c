@@ -35,4 +35,6 @@ const struct upper_entry cpprof_upper_entry = {
     .http_refused_setting = http_refused_setting,
     .trace_flight_write = tracefile_flight_write,
     .note_unisolated = http_note_unisolated,
+    .http_start_listening = http_start_listening,
+    .worker_woken = http_forks_woken,
 };

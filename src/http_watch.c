@@ -8,7 +8,7 @@
  * numbers, and libmicrohttpd, still polling them, would accept on and read
  * from the daemon's files (its wake-up read of eight bytes moved the
  * file's offset: records written were never read back).  So:
- *   - the listener is moved to a high number (http_fd_floor()), and in zero-code
+ *   - the listener is moved to a high number (fd_floor()), and in zero-code
  *     mode, where the process has one thread at start, every lower free
  *     number is held while libmicrohttpd starts so that its own
  *     descriptors land high too: a program meets them only after opening
@@ -50,7 +50,7 @@
 #include "symbolize.h"
 #include "warn.h"
 
-enum { WATCH_MS = 100, FD_FLOOR_MAX = 1000, FD_FLOOR_ROOM = 24 };
+enum { WATCH_MS = 100 };
 
 /* The server's descriptors (listener first, then libmicrohttpd's), each
  * with the identity it had at start, and the thread that checks them. */
@@ -70,29 +70,6 @@ static atomic_bool server_lost; /* the watch thread stopped the server */
 /* A worker's part that is done: idle for http_worker_idle_ms, or its
  * parent closed the control connection.  The watch thread stops it. */
 static atomic_bool retiring;
-
-/* The lowest number the server's descriptors take: near the top of the
- * soft RLIMIT_NOFILE (leaving room for a few of ours), at most
- * FD_FLOOR_MAX; 0 when the table is too small to spare it. */
-int http_fd_floor(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 2 * FD_FLOOR_ROOM)
-        return 0;
-    rlim_t top = rl.rlim_cur - FD_FLOOR_ROOM;
-    return top < FD_FLOOR_MAX ? (int)top : FD_FLOOR_MAX;
-}
-
-/* fd moved to a close-on-exec number at or above `floor` (fd is closed),
- * or fd itself when no such number is free. */
-int http_fd_move_high(int fd, int floor)
-{
-    int high = floor > fd ? fcntl(fd, F_DUPFD_CLOEXEC, floor) : -1;
-    if (high < 0)
-        return fd;
-    close(fd);
-    return high;
-}
 
 /* Holds every free number below `floor` (with duplicates of `fd`), so that
  * descriptors opened meanwhile land at or above it.  Only while the

@@ -11,6 +11,7 @@
 #include "http_server.h"
 
 #include "atfork.h"
+#include "http_zerolisten.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -230,10 +231,11 @@ __attribute__((constructor)) static void http_serve_from_load(void)
     }
     take_from_environ("CPPROF_HTTP");
     take_from_environ("CPPROF_HTTP_TOKEN");
-    int rc = http_start(addr, true);
+    int rc = http_zero_listen_possible() ? http_zero_listen(addr)
+                                        : http_start(addr, true);
     if (rc == CPPROF_EREFUSED) {
         char var[64];
-        cfg_env_name((cfg_id)http_refused_setting(), var, sizeof var);
+        cfg_env_name((cfg_id)cfg_server_refused(), var, sizeof var);
         warn_stderr("cpprof: not serving CPPROF_HTTP=%s: %s was refused, "
                 "and the server does not start without the value asked "
                 "for\n", addr, var);

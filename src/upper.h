@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* What libcpprof-upper.so gives libcpprof.so (http_upper_entry.c), under
  * the symbol cpprof_upper_entry.  version is the package's: an upper
@@ -50,6 +51,8 @@ struct upper_entry {
     int (*http_refused_setting)(void);
     int (*trace_flight_write)(int fd, int64_t until);
     void (*note_unisolated)(const char *why);
+    int (*http_start_listening)(const char *addr, int fd);
+    void (*worker_woken)(pid_t parent, const char *addr, int what);
 };
 
 /* The upper object's entry points, loaded by the first call (which may

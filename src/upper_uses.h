@@ -22,6 +22,8 @@
 #define accounting_rows_free cpprof__accounting_rows_free
 #define accounting_tick_yielded cpprof__accounting_tick_yielded
 #define accounting_user_names cpprof__accounting_user_names
+#define addr_is_loopback cpprof__addr_is_loopback
+#define addr_listen cpprof__addr_listen
 #define addr_parse cpprof__addr_parse
 #define alloc_next_slow cpprof__alloc_next_slow
 #define atfork_add cpprof__atfork_add
@@ -35,6 +37,8 @@
 #define cfg_env_name cpprof__cfg_env_name
 #define cfg_int cpprof__cfg_int
 #define cfg_refused cpprof__cfg_refused
+#define cfg_server_address_allowed cpprof__cfg_server_address_allowed
+#define cfg_server_refused cpprof__cfg_server_refused
 #define cfg_str cpprof__cfg_str
 #define forkwake_arm cpprof__forkwake_arm
 #define forkwake_disarm cpprof__forkwake_disarm
@@ -42,6 +46,7 @@
 #define forkwake_mark_serving cpprof__forkwake_mark_serving
 #define forkwake_prepare cpprof__forkwake_prepare
 #define forkwake_rearm cpprof__forkwake_rearm
+#define forkwake_secret cpprof__forkwake_secret
 #define forkwake_send cpprof__forkwake_send
 #define forkwake_table cpprof__forkwake_table
 #define heap_declined cpprof__heap_declined

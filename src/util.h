@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,6 +245,35 @@ static inline long futex_wake(void *word, int n)
 {
     return syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL,
                    NULL, 0);
+}
+
+/* Descriptors of cpprof's own, out of the program's way. */
+
+enum { FD_FLOOR_MAX = 1000, FD_FLOOR_ROOM = 24 };
+
+/* The lowest number cpprof's descriptors take: near the top of the soft
+ * RLIMIT_NOFILE (leaving room for a few of ours), at most FD_FLOOR_MAX;
+ * 0 when the table is too small to spare it.  A daemon that closes every
+ * descriptor it inherited and opens its own files meets them only after
+ * about a thousand of its own (http_watch.c). */
+static inline int fd_floor(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 2 * FD_FLOOR_ROOM)
+        return 0;
+    rlim_t top = rl.rlim_cur - FD_FLOOR_ROOM;
+    return top < FD_FLOOR_MAX ? (int)top : FD_FLOOR_MAX;
+}
+
+/* fd moved to a close-on-exec number at or above `floor` (fd is closed),
+ * or fd itself when no such number is free. */
+static inline int fd_move_high(int fd, int floor)
+{
+    int high = floor > fd ? fcntl(fd, F_DUPFD_CLOEXEC, floor) : -1;
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
 }
 
 #endif

@@ -12,8 +12,9 @@
 #     and SIGWINCH and leaves SIGPROF (the CPU sampler's), the census's
 #     signal (39) and SIGSEGV open, as /proc/PID/task/TID/status's SigBlk
 #     says; among them are each kind of cpprof's threads: the server's
-#     pool (libmicrohttpd's MHD-worker), cpprof-window, cpprof-watch,
-#     cpprof-sampler and cpprof-census;
+#     pool (libmicrohttpd's MHD-worker), cpprof-window (made by the
+#     window this test waits out first: the server makes one only then),
+#     cpprof-watch, cpprof-sampler and cpprof-census;
 #   - each of them runs under SCHED_OTHER while the program's main thread
 #     runs under SCHED_FIFO (policy, field 41 of /proc/PID/task/TID/stat);
 #     where the system refuses SCHED_FIFO, and under TSan (whose
@@ -29,6 +30,8 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 
 start_program "$top_builddir/test/host_threads"
+code=$(fetch window "$base/block?seconds=1")
+[ "$code" = 200 ] || fail "window: status $code: $(cat "$tmp/window.body")"
 code=$(fetch census "$base/goroutine?debug=1")
 [ "$code" = 200 ] || fail "census: status $code: $(cat "$tmp/census.body")"
 

@@ -229,3 +229,98 @@ make_cert() {
             -CAkey "$pki/$3.key" -CAcreateserial -out "$pki/$1.pem" -days 2 \
             ${4:+-extfile "$4"} 2>/dev/null || fail "openssl: cannot make $1"
 }
+
+# -- a pre-fork worker's cost (postgres.sh, nginx.sh, prefork.sh) --------
+# A fork of a serving process costs nothing of cpprof's until someone asks
+# for it through the serving process (/debug/pprof/pid/PID/): no thread
+# and no socket; then its part serves, and goes again once idle.
+
+# threads_of PID: how many threads PID runs (0 once it is gone).
+threads_of() {
+    ls "/proc/$1/task" 2>/dev/null | wc -l
+}
+
+# socket_inodes PID: the inodes of the sockets PID holds, sorted.
+socket_inodes() {
+    find "/proc/$1/fd" -mindepth 1 -printf '%l\n' 2>/dev/null |
+        sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | sort -u
+}
+
+# cpprof_sockets WORKER SERVER: the sockets of WORKER, a fork (or a fork's
+# fork) of the serving process SERVER, that are cpprof's, "INODE WHY" a
+# line: any TCP socket on cpprof's port ($port), SERVER's listener or a
+# connection it accepted, which a worker must not keep; and of the others
+# that SERVER does not hold too (a program's listeners and socket pairs
+# inherited from it are the program's), each that listens (TCP, TCP6 or
+# Unix) or whose Unix peer SERVER holds (a connection back to it, which
+# is how a worker's part reaches its server).  A worker's connections to
+# its own clients are none of these.
+cpprof_sockets() {
+    socket_inodes "$1" >"$tmp/cs.worker"
+    socket_inodes "$2" >"$tmp/cs.server"
+    # ss asks the kernel by netlink: /proc/net/tcp, read in pieces, may
+    # miss a socket while others come and go.
+    ss -tanHe | awk '{
+        ino = ""
+        for (i = 5; i <= NF; i++) if ($i ~ /^ino:/) ino = substr($i, 5)
+        n = split($4, a, ":"); print ino, a[n], $1 == "LISTEN" }' \
+        >"$tmp/cs.sockets"
+    ss -xaH | awk '{ print $(NF - 2), "-", $2 == "LISTEN" }' >>"$tmp/cs.sockets"
+    ss -xaH | awk '{ print $(NF - 2), $NF }' >"$tmp/cs.peers"
+    awk -v srv="$tmp/cs.server" -v socks="$tmp/cs.sockets" \
+        -v peers="$tmp/cs.peers" -v server="$2" -v ours="$port" '
+        BEGIN {
+            while ((getline x < srv) > 0) held[x] = 1
+            while ((getline x < socks) > 0) {
+                split(x, f, " "); tcp_port[f[1]] = f[2]; listening[f[1]] = f[3]
+            }
+            while ((getline x < peers) > 0) { split(x, f, " "); peer[f[1]] = f[2] }
+        }
+        tcp_port[$1] == ours {
+            print $1, "is on cpprof'"'"'s port of pid " server; next }
+        ($1 in held) { next }
+        listening[$1] { print $1, "listens"; next }
+        (($1 in peer) && (peer[$1] in held)) { print $1, "is connected to pid " server }
+    ' "$tmp/cs.worker"
+}
+
+# costs_nothing WORKER SERVER: whether WORKER runs 1 thread and holds no
+# socket of cpprof's (what the program itself runs: the callers' workers
+# are single-threaded).
+costs_nothing() {
+    [ "$(threads_of "$1")" -eq 1 ] && [ -z "$(cpprof_sockets "$1" "$2")" ]
+}
+
+# worker_cost WORKER SERVER: its threads and cpprof's sockets, for a
+# failure's message.
+worker_cost() {
+    echo "pid $1 runs $(threads_of "$1") threads ($(cat /proc/"$1"/task/*/comm 2>/dev/null | sort | uniq -c | tr -s ' \n' ' ')), cpprof's sockets: $(cpprof_sockets "$1" "$2" | tr '\n' ';')"
+}
+
+# await_costs_nothing WORKER SERVER SECONDS: waits up to SECONDS (a bound
+# on a hang, not a timing) until costs_nothing WORKER SERVER, and sets
+# $acn_ms to how long that took; fails unless it does by then.
+await_costs_nothing() {
+    acn_start=$(date +%s%N)
+    for tick in $(seq $(($3 * 10))); do
+        kill -0 "$1" 2>/dev/null || fail "worker $1 exited before its part went"
+        costs_nothing "$1" "$2" && break
+        sleep 0.1
+    done
+    costs_nothing "$1" "$2" ||
+        fail "$3 s after its last request, $(worker_cost "$1" "$2")"
+    acn_ms=$((($(date +%s%N) - acn_start) / 1000000))
+}
+
+# watch_serving WORKER SERVER PID: while PID (a client's request for
+# WORKER) runs, notes WORKER's threads and cpprof's sockets: $ws_threads
+# the most it ran, $ws_socket a socket of cpprof's seen (empty if none).
+watch_serving() {
+    ws_threads=0 ws_socket=
+    while kill -0 "$3" 2>/dev/null; do
+        n=$(threads_of "$1")
+        [ "$n" -le "$ws_threads" ] || ws_threads=$n
+        [ -n "$ws_socket" ] || ws_socket=$(cpprof_sockets "$1" "$2" | head -1)
+        sleep 0.05
+    done
+}
