@@ -74,4 +74,5 @@ prefix=$(sed -n 's/^prefix=//p' "$tmp/build/cpprof.pc")
 [ -x "$tmp/build/examples/jobrunner" ] || fail "the tarball's tree does not build the demo"
 echo "the tarball's tree builds out of its tree and installs: $install"
 
-top_builddir=$top_builddir srcdir=$srcdir sh "$srcdir/test/install_consumers.sh" "$prefix"
+export top_builddir srcdir
+sh "$srcdir/test/install_consumers.sh" "$prefix"
