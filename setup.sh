@@ -28,7 +28,7 @@ top=$PWD
 
 # The library's own (configure.ac requires these); then what only the tests
 # need: cmake, meson and ninja-build build test/install_consumers.sh's
-# consumers against an installed cpprof; nginx-light and postgresql-15,
+# consumers against cpprof installed from its tarball (test/dist.sh); nginx-light and postgresql-15,
 # the pre-forking servers test/nginx.sh and test/postgres.sh serve from;
 # protobuf-compiler, whose protoc reads test/timeline_protoc.sh's traces;
 # the arm64 cross toolchain and
@@ -228,9 +228,9 @@ check_in() {
 # Tests run in the normal build only: what they check is not cpprof's
 # memory or threads under a sanitizer but something a sanitizer cannot see
 # better, and each costs a sanitized build 20-60 s:
-#  - configure_deps.sh, install_consumers.sh, abi.sh, docs_links.sh,
-#    signal_safe.sh, layering.sh: the build, the installed files, the
-#    symbol tables, the docs and the source, not a run;
+#  - configure_deps.sh, dist.sh, abi.sh, docs_links.sh, signal_safe.sh,
+#    layering.sh: the build, the tarball, the installed files, the symbol
+#    tables, the docs and the source, not a run;
 #  - browser_index.sh, browser_framing.sh, browser_trace.sh: their time is
 #    chromium's; the server code they reach is the HTTP tests', which run
 #    sanitized;
@@ -281,7 +281,7 @@ check_in() {
 #    do not read, which a sanitizer's allocator and shadow memory would
 #    make another figure; the reply code it reaches runs sanitized in every
 #    HTTP test.
-normal_only="test/configure_deps.sh test/install_consumers.sh test/abi.sh test/docs_links.sh
+normal_only="test/configure_deps.sh test/dist.sh test/abi.sh test/docs_links.sh
   test/signal_safe.sh test/layering.sh test/browser_index.sh test/browser_framing.sh
   test/browser_trace.sh
   test/scrape.sh test/otel_context.sh test/own_threads.sh test/http_surface.sh

@@ -17,7 +17,8 @@
 #     configure_deps.sh's to test, so that the clone saves libtool's
 #     hundred probes (30-50 s of CPU).
 # (The "Use it in your build" commands, the CMake and Meson lines and the
-# API examples are run against an install by test/install_consumers.sh.)
+# API examples are run against an install of the release tarball by
+# test/dist.sh and test/install_consumers.sh.)
 # The tarball form of the install command is the git form's tail
 # (./configure && make && sudo make install) and is not run separately.
 set -eu

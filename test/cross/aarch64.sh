@@ -126,7 +126,7 @@ left_out=(
   "clone_labels: not wired yet: raw clone(2) threads, not yet tried under qemu"
   "http_slowloris: not wired yet: new with the header bound, not yet built for qemu or tried there"
   "http_emfile: not wired yet: new with the server's own accept, not yet built for qemu or tried there"
-  "install_consumers.sh: checks the build system, not the target"
+  "dist.sh: checks the tarball and the build system, not the target"
   "abi.sh: checks the symbol tables that the same sources and maps give on x86-64, with the host's compiler and nm"
   "census_blocked: not wired yet: its blocked-thread walks read code with process_vm_readv, which qemu lacks (ENOSYS)"
   "wrapper_frames.sh: not wired (starts test/wrapper_frames and the demo, reads their profiles with the host's go tool pprof)"
