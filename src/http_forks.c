@@ -74,32 +74,10 @@ void http_forks_serving(const char *addr)
 
 void http_forks_stopping(void) { http_relay_close(); }
 
-/* The title the program gives process pid, as ps shows it: its
- * /proc/PID/cmdline (PostgreSQL's "postgres: user db [local] idle",
- * nginx's "nginx: worker process"), NULs as spaces; its name when it has
- * none. */
-static void title_of(pid_t pid, const char *comm, char *title, size_t size)
-{
-    char path[32];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    ssize_t n = procfile_read(AT_FDCWD, path, title, size);
-    if (n > 0 && (size_t)n >= size)
-        n = (ssize_t)size - 1;
-    while (n > 0 && (title[n - 1] == '\0' || title[n - 1] == ' '))
-        n--;
-    for (ssize_t i = 0; i < n; i++)
-        if (title[i] == '\0')
-            title[i] = ' ';
-    if (n <= 0)
-        snprintf(title, size, "%s", comm);
-    else
-        title[n] = '\0';
-}
-
 /* A worker's own title, for the lines it writes on stderr. */
 static const char *own_title(char *buf, size_t size)
 {
-    title_of(getpid(), warn_program_name(), buf, size);
+    procfile_title(getpid(), warn_program_name(), buf, size);
     return buf;
 }
 
@@ -307,7 +285,7 @@ static void each_worker(void (*fn)(const worker_row *, void *), void *arg)
         worker_row row = {.slot = w, .pid = pid};
         if (!path_to(table, pid, row.path, sizeof row.path))
             continue;
-        title_of(pid, w->comm, row.title, sizeof row.title);
+        procfile_title(pid, w->comm, row.title, sizeof row.title);
         fn(&row, arg);
     }
 }

@@ -37,6 +37,7 @@
 #include "cpprof.h"
 #include "forkwake.h"
 #include "own.h"
+#include "procfile.h"
 #include "util.h"
 #include "warn.h"
 
@@ -109,11 +110,13 @@ static void woken(int what)
     if (what & FORKWAKE_ADOPT) {
         forkwake_disarm(false);
         if (http_zero_listen(held_addr) == 0) {
+            char title[128];
+            procfile_title(getpid(), warn_program_name(), title,
+                           sizeof title);
             forkwake_disarm(true);
             warn_stderr("cpprof: pid %d (%s) was forked by pid %d, which "
                         "has exited, so it serves %s in its place\n",
-                        (int)getpid(), warn_program_name(), (int)parent,
-                        held_addr);
+                        (int)getpid(), title, (int)parent, held_addr);
             what &= ~FORKWAKE_START;
         } else {
             forkwake_rearm();
@@ -130,9 +133,13 @@ static void nothing(void) {}
 
 static void forget_after_fork(void)
 {
-    if (atomic_load(&handed) || !in_family)
+    if (!in_family)
         return;
-    if (held_fd >= 0)
+    /* Handed to the server, the listener keeps its number (it is high
+     * already); a fork before the server's own handlers replace these is
+     * still a worker, and its copy is closed as http.c's would.  Unless
+     * the number names something else now (a failed start closed it). */
+    if (held_fd >= 0 && still_ours(held_fd))
         close(held_fd);
     held_fd = -1;
     worker_of = holder;
@@ -145,12 +152,17 @@ static void forget_after_fork(void)
     }
 }
 
+/* upper.c's, in libcpprof.so only: elsewhere the server is linked in. */
+bool upper_present(void) __attribute__((weak));
+
 int http_zero_listen(const char *addr)
 {
     struct sockaddr_storage ss;
     socklen_t len;
     if (cfg_server_refused() >= 0)
         return CPPROF_EREFUSED;
+    if (upper_present != NULL && !upper_present())
+        return CPPROF_EUPPER;
     int rc = addr_parse(addr, &ss, &len);
     if (rc == 0)
         rc = cfg_server_address_allowed(&ss);

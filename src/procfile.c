@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -130,3 +131,22 @@ bool procfile_blocks_signal(const char *status, int signo)
 /* Called by the upper layers (upper_calls.h). */
 UPPER_CALLS(procfile_read);
 UPPER_CALLS(procfile_status_value);
+
+void procfile_title(pid_t pid, const char *name, char *title, size_t size)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    ssize_t n = procfile_read(AT_FDCWD, path, title, size);
+    if (n > 0 && (size_t)n >= size)
+        n = (ssize_t)size - 1;
+    while (n > 0 && (title[n - 1] == '\0' || title[n - 1] == ' '))
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (title[i] == '\0')
+            title[i] = ' ';
+    if (n <= 0)
+        snprintf(title, size, "%s", name);
+    else
+        title[n] = '\0';
+}
+UPPER_CALLS(procfile_title);

@@ -29,6 +29,12 @@ const char *procfile_status_field(const char *status, const char *key,
 ssize_t procfile_status_value(int dirfd, const char *path, const char *key,
                               char *out, size_t cap);
 
+/* The title process pid gives itself, as ps shows it: its
+ * /proc/PID/cmdline (PostgreSQL's "postgres: user db [local] idle",
+ * nginx's "nginx: worker process"), NULs as spaces, cut to size; `name`
+ * when it has none. */
+void procfile_title(pid_t pid, const char *name, char *title, size_t size);
+
 /* Whether a status file's text says signal signo is blocked (SigBlk). */
 bool procfile_blocks_signal(const char *status, int signo);
 

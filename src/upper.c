@@ -108,33 +108,20 @@ static int own_tree_first(void)
     return 0;
 }
 
-static void *open_first(char *path, size_t size)
+/* The first place's object with its file checked (upper_check.c): its
+ * descriptor, its path in path; or -1, said on stderr. */
+static int find_checked(char *path, size_t size)
 {
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         if (!beside_library(places[i], path, size) || access(path, F_OK) != 0)
             continue;
         char why[256];
         int fd = upper_open_checked(path, why, sizeof why);
-        if (fd < 0) {
+        if (fd < 0)
             warn_stderr("cpprof: %s %s: not used; no HTTP server, CPU "
                         "profile or symbolization in this process\n",
                         path, why);
-            return NULL;
-        }
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE |
-                                   own_tree_first());
-        const char *error = h == NULL ? dlerror() : NULL;
-        bool checked = upper_is_checked_file(fd, path);
-        close(fd);
-        if (h == NULL)
-            warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
-                        "profile or symbolization in this process\n",
-                        path, error);
-        else if (!checked)
-            warn_stderr("cpprof: %s was replaced while it was loaded: not "
-                        "used; no HTTP server, CPU profile or symbolization "
-                        "in this process\n", path);
-        return checked ? h : NULL;
+        return fd;
     }
     if (beside_library(places[0], path, size))
         warn_stderr("cpprof: %s is missing (cpprof is not installed whole); "
@@ -144,7 +131,28 @@ static void *open_first(char *path, size_t size)
         warn_stderr("cpprof: libcpprof.so's directory, where "
                     "libcpprof-upper.so is looked for, is unknown; no HTTP "
                     "server, CPU profile or symbolization in this process\n");
-    return NULL;
+    return -1;
+}
+
+static void *open_first(char *path, size_t size)
+{
+    int fd = find_checked(path, size);
+    if (fd < 0)
+        return NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE |
+                               own_tree_first());
+    const char *error = h == NULL ? dlerror() : NULL;
+    bool checked = upper_is_checked_file(fd, path);
+    close(fd);
+    if (h == NULL)
+        warn_stderr("cpprof: cannot load %s: %s; no HTTP server, CPU "
+                    "profile or symbolization in this process\n",
+                    path, error);
+    else if (!checked)
+        warn_stderr("cpprof: %s was replaced while it was loaded: not "
+                    "used; no HTTP server, CPU profile or symbolization "
+                    "in this process\n", path);
+    return checked ? h : NULL;
 }
 
 /* Runs once (load_once), on the thread of the first call that needs the
@@ -169,6 +177,20 @@ static void load(void)
             e->note_unisolated(unisolated);
         entry = e;
     }
+}
+
+static void never_loaded(void) {}
+
+bool upper_present(void)
+{
+    static char path[PATH_MAX];
+    int fd = find_checked(path, sizeof path);
+    if (fd < 0) {
+        pthread_once(&load_once, never_loaded); /* said once, here */
+        return false;
+    }
+    close(fd);
+    return true;
 }
 
 const struct upper_entry *upper_load(void)

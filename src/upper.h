@@ -60,6 +60,12 @@ struct upper_entry {
  * a signal handler or a fork child's handlers. */
 const struct upper_entry *upper_load(void);
 
+/* Whether the upper object is there and its file passes the checks
+ * upper_load makes before it maps it, without loading it (zero-code mode
+ * says at load what it could not serve with); when not, said on stderr
+ * once, and upper_load answers NULL without a word. */
+bool upper_present(void);
+
 /* The note in which libcpprof-upper.so records the build ID (as hex
  * text) of the libcpprof.so it was linked against (http_upper_entry.c),
  * which upper_check.c compares with its own before mapping the file. */

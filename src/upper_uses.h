@@ -68,6 +68,7 @@
 #define own_work_leave cpprof__own_work_leave
 #define procfile_read cpprof__procfile_read
 #define procfile_status_value cpprof__procfile_status_value
+#define procfile_title cpprof__procfile_title
 #define procmaps_check cpprof__procmaps_check
 #define procmaps_foreach cpprof__procmaps_foreach
 #define procmaps_path_is cpprof__procmaps_path_is

@@ -65,6 +65,7 @@ launch() {
     for attempt in 1 2 3 4 5 6 7 8; do
         end_family
         : >"$pidfile"
+        rm -f "$pidfile.fork" # asked for by one run only
         random_port
         base=http://127.0.0.1:$port/debug/pprof
         env LD_PRELOAD="$PRELOAD" CPPROF_HTTP=127.0.0.1:$port \
