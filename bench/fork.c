@@ -6,11 +6,13 @@
  * this per connection.  The program is not linked with cpprof: it runs
  * itself again (exec) for each measurement, without the library, with
  * libcpprof.so in LD_PRELOAD and no server, preloaded serving
- * (CPPROF_HTTP=127.0.0.1:0), and serving with CPPROF_HTTP_FORKS=0
- * ("serving-noforks": the children start nothing, as in the design of
- * pre-fork workers that start their part only when asked, so what is left
- * is the parent's side and what a child pays for the server's threads,
- * libraries and mappings), so that what is timed is the real binary and
+ * (CPPROF_HTTP=127.0.0.1:0: zero-code mode holds the address and loads
+ * the server at its first client, each child an armed worker), the same
+ * with CPPROF_HTTP_FORKS=0 ("serving-noforks": children are no workers),
+ * and serving once the process asked its own server for its index
+ * ("asked": the server loaded and its threads running, so what is timed
+ * is what a child pays for the server's threads, libraries and mappings),
+ * so that what is timed is the real binary and
  * the preload, never a libtool wrapper script.  The child does nothing
  * but exit, by exit(0) (atexit handlers and every library's destructors)
  * or by _exit(0) (neither), which separates what the child's exit costs
@@ -43,7 +45,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,9 +58,9 @@
 #define LIBCPPROF_SO ".libs/libcpprof.so"
 #endif
 
-enum { MODES = 4, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
+enum { MODES = 5, EXITS = 2, FIGURES = 6, MAX_REPEATS = 101 };
 static const char *const mode_names[MODES] = {"none", "preloaded", "serving",
-                                              "serving-noforks"};
+                                              "serving-noforks", "asked"};
 static const char *const exit_names[EXITS] = {"exit", "_exit"};
 
 /* What one measurement reports (the runner writes them in this order). */
@@ -120,9 +126,52 @@ static void fork_exit_wait(int by_exit)
     }
 }
 
+/* The port of this process's listening TCP socket (zero-code mode's), or
+ * -1. */
+static int own_listener_port(void)
+{
+    for (int fd = 3; fd < 1100; fd++) {
+        struct sockaddr_in a;
+        socklen_t len = sizeof a;
+        int listening = 0;
+        socklen_t olen = sizeof listening;
+        if (getsockname(fd, (struct sockaddr *)&a, &len) == 0 &&
+            a.sin_family == AF_INET &&
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &olen) ==
+                0 &&
+            listening)
+            return ntohs(a.sin_port);
+    }
+    return -1;
+}
+
+/* Asks this process's own server for its index, so that the server has
+ * loaded and started (zero-code mode loads it at the first client). */
+static void ask_own_server(void)
+{
+    int port = own_listener_port();
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    static const char get[] = "GET /debug/pprof/ HTTP/1.0\r\n\r\n";
+    char buf[4096];
+    if (port < 0 || fd < 0 ||
+        connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        write(fd, get, sizeof get - 1) != (ssize_t)sizeof get - 1) {
+        fprintf(stderr, "fork: cannot ask the server (port %d)\n", port);
+        exit(1);
+    }
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    close(fd);
+}
+
 /* The measured side, in the process the driver exec'd. */
 static int run(int rounds, int by_exit)
 {
+    if (getenv("FORK_BENCH_ASK") != NULL)
+        ask_own_server();
     for (int i = 0; i < rounds / 10; i++) /* warm: lazy binding, page cache */
         fork_exit_wait(by_exit);
     double parent0 = cpu_us(RUSAGE_SELF), child0 = cpu_us(RUSAGE_CHILDREN);
@@ -165,6 +214,10 @@ static int measure(const char *self, const char *lib, int mode, int by_exit,
             setenv("CPPROF_HTTP_FORKS", "0", 1);
         else
             unsetenv("CPPROF_HTTP_FORKS");
+        if (mode == 4)
+            setenv("FORK_BENCH_ASK", "1", 1);
+        else
+            unsetenv("FORK_BENCH_ASK");
         char n[24];
         snprintf(n, sizeof n, "%d", rounds);
         execl(self, self, "--run", n, exit_names[!by_exit], (char *)NULL);
