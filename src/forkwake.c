@@ -157,8 +157,19 @@ static void on_wake_signal(int signo, siginfo_t *si, void *uc)
 int forkwake_prepare(const char **why)
 {
     wake_signo = (int)cfg_int(CFG_WORKER_SIGNAL);
+    static const cfg_id others[] = {CFG_CPU_SIGNAL, CFG_CENSUS_SIGNAL,
+                                    CFG_ACCOUNTING_SIGNAL};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        if (cfg_int(others[i]) == wake_signo) {
+            wake_signo = 0;
+            *why = "the worker signal is also another of cpprof's "
+                   "(cpu_signal, census_signal or accounting_signal): set "
+                   "CPPROF_WORKER_SIGNAL to another";
+            return CPPROF_ESIGTAKEN;
+        }
     int rc = signal_claim_check(wake_signo, on_wake_signal);
     if (rc < 0) {
+        wake_signo = 0; /* nothing is armed: forkwake_arm does nothing */
         *why = rc == CPPROF_ESIGTAKEN
                    ? "the program has a handler of its own on the worker "
                      "signal (set CPPROF_WORKER_SIGNAL to one it leaves "
@@ -171,8 +182,10 @@ int forkwake_prepare(const char **why)
         sa.sa_sigaction = on_wake_signal;
         sigemptyset(&sa.sa_mask);
         if (sigaction(wake_signo, &sa, NULL) != 0) {
+            int err = -errno;
+            wake_signo = 0;
             *why = "the worker signal cannot be installed";
-            return -errno;
+            return err;
         }
     }
     if (secret[0] == '\0') {
@@ -189,6 +202,7 @@ int forkwake_prepare(const char **why)
                        PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
                        0);
         if (p == MAP_FAILED) {
+            wake_signo = 0;
             *why = "no memory for the family's table of workers";
             return -ENOMEM;
         }
@@ -251,6 +265,10 @@ UPPER_CALLS(forkwake_mark_serving);
 
 void forkwake_arm(pid_t parent, void (*start)(int what))
 {
+    if (wake_signo <= 0) { /* forkwake_prepare declined: no worker */
+        forkwake_forget_after_fork();
+        return;
+    }
     own_tid = 0;
     my_slot = -1; /* the parent's entry, not this process's */
     atomic_store(&requested, 0);

@@ -38,9 +38,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -70,6 +72,26 @@ static unsigned waiting_max;
 static unsigned pending;   /* handed to libmicrohttpd, not yet started */
 static long long last_added_ms;
 static long long last_closed_ms;
+/* Accepted and handed to libmicrohttpd, not yet started (a fork's child
+ * closes them as it does the started ones): fd + 1, 0 when free. */
+enum { HANDED_MAX = 8 };
+static _Atomic int handed_fds[HANDED_MAX];
+static ino_t handed_inos[HANDED_MAX]; /* which socket: libmicrohttpd may
+                                         have closed the number since */
+
+static void note_handed(int fd, bool add)
+{
+    struct stat st;
+    for (int i = 0; i < HANDED_MAX; i++) {
+        int expected = add ? 0 : fd + 1;
+        if (atomic_compare_exchange_strong(&handed_fds[i], &expected,
+                                           add ? fd + 1 : 0)) {
+            if (add)
+                handed_inos[i] = fstat(fd, &st) == 0 ? st.st_ino : 0;
+            return;
+        }
+    }
+}
 static long long header_ms;
 
 int http_conns_open(unsigned max, unsigned header_seconds)
@@ -109,6 +131,12 @@ void http_conns_forget_after_fork(void)
     for (unsigned i = 0; i < n_slots; i++)
         if (slots[i].conn != NULL)
             close(slots[i].fd);
+    for (int i = 0; i < HANDED_MAX; i++) {
+        int fd = atomic_exchange(&handed_fds[i], 0) - 1;
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == handed_inos[i])
+            close(fd);
+    }
     conns_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
     n_slots = 0;
 }
@@ -165,6 +193,7 @@ static void started(struct MHD_Connection *conn)
         pending--;
     if (info == NULL)
         return;
+    note_handed(info->connect_fd, false);
     if (s == NULL) { /* more than the limit: cannot happen, but never track
                         what cannot be shut */
         shutdown(info->connect_fd, SHUT_RDWR);
@@ -285,7 +314,9 @@ int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
     pending++;
     last_added_ms = http_now_ms();
     pthread_mutex_unlock(&conns_lock);
+    note_handed(fd, true);
     if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
+        note_handed(fd, false);
         pthread_mutex_lock(&conns_lock); /* it closed fd */
         if (pending > 0)
             pending--;

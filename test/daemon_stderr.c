@@ -2,14 +2,15 @@
  * daemon_stderr -- a daemon that has never heard of cpprof and closes every
  * descriptor, 0-2 included, then opens its three data files, which get 0,
  * 1 and 2, for test/daemon_stderr.sh.  Run with cpprof
- * preloaded serving (zero-code mode), whose server loses its listening
- * socket in the close: cpprof's watch thread notices within 100 ms, stops
- * the server, says so on stderr, and ends.  That notice used to land in
- * the third data file.
+ * preloaded serving (zero-code mode), which loses its listening socket in
+ * the close: cpprof's thread that holds it until the first client
+ * (cpprof-listen, http_zerolisten.c) notices within a second, says so on
+ * stderr, and ends.  That notice (then the watch thread's) used to land
+ * in the third data file.
  *
- * Once cpprof's watch thread has named itself (the server runs), it
- * writes "data file N\n" into file N, waits (at most 60 s) until no
- * thread named cpprof-watch is left, which is after the notice was
+ * Once cpprof's listening thread has named itself (the address is held),
+ * it writes "data file N\n" into file N, waits (at most 60 s) until no
+ * thread named cpprof-listen is left, which is after the notice was
  * written, and exits 0; or, with "abort" as a fourth argument, calls
  * abort() then, for cpprof's crash handler (CPPROF_CRASH_HANDLER=1) to
  * write its traceback.  With its descriptors gone it has no stderr: a
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: daemon_stderr FILE0 FILE1 FILE2 [abort]\n");
         return 2;
     }
-    if (!await_thread("cpprof-watch", true))
+    if (!await_thread("cpprof-listen", true))
         return NO_WATCH_THREAD;
     if (close_range(0, ~0U, 0) != 0)
         return CLOSE_FAILED;
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
             write(i, data, (size_t)len) != len)
             return NOT_STD_NUMBERS;
     }
-    if (!await_thread("cpprof-watch", false))
+    if (!await_thread("cpprof-listen", false))
         return WATCH_STAYED;
     if (argc == 5)
         abort();

@@ -3,10 +3,11 @@
 # test/daemon_stderr, run in zero-code mode
 # (LD_PRELOAD=libcpprof.so CPPROF_HTTP=...), closes every descriptor with
 # close_range(0, ~0U, 0) and opens three data files, which get 0, 1 and 2;
-# the server's listening socket went in the close, and cpprof's watch
-# thread noticed, stopped the server and wrote its notice to descriptor 2:
+# the server's listening socket went in the close, and cpprof's thread
+# that holds it until the first client (cpprof-listen) noticed and wrote
+# its notice to descriptor 2:
 # into the daemon's third file.  The program writes one line into each
-# file and waits until the watch thread has ended (after its notice);
+# file and waits until that thread has ended (after its notice);
 # each file must then hold exactly the daemon's line.  The same with the
 # crash handler on (CPPROF_CRASH_HANDLER=1) and the daemon calling abort()
 # after that: its traceback must not land in the file either.
@@ -28,10 +29,10 @@ run_daemon() {
     status=$?
     case $status in
     "$want") ;;
-    3) fail "no cpprof-watch thread within 60 s: the server did not start: $(cat "$tmp/err")" ;;
+    3) fail "no cpprof-listen thread within 60 s: the address was not held: $(cat "$tmp/err")" ;;
     4) fail "close_range failed" ;;
     5) fail "a data file did not get descriptor 0, 1 or 2" ;;
-    6) fail "cpprof's watch thread did not end within 60 s" ;;
+    6) fail "cpprof's listening thread did not end within 60 s" ;;
     *) fail "the daemon exited with status $status (not $want): $(cat "$tmp/err")" ;;
     esac
 }
