@@ -118,6 +118,16 @@ for i in 1 2 3 4 5 6 7 8; do
         >/dev/null 2>>"$tmp/psql.err" &
 done
 await_listed cpprof_idle 8
+# A backend names itself "startup" until its client is in, then "idle":
+# the index read once all are idle.
+for tick in $(seq 300); do
+    curl -s --max-time 2 "$base/?format=json" >"$tmp/index.json"
+    jq -e '[.forked_processes[] | select(.title | endswith("startup"))]
+           | length == 0' "$tmp/index.json" >/dev/null &&
+        [ "$(jq '[.forked_processes[] | select(.title | endswith("idle"))] | length' "$tmp/index.json")" -ge 8 ] &&
+        break
+    sleep 0.1
+done
 for pid in $want; do
     costs_nothing "$pid" "$postmaster" ||
         fail "idle backend: $(worker_cost "$pid" "$postmaster")"
