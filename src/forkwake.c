@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atfork.h"
 #include "config.h"
 #include "cpprof.h"
 #include "interpose.h"
@@ -91,16 +92,16 @@ UPPER_CALLS(forkwake_secret);
 
 /* This process as a worker: who forked it (0: not armed), when, what to
  * start, its slot. */
-static _Atomic pid_t armed_parent;
-static pid_t worker_parent; /* kept while the part runs, for rearm */
-static int64_t armed_at_ns;
-static void (*start_part)(int what);
-static int my_slot = -1;
+static _Atomic pid_t armed_parent ATFORK_HELD;
+static pid_t worker_parent ATFORK_HELD; /* kept while the part runs */
+static int64_t armed_at_ns ATFORK_HELD;
+static void (*start_part)(int what) ATFORK_HELD;
+static int my_slot ATFORK_HELD = -1;
 /* FORKWAKE_START / _ADOPT asked and not yet acted on. */
-static atomic_int requested;
+static atomic_int requested ATFORK_HELD;
 /* A thread of this process in an interposed wait (any one will do), and
  * per thread: in one now, and whether the wake's handler ran during it. */
-static _Atomic pid_t waiting_tid;
+static _Atomic pid_t waiting_tid ATFORK_HELD;
 static __thread int in_wait __attribute__((tls_model("initial-exec")));
 static __thread int woken __attribute__((tls_model("initial-exec")));
 /* The thread's id, read once: a wait asks it twice.  The fork handlers
@@ -218,7 +219,7 @@ UPPER_CALLS(forkwake_prepare);
  * its pid picks, so that a fork touches one page of the table, not all of
  * them.  A stale entry with its pid met on the way (a process that exited
  * without a word, whose pid came back) is taken over. */
-static void list_self(pid_t parent)
+ATFORK_CHILD static void list_self(pid_t parent)
 {
     if (table == NULL)
         return;
@@ -263,7 +264,7 @@ UPPER_CALLS(forkwake_mark_serving);
 
 /* ---- Arming ------------------------------------------------------------ */
 
-void forkwake_arm(pid_t parent, void (*start)(int what))
+ATFORK_CHILD void forkwake_arm(pid_t parent, void (*start)(int what))
 {
     if (wake_signo <= 0) { /* forkwake_prepare declined: no worker */
         forkwake_forget_after_fork();
@@ -299,7 +300,7 @@ void forkwake_disarm(bool unlist)
 }
 UPPER_CALLS(forkwake_disarm);
 
-void forkwake_forget_after_fork(void)
+ATFORK_CHILD void forkwake_forget_after_fork(void)
 {
     own_tid = 0;
     atomic_store(&armed_parent, 0);

@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,8 +38,10 @@
 #include "config.h"
 #include "cpprof.h"
 #include "forkwake.h"
+#include "interpose.h"
 #include "own.h"
 #include "procfile.h"
+#include "thread.h"
 #include "util.h"
 #include "warn.h"
 
@@ -46,15 +50,16 @@ enum { CHECK_MS = 1000 }; /* how often the listener's identity is checked */
 /* Under the fork handlers' rule: set before the thread starts, read by the
  * child; the thread only reads them. */
 static char held_addr[96];
-static int held_fd = -1;
-static dev_t held_dev;
-static ino_t held_ino;
-static pid_t holder;          /* this process, once in the family */
-static pid_t worker_of;       /* in a worker forked meanwhile: its parent */
+static int held_fd ATFORK_HELD = -1;
+static dev_t held_dev ATFORK_HELD;
+static ino_t held_ino ATFORK_HELD;
+static pid_t holder ATFORK_HELD; /* this process, once in the family */
+static pid_t worker_of ATFORK_HELD; /* in a worker forked meanwhile: its
+                                       parent */
 /* This process holds the address, or is a worker forked meanwhile: its
  * forks are workers (nginx's master, forked by the process started, forks
  * its workers before it takes that process's address). */
-static bool in_family;
+static bool in_family ATFORK_HELD;
 static _Atomic bool handed;   /* the server took the listener */
 
 bool http_zero_listen_possible(void)
@@ -64,7 +69,7 @@ bool http_zero_listen_possible(void)
 
 /* Whether fd still names the socket bound at load: a daemon that closes
  * every descriptor may have given its number to a file of its own. */
-static bool still_ours(int fd)
+ATFORK_CHILD static bool still_ours(int fd)
 {
     struct stat st;
     return fstat(fd, &st) == 0 && st.st_dev == held_dev &&
@@ -75,7 +80,8 @@ static bool still_ours(int fd)
 static void *wait_for_client(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "cpprof-listen");
+    prctl(PR_SET_NAME, "cpprof-listen"); /* not the interposed call: it
+                                            allocates */
     for (;;) {
         struct pollfd p = {.fd = held_fd, .events = POLLIN};
         int ready = poll(&p, 1, CHECK_MS);
@@ -92,6 +98,7 @@ static void *wait_for_client(void *arg)
     }
     atomic_store(&handed, true);
     own_work_enter();
+    thread_label_internal("http"); /* cpprof's, now that it allocates */
     int rc = http_start_listening(held_addr, held_fd);
     own_work_leave();
     if (rc < 0)
@@ -99,6 +106,35 @@ static void *wait_for_client(void *arg)
                     held_addr, cpprof_strerror(rc), (int)getpid(),
                     warn_program_name());
     return NULL;
+}
+
+/* The waiting thread, made by the C library's pthread_create itself, with
+ * every signal blocked: not through cpprof's interposer, whose start
+ * wrapper gives a thread its registry entry and labels, allocations that
+ * would give it a malloc arena of its own.  glibc's fork handlers lock
+ * and unlock every arena, in the parent and in the child, so an arena
+ * costs each fork a page copied on either side (bench/fork).  Until the
+ * first client the thread allocates nothing; then it takes its label and
+ * is cpprof's like any other. */
+static int start_waiting_thread(void)
+{
+    static void *next_create;
+    int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                  void *) =
+        (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                 void *))interpose_next(&next_create, "pthread_create");
+    if (create == NULL)
+        return -ENOSYS;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = create(&t, NULL, wait_for_client, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -rc;
+    pthread_detach(t);
+    return 0;
 }
 
 /* A worker forked before the server loaded, woken (forkwake.c): what the
@@ -131,7 +167,7 @@ static void woken(int what)
  * replace these, do it).  Async-signal-safe: close and stores. */
 static void nothing(void) {}
 
-static void forget_after_fork(void)
+ATFORK_CHILD static void forget_after_fork(void)
 {
     if (!in_family)
         return;
@@ -192,15 +228,11 @@ int http_zero_listen(const char *addr)
     static const atfork_handlers on_fork = {nothing, nothing,
                                             forget_after_fork};
     atfork_add(ATFORK_HTTP, &on_fork);
-    own_work_enter();
-    pthread_t t;
-    rc = -pthread_create(&t, NULL, wait_for_client, NULL);
-    own_work_leave();
+    rc = start_waiting_thread();
     if (rc < 0) {
         close(fd);
         held_fd = -1;
         return rc;
     }
-    pthread_detach(t);
     return 0;
 }
