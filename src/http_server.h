@@ -27,6 +27,7 @@
 #define CPPROF_HTTP_SERVER_H
 
 #include "http.h"
+#include "http_entry.h"
 
 #include <gnutls/abstract.h>
 #include <microhttpd.h>
@@ -167,16 +168,8 @@ bool http_watch_stopping(void);
 bool http_watch_lost(void);
 void http_watch_forget_after_fork(void);
 
-/* The lifecycle (http.c): starts the server on `addr` unless one runs;
- * `one_thread` when the process has no other thread (zero-code mode at
- * load), so that even libmicrohttpd's descriptors can be placed high.
- * http_refused_setting: the first server setting whose value was refused,
- * or -1. */
-int http_start(const char *addr, bool one_thread);
-/* The same on the listener fd zero-code mode bound at load, which it owns
- * from the call on (closed when the start fails). */
-int http_start_listening(const char *addr, int fd);
-int http_refused_setting(void);
+/* The lifecycle's entry points (http_start, http_start_listening,
+ * http_refused_setting) are in http_entry.h. */
 
 /* Called by upper.c (through the upper object's table) when it loaded
  * the upper object without RTLD_DEEPBIND, with why; the index says it. */
@@ -190,10 +183,6 @@ void http_note_unisolated(const char *why);
 void http_forks_serving(const char *addr);
 void http_forks_stopping(void);
 void http_forks_after_fork(bool was_serving);
-/* A worker forked while its parent's server had not loaded yet (zero-code
- * mode's listener held the address: http_zerolisten.c), woken: what
- * forkwake asked, with the parent and its address. */
-void http_forks_woken(pid_t parent, const char *addr, int what);
 
 /* A worker's part (http.c): its server, on the control connection to its
  * parent `parent` (0, CPPROF_ERUNNING, a negative code); started by

@@ -8,7 +8,7 @@
 #include "upper.h"
 
 #include "cpprof.h"
-#include "http_server.h"
+#include "http_entry.h"
 #include "trace.h"
 #include "util.h"
 

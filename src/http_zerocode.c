@@ -8,7 +8,7 @@
  */
 #define _GNU_SOURCE /* environ */
 #include "http_zerocode.h"
-#include "http_server.h"
+#include "http_entry.h"
 
 #include "atfork.h"
 #include "http_zerolisten.h"

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "http_zerolisten.h"
+#include "http_entry.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -17,10 +17,4 @@ bool http_zero_listen_possible(void);
  * (CPPROF_EREFUSED, CPPROF_EREMOTE, -EADDRINUSE...). */
 int http_zero_listen(const char *addr);
 
-/* The server's, called once a client came (http.c: on the listener fd,
- * which it then owns; http_forks.c: a worker forked meanwhile, woken),
- * through libcpprof-upper.so's table where the library is split. */
-int http_start_listening(const char *addr, int fd);
-void http_forks_woken(pid_t parent, const char *addr, int what);
-
 #endif

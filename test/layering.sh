@@ -1,9 +1,9 @@
 #!/bin/sh
 # layering.sh -- cpprof's modules include and call each other one way, in
 # the order docs/ARCHITECTURE.md's "Layers" section lists (test/layering.py
-# says how), and the collectors that run inside the program's malloc,
-# pthread_mutex_lock and pthread_create compile against no HTTP or TLS
-# header.  It reads the source and the library's objects, so the normal
+# says how), and no unit of libcpprof.so (the lower layers and the upper
+# object's forwarders, linked to the C library alone) compiles against a
+# libmicrohttpd or GnuTLS header: those are the upper object's.  It reads the source and the library's objects, so the normal
 # build runs it and the sanitized builds skip it (the same source).
 set -u
 : "${top_builddir:=.}" "${srcdir:=.}"
@@ -18,17 +18,26 @@ flags=$(MAKEFLAGS= MAKELEVEL= make -s --no-print-directory -C "$top_builddir" \
 print-flags: ; @echo $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(DEP_CFLAGS)
 MK
 ) || { echo "FAIL: cannot read the build's flags"; exit 1; }
-rc=0
-for f in heap contention threadcreate; do
+units=$(MAKEFLAGS= MAKELEVEL= make -s --no-print-directory -C "$top_builddir" \
+    -f Makefile -f - print-units <<'MK'
+print-units: ; @echo $(lower_sources) $(libcpprof_la_SOURCES)
+MK
+) || { echo "FAIL: cannot read libcpprof.so's units"; exit 1; }
+rc=0 n=0
+for f in $units; do
+    case $f in *.c) ;; *) continue ;; esac
+    n=$((n + 1))
+    # With the upper object's include paths too: a unit must not reach
+    # those headers even where the compiler would find them.
     headers=$(cd "$top_builddir" && eval gcc -std=gnu11 $flags -E -H \
-        "$srcdir/src/$f.c" 2>&1 >/dev/null | grep -E 'microhttpd|gnutls')
+        "$srcdir/$f" 2>&1 >/dev/null | grep -E 'microhttpd|gnutls')
     if [ -n "$headers" ]; then
-        echo "FAIL: src/$f.c compiles against $(echo "$headers" | head -n 3)"
+        echo "FAIL: $f, a unit of libcpprof.so, compiles against $(echo "$headers" | head -n 3)"
         rc=1
-    else
-        echo "src/$f.c: no libmicrohttpd or GnuTLS header"
     fi
 done
+[ "$n" -gt 40 ] || { echo "FAIL: only $n units of libcpprof.so found"; exit 1; }
+[ "$rc" = 1 ] || echo "libcpprof.so: none of its $n units sees a libmicrohttpd or GnuTLS header"
 # The lower layers' functions the upper ones call: the renames in
 # upper_uses.h and the aliases made where they are defined (UPPER_CALLS,
 # upper_calls.h) name the same functions.  A missing alias fails the link;
