@@ -514,16 +514,36 @@ __attribute__((constructor)) static void find_next_waits(void)
         return -1;                                                         \
     }
 
-EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int ms)
+/* epoll_wait in an armed worker: apart, so that the call outside one keeps
+ * no locals of this (a cancelled thread unwinds through it). */
+static __attribute__((noinline)) int epoll_wait_armed(epoll_wait_fn *next,
+    int epfd, struct epoll_event *ev, int max, int ms)
 {
-    NEXT(epoll_wait, "epoll_wait");
-    if (!armed())
-        return next(epfd, ev, max, ms);
     struct wait w;
     wait_begin(&w, ms * 1000000LL);
     int rc;
     do
         rc = next(epfd, ev, max, ms_left(&w, ms));
+    while (wait_again(rc));
+    return rc;
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int ms)
+{
+    NEXT(epoll_wait, "epoll_wait");
+    if (!armed())
+        return next(epfd, ev, max, ms);
+    return epoll_wait_armed(next, epfd, ev, max, ms);
+}
+
+static __attribute__((noinline)) int epoll_pwait_armed(epoll_pwait_fn *next,
+    int epfd, struct epoll_event *ev, int max, int ms, const sigset_t *mask)
+{
+    struct wait w;
+    wait_begin(&w, ms * 1000000LL);
+    int rc;
+    do
+        rc = next(epfd, ev, max, ms_left(&w, ms), mask);
     while (wait_again(rc));
     return rc;
 }
@@ -534,20 +554,12 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int ms,
     NEXT(epoll_pwait, "epoll_pwait");
     if (!armed())
         return next(epfd, ev, max, ms, mask);
-    struct wait w;
-    wait_begin(&w, ms * 1000000LL);
-    int rc;
-    do
-        rc = next(epfd, ev, max, ms_left(&w, ms), mask);
-    while (wait_again(rc));
-    return rc;
+    return epoll_pwait_armed(next, epfd, ev, max, ms, mask);
 }
 
-EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
+static __attribute__((noinline)) int poll_armed(poll_fn *next,
+    struct pollfd *fds, nfds_t n, int ms)
 {
-    NEXT(poll, "poll");
-    if (!armed())
-        return next(fds, n, ms);
     struct wait w;
     wait_begin(&w, ms * 1000000LL);
     int rc;
@@ -557,12 +569,17 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
     return rc;
 }
 
-EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
-                 const sigset_t *mask)
+EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
 {
-    NEXT(ppoll, "ppoll");
+    NEXT(poll, "poll");
     if (!armed())
-        return next(fds, n, t, mask);
+        return next(fds, n, ms);
+    return poll_armed(next, fds, n, ms);
+}
+
+static __attribute__((noinline)) int ppoll_armed(ppoll_fn *next,
+    struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
+{
     struct wait w;
     struct timespec room;
     wait_begin(&w, ts_ns(t));
@@ -573,13 +590,20 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
     return rc;
 }
 
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
+                 const sigset_t *mask)
+{
+    NEXT(ppoll, "ppoll");
+    if (!armed())
+        return next(fds, n, t, mask);
+    return ppoll_armed(next, fds, n, t, mask);
+}
+
 /* select: Linux writes the time left into *t itself, so a retry with t
  * waits what is left. */
-EXPORT int select(int n, fd_set *r, fd_set *wr, fd_set *x, struct timeval *t)
+static __attribute__((noinline)) int select_armed(select_fn *next,
+    int n, fd_set *r, fd_set *wr, fd_set *x, struct timeval *t)
 {
-    NEXT(select, "select");
-    if (!armed())
-        return next(n, r, wr, x, t);
     /* Linux leaves the sets as they were when it returns EINTR, so a retry
      * passes them as the program gave them. */
     struct wait w;
@@ -591,12 +615,17 @@ EXPORT int select(int n, fd_set *r, fd_set *wr, fd_set *x, struct timeval *t)
     return rc;
 }
 
-EXPORT int pselect(int n, fd_set *r, fd_set *wr, fd_set *x,
-                   const struct timespec *t, const sigset_t *mask)
+EXPORT int select(int n, fd_set *r, fd_set *wr, fd_set *x, struct timeval *t)
 {
-    NEXT(pselect, "pselect");
+    NEXT(select, "select");
     if (!armed())
-        return next(n, r, wr, x, t, mask);
+        return next(n, r, wr, x, t);
+    return select_armed(next, n, r, wr, x, t);
+}
+
+static __attribute__((noinline)) int pselect_armed(pselect_fn *next,
+    int n, fd_set *r, fd_set *wr, fd_set *x, const struct timespec *t, const sigset_t *mask)
+{
     struct wait w;
     struct timespec room;
     wait_begin(&w, ts_ns(t));
@@ -607,13 +636,20 @@ EXPORT int pselect(int n, fd_set *r, fd_set *wr, fd_set *x,
     return rc;
 }
 
+EXPORT int pselect(int n, fd_set *r, fd_set *wr, fd_set *x,
+                   const struct timespec *t, const sigset_t *mask)
+{
+    NEXT(pselect, "pselect");
+    if (!armed())
+        return next(n, r, wr, x, t, mask);
+    return pselect_armed(next, n, r, wr, x, t, mask);
+}
+
 /* sigsuspend returns only with EINTR: after the wake alone it suspends
  * again, as if the wake had not come. */
-EXPORT int sigsuspend(const sigset_t *mask)
+static __attribute__((noinline)) int sigsuspend_armed(sigsuspend_fn *next,
+    const sigset_t *mask)
 {
-    NEXT(sigsuspend, "sigsuspend");
-    if (!armed())
-        return next(mask);
     struct wait w;
     wait_begin(&w, -1);
     int rc;
@@ -623,13 +659,19 @@ EXPORT int sigsuspend(const sigset_t *mask)
     return rc;
 }
 
+EXPORT int sigsuspend(const sigset_t *mask)
+{
+    NEXT(sigsuspend, "sigsuspend");
+    if (!armed())
+        return next(mask);
+    return sigsuspend_armed(next, mask);
+}
+
 /* The sleeps: a worker that idles by sleeping is reached as one that
  * polls, and the wake never shortens its sleep. */
-EXPORT int nanosleep(const struct timespec *t, struct timespec *rem)
+static __attribute__((noinline)) int nanosleep_armed(nanosleep_fn *next,
+    const struct timespec *t, struct timespec *rem)
 {
-    NEXT(nanosleep, "nanosleep");
-    if (!armed())
-        return next(t, rem);
     struct wait w;
     struct timespec room;
     wait_begin(&w, ts_ns(t));
@@ -640,17 +682,19 @@ EXPORT int nanosleep(const struct timespec *t, struct timespec *rem)
     return rc;
 }
 
+EXPORT int nanosleep(const struct timespec *t, struct timespec *rem)
+{
+    NEXT(nanosleep, "nanosleep");
+    if (!armed())
+        return next(t, rem);
+    return nanosleep_armed(next, t, rem);
+}
+
 /* Returns the error rather than setting errno; an absolute time is slept
  * to again as it is. */
-EXPORT int clock_nanosleep(clockid_t clock, int flags,
-                           const struct timespec *t, struct timespec *rem)
+static __attribute__((noinline)) int clock_nanosleep_armed(clock_nanosleep_fn *next,
+    clockid_t clock, int flags, const struct timespec *t, struct timespec *rem)
 {
-    clock_nanosleep_fn *next = (clock_nanosleep_fn *)interpose_next(
-        &next_clock_nanosleep, "clock_nanosleep");
-    if (next == NULL)
-        return ENOSYS;
-    if (!armed())
-        return next(clock, flags, t, rem);
     bool absolute = flags & TIMER_ABSTIME;
     struct wait w;
     struct timespec room;
@@ -662,11 +706,21 @@ EXPORT int clock_nanosleep(clockid_t clock, int flags,
     return rc;
 }
 
-EXPORT int usleep(useconds_t us)
+EXPORT int clock_nanosleep(clockid_t clock, int flags,
+                           const struct timespec *t, struct timespec *rem)
 {
-    NEXT(usleep, "usleep");
+    clock_nanosleep_fn *next = (clock_nanosleep_fn *)interpose_next(
+        &next_clock_nanosleep, "clock_nanosleep");
+    if (next == NULL)
+        return ENOSYS;
     if (!armed())
-        return next(us);
+        return next(clock, flags, t, rem);
+    return clock_nanosleep_armed(next, clock, flags, t, rem);
+}
+
+static __attribute__((noinline)) int usleep_armed(usleep_fn *next,
+    useconds_t us)
+{
     struct wait w;
     wait_begin(&w, us * 1000LL);
     int rc;
@@ -677,15 +731,19 @@ EXPORT int usleep(useconds_t us)
     return rc;
 }
 
+EXPORT int usleep(useconds_t us)
+{
+    NEXT(usleep, "usleep");
+    if (!armed())
+        return next(us);
+    return usleep_armed(next, us);
+}
+
 /* sleep answers the seconds not slept: after the wake alone, it sleeps
  * what is left. */
-EXPORT unsigned sleep(unsigned seconds)
+static __attribute__((noinline)) unsigned sleep_armed(sleep_fn *next,
+    unsigned seconds)
 {
-    sleep_fn *next = (sleep_fn *)interpose_next(&next_sleep, "sleep");
-    if (next == NULL)
-        return seconds;
-    if (!armed())
-        return next(seconds);
     struct wait w;
     wait_begin(&w, seconds * 1000000000LL);
     unsigned left;
@@ -696,11 +754,18 @@ EXPORT unsigned sleep(unsigned seconds)
     return left;
 }
 
-EXPORT int pause(void)
+EXPORT unsigned sleep(unsigned seconds)
 {
-    NEXT(pause, "pause");
+    sleep_fn *next = (sleep_fn *)interpose_next(&next_sleep, "sleep");
+    if (next == NULL)
+        return seconds;
     if (!armed())
-        return next();
+        return next(seconds);
+    return sleep_armed(next, seconds);
+}
+
+static __attribute__((noinline)) int pause_armed(pause_fn *next)
+{
     struct wait w;
     wait_begin(&w, -1);
     int rc;
@@ -708,4 +773,12 @@ EXPORT int pause(void)
         rc = next();
     while (wait_again(rc));
     return rc;
+}
+
+EXPORT int pause(void)
+{
+    NEXT(pause, "pause");
+    if (!armed())
+        return next();
+    return pause_armed(next);
 }
