@@ -103,8 +103,9 @@ int http_port(void);
  * "parent", "name", "title", "state", "url"}. */
 void http_forks_put_html(FILE *f);
 struct json_t *http_forks_json(void);
-/* Why this process's forks will not serve ("forks do not serve: ..."), or
- * NULL where they would (or CPPROF_HTTP_FORKS=0 says they need not). */
+/* Why this process's forks are not workers (the worker signal is taken,
+ * the relay socket cannot be made), or NULL where they are (or
+ * CPPROF_HTTP_FORKS=0 says they need not be). */
 const char *http_forks_declined(void);
 
 /* Why the server's libraries look names up in the program before their
