@@ -20,7 +20,7 @@
  * its weight (the timer's overrun counts the periods it waited) but goes
  * to the code the handler interrupted; the census treats a thread that
  * stays in such a handler as any thread that blocks its signal
- * (census.c: given up on, bounded).
+ * (census_signal.c: given up on, bounded).
  *
  * Two ways in.  The interposed sigaction (siginterpose.c) adds them to
  * each SA_ONSTACK action the program installs, from load on: a handler
