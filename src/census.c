@@ -88,7 +88,9 @@
  * outside; census_maps.c refreshes the unwinder's table before a thread
  * is signalled; census_signal.c is the round: the running threads'
  * timers, the handler and the wait for its answers; census_tasks.c reads
- * and marks the parked tasks; census_crew.c is the helper threads.
+ * and marks the parked tasks; census_crew.c is the helper threads;
+ * census_leak.c finds the threads that cannot run again, from glibc's
+ * locks as census_locks.c reads them.
  */
 #define _GNU_SOURCE
 #include "census_int.h"
@@ -175,7 +177,7 @@ static void collect_labels(pid_t tid, const char *name,
 
 /* Gives every thread the registry's label set for its tid, reading the
  * registry once. */
-static int attach_labels(census *c)
+int census_attach_labels(census *c)
 {
     struct label_index ix = {0};
     registry_foreach(collect_labels, &ix);
@@ -436,7 +438,7 @@ static int collect_stacks(struct pass *p, long timeout_ms)
     census *c = p->c;
     int rc = list_while_reading(p);
     if (rc == 0)
-        rc = attach_labels(c); /* while the helpers read */
+        rc = census_attach_labels(c); /* while the helpers read */
     if (rc == 0 && !(p->r = census_round_new(c->n)))
         rc = -ENOMEM;
     if (rc) {
@@ -538,17 +540,24 @@ ATFORK_CHILD static void census_child(void)
     atfork_mutex_release(&census_mu);
 }
 
+void census_enter(void)
+{
+    static const atfork_handlers on_fork = {census_lock, census_unlock,
+                                            census_child};
+    atfork_add(ATFORK_CENSUS, &on_fork);
+    pthread_mutex_lock(&census_mu);
+}
+
+void census_leave(void) { pthread_mutex_unlock(&census_mu); }
+
 static int take(census *out, bool details)
 {
     if (!out)
         return -EINVAL;
     *out = (census){0};
-    static const atfork_handlers on_fork = {census_lock, census_unlock,
-                                            census_child};
-    atfork_add(ATFORK_CENSUS, &on_fork);
-    pthread_mutex_lock(&census_mu);
+    census_enter();
     int rc = take_locked(out, details);
-    pthread_mutex_unlock(&census_mu);
+    census_leave();
     return rc;
 }
 
@@ -577,7 +586,7 @@ int census_take_labels(census *out)
         rc = got;
     if (rc == 0) {
         sort_by_tid(out);
-        rc = attach_labels(out);
+        rc = census_attach_labels(out);
     }
     if (rc)
         census_release(out);

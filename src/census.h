@@ -59,6 +59,8 @@ typedef struct {
      * was walked from outside (up to the census's recheck interval
      * later): its stack and syscall are of that later moment. */
     bool walked_late;
+    /* census_take_leaked found that it cannot run again. */
+    bool leaked;
     uintptr_t pcs[STACK_MAX_FRAMES];
 } census_thread;
 
@@ -69,6 +71,14 @@ typedef struct {
  * for `go tool pprof -tags`, `-tagfocus pprof_task=parked`. */
 #define CENSUS_TASK_KEY "pprof_task"
 #define CENSUS_WAIT_KEY "pprof_wait"
+
+/* The labels census_take_leaked gives the threads it finds: the deadlock
+ * cycle a thread is in ("cycle 1"), or what it waits behind ("behind
+ * cycle 1", "behind exited thread 4242"); the lock word it sleeps on
+ * ("0x5581d2c0a040"), and that lock's owner (a tid). */
+#define CENSUS_LEAK_KEY "pprof_leak"
+#define CENSUS_LOCK_KEY "pprof_lock"
+#define CENSUS_LOCK_OWNER_KEY "pprof_lock_owner"
 
 /* Why a parked task has no stack (depth 0): it left with
  * CPPROF_TASK_NO_STACK, or its thread exited or ended it while in it. */
@@ -134,6 +144,22 @@ int census_take_stacks(census *out);
  * read per thread but the registry, so no thread is signalled either; no
  * tasks.  What /debug/pprof/labels counts.  Errors: -ENOMEM, -errno. */
 int census_take_labels(census *out);
+
+/* The threads that cannot run again, as far as their locks prove it
+ * (census_leak.c): each member of a cycle of threads blocked on a lock
+ * the next one holds, and each thread blocked behind such a cycle or
+ * behind a lock whose owner has exited, marked with CENSUS_LEAK_KEY,
+ * CENSUS_LOCK_KEY and CENSUS_LOCK_OWNER_KEY and `leaked`.  `all`: the
+ * whole census as census_take takes it, those threads marked among the
+ * rest (Go's goroutineleak?debug=2 dumps every goroutine); else those
+ * threads alone, with stacks and labels but no name, state or wait
+ * channel, and no tasks.  Nothing is signalled for them: they are read
+ * from outside.  Errors as census_take's. */
+int census_take_leaked(census *out, bool all);
+
+/* How many threads census_take_leaked would list (the index's count), or
+ * -errno. */
+long census_count_leaked(void);
 
 /* Whether the program has a handler of its own on the census's signal
  * (setting census_signal), so that a census with stacks would be declined

@@ -24,20 +24,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* A blocked thread's place, from /proc/self/task/TID/syscall: "NR arg1 ..
- * arg6 SP PC" in a system call, "-1 SP PC" blocked outside one (a page
- * fault), "running" otherwise. */
-struct blocked_at {
-    char text[160];
-    long nr;
-    unsigned long long arg1;
-    uintptr_t sp, pc;
-};
-
 /* Reads the thread's syscall file, open on `fd`: pread from 0 makes the
- * kernel write it afresh, so one open serves every try.  Returns BLOCKED (with *at filled), NOT_BLOCKED
- * when the thread runs, or -errno (-ESRCH: gone). */
-static int read_blocked_at(int fd, struct blocked_at *at)
+ * kernel write it afresh, so one open serves every try.  Returns BLOCKED
+ * (with *at filled), NOT_BLOCKED when the thread runs, or -errno (-ESRCH:
+ * gone). */
+int census_read_syscall(int fd, struct census_syscall *at)
 {
     ssize_t n = pread(fd, at->text, sizeof at->text - 1, 0);
     if (n < 0)
@@ -50,9 +41,9 @@ static int read_blocked_at(int fd, struct blocked_at *at)
     char *end;
     at->nr = strtol(at->text, &end, 10);
     /* SP and PC are the last two fields, whatever came between. */
-    unsigned long long v[8];
+    unsigned long long v[2 + CENSUS_SYSCALL_ARGS];
     int k = 0;
-    while (k < 8 && *end && *end != '\n') {
+    while (k < 2 + CENSUS_SYSCALL_ARGS && *end && *end != '\n') {
         char *next;
         v[k] = strtoull(end, &next, 16);
         if (next == end)
@@ -62,7 +53,8 @@ static int read_blocked_at(int fd, struct blocked_at *at)
     }
     if (k < 2)
         return -EPROTO;
-    at->arg1 = v[0];
+    at->nargs = k - 2;
+    memcpy(at->args, v, (size_t)at->nargs * sizeof *v);
     at->sp = (uintptr_t)v[k - 2];
     at->pc = (uintptr_t)v[k - 1];
     return BLOCKED;
@@ -71,13 +63,14 @@ static int read_blocked_at(int fd, struct blocked_at *at)
 /* Whether the thread waits in vfork.  arm64 has no vfork system call:
  * glibc's vfork there is clone with CLONE_VFORK in its first argument
  * (the flags), as a program's own clone may be on x86-64. */
-static bool in_vfork(const struct blocked_at *at)
+static bool in_vfork(const struct census_syscall *at)
 {
 #ifdef SYS_vfork
     if (at->nr == SYS_vfork)
         return true;
 #endif
-    return at->nr == SYS_clone && (at->arg1 & CLONE_VFORK);
+    return at->nr == SYS_clone && at->nargs > 0 &&
+           (at->args[0] & CLONE_VFORK);
 }
 
 /* A blocked thread whose syscall file cannot be opened for want of
@@ -127,8 +120,8 @@ int census_walk_blocked(const struct task_dir *td, census_thread *t)
     int rc = -EAGAIN;
     for (int try = 0; try <= WALK_TRIES && rc == -EAGAIN; try++) {
         int64_t cpu_before = try == 0 ? t->cpu_ns : tid_cpu_ns(t->tid);
-        struct blocked_at at;
-        rc = cpu_before < 0 ? -ESRCH : read_blocked_at(fd, &at);
+        struct census_syscall at;
+        rc = cpu_before < 0 ? -ESRCH : census_read_syscall(fd, &at);
         if (rc != BLOCKED)
             break;
         /* In vfork the child runs on this thread's stack: it cannot be

@@ -67,7 +67,7 @@ enum { BLOCKED = 1, NOT_BLOCKED = 0 };
  * kernel, and leaves the rest to the caller in `outcome`.  Each entry of
  * `c` is written by one reader at a time; a thread a helper finds gone is
  * marked in `outcome`, not by its tid, which the caller reads meanwhile
- * (attach_labels). */
+ * (census_attach_labels). */
 enum outcome { TAKEN, WALK_AGAIN, SIGNAL_ONLY, GONE, AFTER_RUN };
 
 struct pass {
@@ -95,6 +95,15 @@ struct pass {
  * known_thread, whose first member is tid. */
 int census_by_tid(const void *a, const void *b);
 
+/* One census, or one census's reading, at a time (its crew's runs
+ * among them): census_enter waits for the one under way. */
+void census_enter(void);
+void census_leave(void);
+
+/* Gives every thread the registry's label set for its tid, reading the
+ * registry once. */
+int census_attach_labels(census *c);
+
 /* census_proc.c: a thread's files under /proc/self/task. */
 
 int census_open_task_dir(struct task_dir *td);
@@ -119,7 +128,36 @@ void census_still_after_fork(void);
 
 /* census_blocked.c: a blocked thread's stack, read from outside. */
 
+/* A blocked thread's place, from /proc/self/task/TID/syscall: "NR arg1 ..
+ * arg6 SP PC" in a system call, "-1 SP PC" blocked outside one (a page
+ * fault), "running" otherwise. */
+#define CENSUS_SYSCALL_ARGS 6
+struct census_syscall {
+    char text[160];
+    long nr;
+    int nargs; /* of args: 6 in a call, 0 outside one */
+    unsigned long long args[CENSUS_SYSCALL_ARGS];
+    uintptr_t sp, pc;
+};
+int census_read_syscall(int fd, struct census_syscall *at);
+
 int census_walk_blocked(const struct task_dir *td, census_thread *t);
+
+/* census_locks.c: glibc's locks, seen from outside their waiters. */
+
+enum census_lock_kind { LOCK_NONE, LOCK_MUTEX, LOCK_RWLOCK };
+/* The kind of lock a thread's blocking call waits for, by the call and
+ * its arguments: LOCK_NONE for anything else (a condition variable, a
+ * timed wait, a process-shared lock, any other call). */
+enum census_lock_kind census_lock_wait(const struct census_syscall *at);
+/* The owner a lock of that kind records, read fault-proof around the
+ * futex word a thread sleeps on expecting `val`; 0 when the words there
+ * are not such a lock's, locked with an owner recorded.  `pid` is ours. */
+pid_t census_lock_owner(pid_t pid, enum census_lock_kind kind,
+                        uintptr_t word, unsigned val);
+/* Whether one of the first frames of a walked stack is in glibc's
+ * function for locks of that kind. */
+bool census_waits_in_lock(const census_thread *t, enum census_lock_kind kind);
 
 /* census_maps.c: the unwinder's table, refreshed for the threads
  * signalled. */

@@ -147,6 +147,7 @@ int http_windows_open(void);
  * one response (http_reply or http_error) and returns its result. */
 int http_profile(http_req *r);     /* http_profile.c: /debug/pprof/profile */
 int http_goroutine(http_req *r);   /* http_goroutine.c: .../goroutine */
+int http_goroutineleak(http_req *r); /* http_goroutine.c: .../goroutineleak */
 int http_heap(http_req *r);        /* http_heap.c: .../heap */
 int http_allocs(http_req *r);      /* http_heap.c: .../allocs */
 int http_block(http_req *r);       /* http_heap.c: .../block */
@@ -195,6 +196,8 @@ int http_metrics(http_req *r);     /* http_metrics.c: /metrics */
 /* The index's counts (http_index.c): live threads, heap and allocs
  * buckets, block and mutex records, threads created. */
 long http_count_threads(void);
+/* The threads that cannot run again (http_goroutine.c). */
+long http_count_leaked(void);
 long http_count_heap(void);
 long http_count_block(void);
 long http_count_mutex(void);

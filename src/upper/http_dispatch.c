@@ -43,6 +43,12 @@ static const http_route routes[] = {
      "Stack traces of all current threads. Use debug=2 as a query "
      "parameter to export in the same format as an unrecovered panic.",
      http_count_threads},
+    {"goroutineleak", HTTP_GET, http_goroutineleak,
+     "Stack traces of all leaked threads: those that can never run again "
+     "(deadlocked on locks, or blocked behind a deadlock). Use debug=2 as "
+     "a query parameter to export in the same format as an unrecovered "
+     "panic.",
+     http_count_leaked},
     {"heap", HTTP_GET, http_heap,
      "A sampling of memory allocations of live objects. You can specify "
      "the gc GET parameter to run GC before taking the heap sample.",

@@ -17,6 +17,13 @@
  * their labels pprof_task=parked and pprof_wait=REASON (census.h); a
  * thread running a task carries pprof_task=running.
  *
+ * GET /debug/pprof/goroutineleak is Go 1.27's leak profile in the same
+ * forms: the threads census_take_leaked proves cannot run again (deadlock
+ * cycles and the threads blocked behind them), sample type
+ * goroutineleak/count, "goroutineleak profile: total N" at debug=1, each
+ * marked with the leak's labels (census.h); debug=2 dumps every thread as
+ * Go's does, the leaked ones with "(leaked)" after their wait.
+ *
  * Anything else in `debug` is a 400.  A thread whose stack is missing has
  * one pseudo-frame instead, CENSUS_NO_STACK plus the reason, in every form:
  * it still counts, with its labels.
@@ -151,21 +158,22 @@ static int add_group(builder *b, const struct group *g)
     return builder_add_labelled_pseudo_sample(b, frame, &g->count, g->labels);
 }
 
-/* Go's sample type and period for the goroutine profile. */
-static int add_goroutine_types(builder *b)
+/* Go's sample type and period for the goroutine profile or its leak
+ * profile (`name`): NAME/count. */
+static int add_count_types(builder *b, const char *name)
 {
-    static const value_type type = {"goroutine", "count"};
+    const value_type type = {name, "count"};
     return named_add_types(b, &type, 1, type, 1);
 }
 
 static int encode_proto(const struct group *groups, size_t n,
-                        unsigned char **buf, size_t *len)
+                        const char *name, unsigned char **buf, size_t *len)
 {
     builder *b = builder_new();
     if (!b)
         return -ENOMEM;
     builder_set_time(b, clock_ns(CLOCK_REALTIME), 0);
-    int rc = add_goroutine_types(b);
+    int rc = add_count_types(b, name);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = add_group(b, &groups[i]);
     if (rc == 0)
@@ -207,10 +215,10 @@ static void group_head(FILE *f, size_t i, void *arg, text_record *rec)
     }
 }
 
-static void print_debug1(FILE *f, const census *c, const struct group *groups,
-                         size_t n)
+static void print_debug1(FILE *f, const census *c, const char *name,
+                         const struct group *groups, size_t n)
 {
-    fprintf(f, "goroutine profile: total %zu\n", c->n + c->parked_tasks);
+    fprintf(f, "%s profile: total %zu\n", name, c->n + c->parked_tasks);
     struct debug1 d = {groups, ""};
     text_write_records(f, n, group_head, &d);
 }
@@ -246,7 +254,9 @@ static void print_header_labels(FILE *f, const cpprof_labelset *labels)
 /* thread TID "NAME" [STATE, WCHAN, labels:{"k": "v", ...}]: -- the labels
  * inside the bracket, after the state, in Go 1.27's traceback form
  * (GODEBUG tracebacklabels=1, the default for go 1.27 modules;
- * golang/go#76349, CL 694119), which debug=2 dumps print. */
+ * golang/go#76349, CL 694119), which debug=2 dumps print; a thread that
+ * cannot run again has " (leaked)" after its wait, as Go marks a leaked
+ * goroutine's wait reason. */
 static void print_thread_header(FILE *f, const census_thread *t)
 {
     fprintf(f, "thread %d ", (int)t->tid);
@@ -254,6 +264,8 @@ static void print_thread_header(FILE *f, const census_thread *t)
     fprintf(f, " [%s%s", t->state_name[0] ? t->state_name : "unknown",
             t->wchan[0] ? ", " : "");
     text_put_escaped(f, t->wchan, false);
+    if (t->leaked)
+        fputs(" (leaked)", f);
     print_header_labels(f, t->labels);
     fputs("]:\n", f);
 }
@@ -331,7 +343,8 @@ static void print_debug2(FILE *f, const census *c)
 }
 
 /* Renders a text form into a malloc'd buffer. */
-static int render_text(const census *c, long debug, char **buf, size_t *len)
+static int render_text(const census *c, const char *name, long debug,
+                       char **buf, size_t *len)
 {
     struct group *groups = NULL;
     size_t n = 0;
@@ -343,32 +356,33 @@ static int render_text(const census *c, long debug, char **buf, size_t *len)
         return -ENOMEM;
     }
     if (debug == 1)
-        print_debug1(f, c, groups, n);
+        print_debug1(f, c, name, groups, n);
     else
         print_debug2(f, c);
     free(groups);
     return fclose(f) == 0 ? 0 : -ENOMEM;
 }
 
-static int render_proto(const census *c, unsigned char **buf, size_t *len)
+static int render_proto(const census *c, const char *name,
+                        unsigned char **buf, size_t *len)
 {
     struct group *groups;
     size_t n;
     int rc = group_stacks(c, &groups, &n);
     if (rc == 0)
-        rc = encode_proto(groups, n, buf, len);
+        rc = encode_proto(groups, n, name, buf, len);
     free(groups);
     return rc;
 }
 
 /* ---- seconds=N ---------------------------------------------------------- */
 
-/* The census as (stack, label set) -> thread and task count; a thread
- * or task without a stack under the empty stack. */
-static int delta_snapshot(sampleset **out)
+/* The census `take` takes as (stack, label set) -> thread and task
+ * count; a thread or task without a stack under the empty stack. */
+static int census_snapshot(int (*take)(census *), sampleset **out)
 {
     census c;
-    int rc = census_take_stacks(&c);
+    int rc = take(&c);
     if (rc != 0)
         return rc;
     sampleset *s = sampleset_new(1);
@@ -405,20 +419,50 @@ static int add_delta_group(builder *b, const sampleset_entry *e, void *arg)
                               e->labels, NULL, 0);
 }
 
-static int delta_build(builder *b, const sampleset *s)
+static int delta_build(builder *b, const sampleset *s, const char *name)
 {
-    int rc = add_goroutine_types(b);
+    int rc = add_count_types(b, name);
     return rc ? rc : sampleset_build(b, s, add_delta_group, NULL);
 }
 
-/* Served only with `seconds` (http_named.c refuses debug with it), so it has
- * no text form. */
+static int goroutine_snapshot(sampleset **out)
+{
+    return census_snapshot(census_take_stacks, out);
+}
+
+static int goroutine_build(builder *b, const sampleset *s)
+{
+    return delta_build(b, s, "goroutine");
+}
+
+static int take_leaked(census *c) { return census_take_leaked(c, false); }
+
+static int leak_snapshot(sampleset **out)
+{
+    return census_snapshot(take_leaked, out);
+}
+
+static int leak_build(builder *b, const sampleset *s)
+{
+    return delta_build(b, s, "goroutineleak");
+}
+
+/* Served only with `seconds` (http_named.c refuses debug with it), so they
+ * have no text form. */
 static const named_profile goroutine_delta = {
     .name = "goroutine",
     .delta = true,
     .labelled = true,
-    .snapshot = delta_snapshot,
-    .build = delta_build,
+    .snapshot = goroutine_snapshot,
+    .build = goroutine_build,
+};
+
+static const named_profile leak_delta = {
+    .name = "goroutineleak",
+    .delta = true,
+    .labelled = true,
+    .snapshot = leak_snapshot,
+    .build = leak_build,
 };
 
 /* ---- The handler -------------------------------------------------------- */
@@ -439,21 +483,22 @@ static long parse_debug(const char *s)
     return v <= 2 ? v : -1;
 }
 
-/* Takes the census and sends it in the form `debug` asks for. */
-static int reply_census(http_req *r, const census *c, long debug)
+/* Sends the census in the form `debug` asks for, as profile `name`. */
+static int reply_census(http_req *r, const census *c, const char *name,
+                        long debug)
 {
     int rc;
     if (debug == 0) {
         unsigned char *proto = NULL;
         size_t len = 0;
-        rc = render_proto(c, &proto, &len);
+        rc = render_proto(c, name, &proto, &len);
         if (rc == 0)
-            rc = http_reply_profile(r, "goroutine", true, proto, len);
+            rc = http_reply_profile(r, name, true, proto, len);
         free(proto);
     } else {
         char *text = NULL;
         size_t len = 0;
-        rc = render_text(c, debug, &text, &len);
+        rc = render_text(c, name, debug, &text, &len);
         if (rc == 0)
             rc = http_reply(r, "text/plain; charset=utf-8", NULL, text, len);
         free(text);
@@ -461,22 +506,23 @@ static int reply_census(http_req *r, const census *c, long debug)
     return rc;
 }
 
-int http_goroutine(http_req *r)
+/* What the goroutine and goroutineleak endpoints share: the errors, the
+ * delta, and the census `take` takes for the form asked for. */
+static int serve_census(http_req *r, const named_profile *delta,
+                        int (*take)(census *c, long debug))
 {
     const char *format_error = http_profile_format_error(r);
     if (format_error != NULL)
         return http_error(r, 400, "%s", format_error);
     const char *seconds = http_query(r, "seconds");
     if (seconds && *seconds)
-        return http_serve_named(r, &goroutine_delta);
+        return http_serve_named(r, delta);
     long debug = parse_debug(http_query(r, "debug"));
     if (debug < 0)
         return http_error(r, 400,
                           "invalid value for \"debug\" - must be 0, 1 or 2");
     census c;
-    /* Only debug=2 prints names, states and wait channels: the other forms
-     * read one /proc file per blocked thread instead of three. */
-    int rc = debug == 2 ? census_take(&c) : census_take_stacks(&c);
+    int rc = take(&c, debug);
     if (rc == CPPROF_ESIGTAKEN)
         return http_error(r, 500,
                           "Could not take the thread census: signal %ld "
@@ -486,7 +532,32 @@ int http_goroutine(http_req *r)
     if (rc < 0)
         return http_error(r, 500, "Could not take the thread census: %s",
                           cpprof_strerror(rc));
-    rc = reply_census(r, &c, debug);
+    rc = reply_census(r, &c, delta->name, debug);
     census_release(&c);
     return rc;
 }
+
+/* Only debug=2 prints names, states and wait channels: the other forms
+ * read one /proc file per blocked thread instead of three. */
+static int take_goroutines(census *c, long debug)
+{
+    return debug == 2 ? census_take(c) : census_take_stacks(c);
+}
+
+int http_goroutine(http_req *r)
+{
+    return serve_census(r, &goroutine_delta, take_goroutines);
+}
+
+/* debug=2 dumps every thread, the leaked ones marked, as Go's does. */
+static int take_leaks(census *c, long debug)
+{
+    return census_take_leaked(c, debug == 2);
+}
+
+int http_goroutineleak(http_req *r)
+{
+    return serve_census(r, &leak_delta, take_leaks);
+}
+
+long http_count_leaked(void) { return census_count_leaked(); }

@@ -102,9 +102,9 @@ typedef struct {
 /* Profiles a collector may decline to take, with the reason it gives. */
 static bool of_stacks(const char *name)
 {
-    static const char *const names[] = {"profile", "goroutine", "heap",
-                                        "allocs",  "block",     "mutex",
-                                        "threadcreate"};
+    static const char *const names[] = {
+        "profile", "goroutine", "goroutineleak", "heap",
+        "allocs",  "block",     "mutex",         "threadcreate"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;

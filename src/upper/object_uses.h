@@ -28,11 +28,13 @@
 #define alloc_next_slow cpprof__alloc_next_slow
 #define atfork_add cpprof__atfork_add
 #define block_snapshot cpprof__block_snapshot
+#define census_count_leaked cpprof__census_count_leaked
 #define census_crew_cpu_ns cpprof__census_crew_cpu_ns
 #define census_release cpprof__census_release
 #define census_signal_is_programs cpprof__census_signal_is_programs
 #define census_take cpprof__census_take
 #define census_take_labels cpprof__census_take_labels
+#define census_take_leaked cpprof__census_take_leaked
 #define census_take_stacks cpprof__census_take_stacks
 #define cfg_env_name cpprof__cfg_env_name
 #define cfg_int cpprof__cfg_int
