@@ -25,6 +25,15 @@
  * announces itself to the sampler (sampler_thread_started) and is sampled
  * from its start.  Any other creator without labels creates its thread
  * unwrapped, at no cost.
+ *
+ * Every creation also records who made the thread, for the "created by"
+ * line of its goroutine dump and crash report: the new thread's tid
+ * (which clone wrote into its descriptor before pthread_create returned,
+ * read back through pthread_getcpuclockid, whose clock id is the tid
+ * encoded), the creator's tid and the return address of the call.  A
+ * table of THREADCREATE_CREATORS records indexed by the tid's low bits,
+ * each published by its tid last, so that a reader (a signal handler
+ * among them) never takes one record's fields for another's.
  */
 #define _GNU_SOURCE
 #include "threadcreate.h"
@@ -42,8 +51,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -52,6 +64,53 @@ typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
 static create_fn glibc_create;
 static atomic_flag table_lock ATFORK_LOCK = ATOMIC_FLAG_INIT;
 static stacktab *created; /* values: {threads}; under table_lock */
+
+/* Who created which thread (threadcreate_creator): record tid % N. */
+#define THREADCREATE_CREATORS 4096
+struct creator {
+    atomic_int tid; /* the created thread's; 0 while written */
+    atomic_int creator;
+    _Atomic uintptr_t pc;
+};
+static struct creator creators[THREADCREATE_CREATORS];
+
+/* The tid of a thread just created, or 0 once it has exited: Linux's
+ * per-thread CPU clock id is ~tid << 3 | 6 (CPUCLOCK_PERTHREAD, SCHED;
+ * thread.h's thread_cpu_clock is its inverse). */
+static pid_t created_tid(pthread_t thread)
+{
+    clockid_t clock;
+    if (pthread_getcpuclockid(thread, &clock) != 0)
+        return 0;
+    return (pid_t)~((long)clock >> 3);
+}
+
+static void record_creator(pthread_t thread, uintptr_t pc)
+{
+    pid_t tid = created_tid(thread);
+    if (tid <= 0)
+        return;
+    struct creator *c = &creators[(unsigned)tid % THREADCREATE_CREATORS];
+    atomic_store_explicit(&c->tid, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&c->creator, gettid(), memory_order_relaxed);
+    atomic_store_explicit(&c->pc, pc, memory_order_relaxed);
+    atomic_store_explicit(&c->tid, tid, memory_order_release);
+}
+
+/* SIGNAL-SAFE: loads only. */
+bool threadcreate_creator(pid_t tid, pid_t *creator, uintptr_t *pc)
+{
+    if (tid <= 0)
+        return false;
+    struct creator *c = &creators[(unsigned)tid % THREADCREATE_CREATORS];
+    if (atomic_load_explicit(&c->tid, memory_order_acquire) != tid)
+        return false;
+    *creator = atomic_load_explicit(&c->creator, memory_order_relaxed);
+    *pc = atomic_load_explicit(&c->pc, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&c->tid, memory_order_relaxed) == tid;
+}
 
 static __attribute__((noinline)) void record_creation(void)
 {
@@ -123,6 +182,8 @@ EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         thread_own_creation_end(&own, rc == 0);
     if (rc != 0 && inherit)
         thread_start_discard(inherit);
+    if (rc == 0)
+        record_creator(*thread, (uintptr_t)__builtin_return_address(0));
     if (rc == 0 && !own_busy && !own_work)
         record_creation();
     return rc;
@@ -152,4 +213,5 @@ __attribute__((constructor)) static void threadcreate_init(void)
 }
 
 /* Called by the upper layers (upper_calls.h). */
+UPPER_CALLS(threadcreate_creator);
 UPPER_CALLS(threadcreate_snapshot);
