@@ -31,6 +31,7 @@ top=$PWD
 # consumers against cpprof installed from its tarball (test/dist.sh); nginx-light and postgresql-15,
 # the pre-forking servers test/nginx.sh and test/postgres.sh serve from;
 # protobuf-compiler, whose protoc reads test/timeline_protoc.sh's traces;
+# panicparse, Go's dump parser, which test/goroutine_panicparse.sh feeds;
 # the arm64 cross toolchain and
 # qemu-user-static for test/cross/aarch64.sh (which fetches the arm64
 # libraries into its own sysroot, never through this list).
@@ -41,7 +42,7 @@ packages=(autoconf automake libtool pkg-config make gcc g++
   cmake meson ninja-build
   clang libclang-rt-14-dev libgoogle-perftools-dev
   libjemalloc-dev libtcmalloc-minimal4 libmimalloc-dev libuv1-dev libboost-dev
-  libboost-fiber-dev protobuf-compiler
+  libboost-fiber-dev protobuf-compiler panicparse
   redis-server redis-tools sqlite3 nodejs
   nginx-light postgresql-15
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)

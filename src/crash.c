@@ -4,10 +4,16 @@
  *
  * An opt-in handler (cpprof_crash_handler_install(), or CPPROF_CRASH_HANDLER
  * =1 at load) for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT writes to
- * stderr the signal, the crashing thread's id, name and label set (unless
- * the "tracebacklabels" setting is 0, as GODEBUG=tracebacklabels=0), its
- * stack as raw PCs, and the executable mappings of /proc/self/maps, which
- * turn those PCs into module + offset for addr2line or pprof.  It then puts
+ * stderr the signal, then the crashing thread as a goroutine of Go's
+ * dumps, which Go's parsers (panicparse) read: its header, the one
+ * goroutine?debug=2 gives the same thread (goheader.h: tid, name, label
+ * set unless the "tracebacklabels" setting is 0, as
+ * GODEBUG=tracebacklabels=0), its frames as raw PCs in Go's frame shape
+ * ("0xPC(...)" and "\t??:0"), who created the thread (threadcreate.h),
+ * and the executable mappings of /proc/self/maps, which turn those PCs
+ * into module + offset for addr2line or pprof.  Nothing is symbolized:
+ * naming a frame needs the symbolizer's tables and libdw, which allocate
+ * and lock, and the crashed process's heap or locks may be what broke.  It then puts
  * back the signal's previous action and raises the signal again, so the
  * process dies exactly as it would have (same signal, same exit status,
  * same core dump), or the application's own handler, if it had one, runs.
@@ -25,10 +31,11 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cpprof.h"
+#include "goheader.h"
 #include "interpose.h"
-#include "labels.h"
 #include "procmaps.h"
 #include "thread.h"
+#include "threadcreate.h"
 #include "unwind.h"
 #include "warn.h"
 
@@ -124,46 +131,65 @@ static NOINLINE void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
     flush_line(&l);
 }
 
-/* thread TID "NAME" {labels} [crashed]:  (labels as Go prints them) */
+/* The crashing thread's goroutine header (goheader.h): the same as its
+ * block in goroutine?debug=2 while it runs, "goroutine TID [running,
+ * thread \"NAME\", labels:{...}]:", after a blank line as Go's is.  One
+ * cut short (labels beyond the buffer) ends "...]:". */
 static NOINLINE void write_thread(void)
 {
-    struct line l = {.n = 0};
     char name[17] = {0};
     prctl(PR_GET_NAME, name);
-    put_str(&l, "thread ");
-    put_uint(&l, (unsigned long)gettid(), 10);
-    char quoted[4 * sizeof name + 3]; /* each byte escaped, the quotes */
-    text_escape(quoted, sizeof quoted, 0, name, true);
-    put_str(&l, " ");
-    put_str(&l, quoted);
-    /* cfg_int is one atomic load; cpprof_labelset_format only reads the
-     * set and writes into `text`. */
-    const cpprof_labelset *labels = thread_labels_if_tid(gettid());
-    if (cfg_int(CFG_TRACEBACKLABELS) && cpprof_labelset_size(labels)) {
-        char text[400];
-        int need = cpprof_labelset_format(labels, text, sizeof text);
-        put_str(&l, " ");
-        put_str(&l, text);
-        if (need >= (int)sizeof text)
-            put_str(&l, "...");
+    goheader h = {.id = (uint64_t)gettid(), .state = "running",
+                  .thread = name,
+                  .labels = thread_labels_if_tid(gettid())};
+    char line[768];
+    size_t n = goheader_format(line, sizeof line, &h);
+    if (n >= sizeof line) {
+        n = sizeof line - 1;
+        memcpy(line + n - 5, "...]:", 5);
     }
-    put_str(&l, " [crashed]:");
-    flush_line(&l);
+    line[n++] = '\n';
+    warn_write("\n", 1);
+    warn_write(line, n);
 }
 
+/* A frame as Go's parsers read one whose function and file are not known
+ * here (nothing is symbolized in a crashed process): its address as the
+ * function, "??" as the file (cgo's form). */
+static void write_raw_frame(struct line *l, uintptr_t pc)
+{
+    put_uint(l, pc, 16);
+    put_str(l, "(...)");
+    flush_line(l);
+    put_str(l, "\t??:0");
+    flush_line(l);
+}
+
+/* The frames, "...additional frames elided..." (Go's line) after a walk
+ * cut short, and "created by" when cpprof saw the thread created; then a
+ * blank line, which ends the goroutine for a parser. */
 static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
                                  unsigned flags)
 {
     struct line l = {.n = 0};
-    for (size_t i = 0; i < depth; i++) {
-        put_str(&l, "\t");
-        put_uint(&l, pcs[i], 16);
-        flush_line(&l);
-    }
+    for (size_t i = 0; i < depth; i++)
+        write_raw_frame(&l, pcs[i]);
     if (flags & STACK_TRUNCATED) {
-        put_str(&l, "\t...");
+        put_str(&l, "...additional frames elided...");
         flush_line(&l);
     }
+    pid_t creator;
+    uintptr_t at;
+    if (threadcreate_creator(gettid(), &creator, &at)) {
+        put_str(&l, "created by ");
+        put_uint(&l, at, 16);
+        put_str(&l, " in goroutine ");
+        put_uint(&l, (unsigned long)creator, 10);
+        flush_line(&l);
+        put_str(&l, "\t??:0");
+        flush_line(&l);
+    }
+    flush_line(&l);
 }
 
 /* Whether a line of /proc/self/maps (perhaps cut short: its path) is an
@@ -226,8 +252,9 @@ static __attribute__((noinline)) void report(int sig, siginfo_t *si,
 /* What report and its callees may use below on_crash's frame address
  * (gcc -fstack-usage as in unwind.h, ASan+UBSan in brackets): on_crash's
  * 64 [64], report's 576 [736] (its PCs), then the deepest of the walk
- * (UNWIND_CONTEXT_STACK), write_thread 1,008 [1,312] (the labels' text and
- * a line) with cpprof_labelset_format 80 [96] and flush_line 48 [64],
+ * (UNWIND_CONTEXT_STACK), write_thread about 900 (its 768-byte line) with
+ * goheader_format's small frames, write_stack about 600 (a line) with
+ * flush_line 48 [64],
  * write_mappings 848 [1,184] (a chunk and a line) with is_executable 80
  * [208], procmaps_parse 96 [336] and take_number 32 [96]. */
 #define CRASH_REPORT_STACK (UNWIND_CONTEXT_STACK + 1024)

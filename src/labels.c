@@ -540,11 +540,13 @@ size_t cpprof_labelset_size(const cpprof_labelset *set)
     return set ? set->n : 0;
 }
 
+/* SIGNAL-SAFE */
 const char *labelset_key(const cpprof_labelset *set, size_t i)
 {
     return set->kv[2 * i];
 }
 
+/* SIGNAL-SAFE */
 const char *labelset_value(const cpprof_labelset *set, size_t i)
 {
     return set->kv[2 * i + 1];

@@ -23,7 +23,7 @@ threads=$(ls /proc/"$demo_pid"/task | wc -l)
 total=$(sed -n 's/^goroutine profile: total //p' "$tmp/census1.body")
 [ "$total" = "$threads" ] ||
     fail "the census counts $total threads, /proc/$demo_pid/task lists $threads"
-awk '/^thread [0-9]+ "reader"/ { found = 1; getline; print; exit }' \
+awk '/^goroutine [0-9]+ \[.*, thread "reader"/ { print; exit }' \
     "$tmp/census2.body" >"$tmp/reader"
 grep -q 'stack unreadable: the process is not dumpable' "$tmp/reader" ||
     fail "the blocked reader is not listed with the reason: $(cat "$tmp/reader")"

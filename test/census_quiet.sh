@@ -67,7 +67,7 @@ esac
 # there a stack that misses is printed, not judged; the calls' own
 # results still are.
 awk '
-    /^thread / { name = $3; gsub(/"/, "", name); next }
+    /^goroutine / { name = ""; if (match($0, /, thread "[^"]*"/)) name = substr($0, RSTART + 10, RLENGTH - 11); next }
     /^[^\t ].*\(\.\.\.\)$/ { f = $0; sub(/\(\.\.\.\)$/, "", f); stack[name] = stack[name] " " f }
     END { for (n in stack) if (n ~ /^q-/) print n stack[n] }
 ' "$tmp/census49.body" >"$tmp/stacks"

@@ -12,12 +12,12 @@ set -u
 . "$(dirname "$0")/http_lib.sh"
 
 start_program "$top_builddir/test/census_rename"
-name_line() { grep -c '^thread [0-9]* "'"$1"'" \[sleeping' "$tmp/$2.body"; }
+name_line() { grep -c '^goroutine [0-9]* \[sleeping[^]]*, thread "'"$1"'"' "$tmp/$2.body"; }
 for i in 1 2; do
     code=$(fetch before$i "$base/goroutine?debug=2")
     [ "$code" = 200 ] || fail "census $i: status $code"
     [ "$(name_line parked-old before$i)" = 1 ] ||
-        fail "census $i: no sleeping parked-old: $(grep '^thread' "$tmp/before$i.body")"
+        fail "census $i: no sleeping parked-old: $(grep '^goroutine' "$tmp/before$i.body")"
 done
 kill -USR1 "$demo_pid"
 for tick in $(seq 100); do
@@ -28,6 +28,6 @@ grep -qx renamed "$tmp/demo.out" || fail "the program never renamed its thread"
 code=$(fetch after "$base/goroutine?debug=2")
 [ "$code" = 200 ] || fail "census after the rename: status $code"
 [ "$(name_line parked-new after)" = 1 ] ||
-    fail "after the rename: $(grep '^thread' "$tmp/after.body")"
+    fail "after the rename: $(grep '^goroutine' "$tmp/after.body")"
 stop_demo
 echo "ok: the renamed sleeping thread has its new name in the next census"

@@ -1,10 +1,11 @@
 #!/bin/sh
-# crash_labels.sh -- labels in crash tracebacks: a program that crashes
-# inside a labelled scope (test/crash_labels) prints the signal, its thread
-# with its labels, and its stack on stderr, then dies of the same signal
-# (the shell's exit status 128 + N); CPPROF_TRACEBACKLABELS=0 leaves the
-# labels out; CPPROF_CRASH_HANDLER=1 installs the handler without code; and
-# without the handler nothing is printed.
+# crash_labels.sh -- labels in crash tracebacks: a program whose thread
+# crashes inside a labelled scope (test/crash_labels) prints the signal,
+# then the thread as a goroutine of Go's dumps (its header with its name
+# and labels, its stack, who created it) on stderr, then dies of the same
+# signal (the shell's exit status 128 + N); CPPROF_TRACEBACKLABELS=0
+# leaves the labels out; CPPROF_CRASH_HANDLER=1 installs the handler
+# without code; and without the handler nothing is printed.
 set -u
 : "${top_builddir:=.}"
 CRASHER=$top_builddir/test/crash_labels
@@ -27,7 +28,7 @@ crash() {
     [ "$got" = "$want" ] || fail "$name: exit status $got, want $want: $(cat "$tmp/$name.err")"
 }
 
-labelled='^thread [0-9]* "crasher" {"kind":"crash", "tenant":"acme"} \[crashed\]:$'
+labelled='^goroutine [0-9]* \[running, thread "crasher", labels:{"kind": "crash", "tenant": "acme"}\]:$'
 
 # --- SIGSEGV, handler from the API: signal, labels, stack ----------------
 crash segv 139 "$CRASHER" segv api
@@ -36,10 +37,16 @@ grep -q '^cpprof: SIGSEGV: segmentation violation$' "$tmp/segv.err" ||
 grep -q '^PC=0x[0-9a-f]* addr=0x0 sigcode=1$' "$tmp/segv.err" ||
     fail "segv: no PC/addr line: $(cat "$tmp/segv.err")"
 grep -q "$labelled" "$tmp/segv.err" || fail "segv: no labelled thread line: $(cat "$tmp/segv.err")"
-# The stack: PCs after the thread line; the first is inside crash_now, and
-# the walk goes on past it.
-sed -n "/\[crashed\]:\$/,/^executable mappings:\$/p" "$tmp/segv.err" |
-    sed -n "$(printf 's/^\t\(0x[0-9a-f]*\)$/\\1/p')" >"$tmp/segv.pcs"
+# The stack: a frame per PC after the header, in Go's shape ("0xPC(...)",
+# then "\t??:0"); the first is inside crash_now, and the walk goes on
+# past it; then who created the thread.
+sed -n '/^goroutine .*\]:$/,/^$/p' "$tmp/segv.err" >"$tmp/segv.block"
+sed -n 's/^\(0x[0-9a-f]*\)(\.\.\.)$/\1/p' "$tmp/segv.block" >"$tmp/segv.pcs"
+# (Each frame's file line, and the created-by line's.)
+[ "$(grep -c "$(printf '^\t??:0$')" "$tmp/segv.block")" = "$(($(wc -l <"$tmp/segv.pcs") + 1))" ] ||
+    fail "segv: a frame without its file line: $(cat "$tmp/segv.block")"
+grep -q '^created by 0x[0-9a-f]* in goroutine [0-9]*$' "$tmp/segv.block" ||
+    fail "segv: no created-by line: $(cat "$tmp/segv.block")"
 [ "$(wc -l <"$tmp/segv.pcs")" -ge 3 ] || fail "segv: stack too short: $(cat "$tmp/segv.err")"
 fn=$(sed -n 's/^crash_now \(0x[0-9a-f]*\)$/\1/p' "$tmp/segv.out")
 leaf=$(head -1 "$tmp/segv.pcs")
@@ -51,7 +58,7 @@ grep -q ' r-xp .*crash_labels$' "$tmp/segv.err" || fail "segv: the program's own
 
 # --- CPPROF_TRACEBACKLABELS=0: same report without the labels ---------------
 crash nolabels 139 CPPROF_TRACEBACKLABELS=0 "$CRASHER" segv api
-grep -q '^thread [0-9]* "crasher" \[crashed\]:$' "$tmp/nolabels.err" ||
+grep -q '^goroutine [0-9]* \[running, thread "crasher"\]:$' "$tmp/nolabels.err" ||
     fail "nolabels: thread line: $(cat "$tmp/nolabels.err")"
 ! grep -q 'acme' "$tmp/nolabels.err" || fail "nolabels: labels printed"
 
@@ -63,7 +70,7 @@ grep -q "$labelled" "$tmp/abort.err" || fail "abort: no labelled thread line"
 
 # --- no handler: the same death, nothing printed ----------------------------
 crash none 139 "$CRASHER" segv none
-! grep -q 'cpprof\|crashed' "$tmp/none.err" ||
+! grep -q 'cpprof\|goroutine' "$tmp/none.err" ||
     fail "none: printed $(cat "$tmp/none.err")"
 
 echo "PASS: crash_labels.sh"

@@ -21,7 +21,7 @@ stuck="abba-1 abba-2 ring-1 ring-2 ring-3 std-1 std-2 rw-1 rw-2 behind orphaned"
 code=$(fetch d2 "$url?debug=2")
 [ "$code" = 200 ] || fail "debug=2: status $code: $(cat "$tmp/d2.body")"
 # "TID|LEAK|LOCK|OWNER" per leaked thread.
-sed -n 's/^[a-z]* \([0-9]*\) .*(leaked), labels:{"pprof_leak": "\([^"]*\)", "pprof_lock": "\([^"]*\)", "pprof_lock_owner": "\([0-9]*\)"}\]:$/\1|\2|\3|\4/p' \
+sed -n 's/^goroutine \([0-9]*\) .*(leaked), thread "[^"]*", labels:{"pprof_leak": "\([^"]*\)", "pprof_lock": "\([^"]*\)", "pprof_lock_owner": "\([0-9]*\)"}\]:$/\1|\2|\3|\4/p' \
     "$tmp/d2.body" >"$tmp/leaked"
 [ "$(grep -c '(leaked)' "$tmp/d2.body")" = "$(wc -l <"$tmp/leaked")" ] ||
     fail "debug=2: a leaked header out of form: $(grep '(leaked)' "$tmp/d2.body")"

@@ -4,8 +4,9 @@
 # by turn, so 3, 2 and 2, all kind "wait"):
 #   debug=1  Go's text form: the total, one group per label set with its
 #            count and "# labels:" line, largest group first;
-#   debug=2  one block per thread, every thread of the process (checked
-#            against /proc/PID/task), parked ones with their labels;
+#   debug=2  one block per thread (goroutine TID [..., thread "NAME"...]),
+#            every thread of the process (checked against
+#            /proc/PID/task), parked ones with their labels;
 #   debug=0  a profile google/pprof's parser accepts (gocheck), with Go's
 #            sample type, whose tenants `go tool pprof -tags` shows;
 #   seconds=6 Go's goroutine delta across the moment (3 s in: --park-after)
@@ -87,9 +88,9 @@ ls "/proc/$demo_pid/task" | sort >"$tmp/tasks.before"
 code=$(fetch d2 "$base/goroutine?debug=2")
 ls "/proc/$demo_pid/task" | sort >"$tmp/tasks.after"
 [ "$code" = 200 ] || fail "debug=2: status $code"
-sed -n 's/^thread \([0-9]*\) ".*\]:$/\1/p' "$tmp/d2.body" | sort >"$tmp/d2.tids"
-[ "$(grep -c '^thread ' "$tmp/d2.body")" = "$(wc -l <"$tmp/d2.tids")" ] ||
-    fail "debug=2: a header not in the form 'thread TID \"NAME\" ... [STATE]:'"
+sed -n 's/^goroutine \([0-9]*\) \[.*, thread ".*\]:$/\1/p' "$tmp/d2.body" | sort >"$tmp/d2.tids"
+[ "$(grep -c '^goroutine ' "$tmp/d2.body")" = "$(wc -l <"$tmp/d2.tids")" ] ||
+    fail "debug=2: a header not in the form 'goroutine TID [STATE, ..., thread \"NAME\"...]:'"
 # Threads there before and after the request are all in the dump; besides
 # them only the connection's own thread may be.
 comm -12 "$tmp/tasks.before" "$tmp/tasks.after" >"$tmp/stable"
@@ -99,7 +100,7 @@ extra=$(sort -u "$tmp/tasks.before" "$tmp/tasks.after" |
     comm -13 - "$tmp/d2.tids" | wc -l)
 [ "$extra" -le 1 ] || fail "debug=2: $extra threads that /proc never listed"
 # Labels inside the bracket, after the state, in Go 1.27's form.
-[ "$(grep -c '^thread [0-9]* "[^"]*" \[[^]]*, labels:{"kind": "wait", "tenant": "acme"}\]:$' \
+[ "$(grep -c '^goroutine [0-9]* \[[^]]*, thread "[^"]*", labels:{"kind": "wait", "tenant": "acme"}\]:$' \
     "$tmp/d2.body")" = 3 ] || fail "debug=2: acme's parked threads: $(cat "$tmp/d2.body")"
 grep -q "$(printf '^\t.*:[0-9]* +0x[0-9a-f]*$')" "$tmp/d2.body" ||
     fail "debug=2: no FILE:LINE +0xOFF line"

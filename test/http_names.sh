@@ -3,9 +3,10 @@
 # bytes that are not UTF-8 (test/hostile_names) through every text form:
 # a name written raw into goroutine?debug=2's header
 # broke it and injected lines of its own, such as a fake frame.
-#   - goroutine?debug=2: every line is a thread header, a frame, a file
-#     line or blank, in Go's shapes and order; each named thread has one
-#     header, its name quoted as Go's %q writes it; no thread twice;
+#   - goroutine?debug=2: every line is a goroutine header, a frame, a
+#     file line, a creator or blank, in Go's shapes and order; each named
+#     thread has one header, its name quoted as Go's %q writes it; no
+#     thread twice;
 #   - goroutine?debug=1: every line in Go's shapes, the label set's line
 #     quoted as %q;
 #   - /metrics: the strict parser (and promtool when installed), the
@@ -54,30 +55,31 @@ q='"([^"\\]|\\.)*"'
 Q=$q awk '
     BEGIN {
         q = ENVIRON["Q"]
-        header = "^thread [0-9]+ " q " \\[[a-z ]+(, [A-Za-z0-9_.]+)?" \
+        header = "^goroutine [0-9]+ \\[[a-z ]+(, [A-Za-z0-9_.]+)?( \\(leaked\\))?" \
+                 "(, thread " q ")?(, stack unavailable: [^]]*)?" \
                  "(, labels:\\{" q ": " q "(, " q ": " q ")*\\})?\\]:$"
         frame = "^[^[:space:]].*\\(\\.\\.\\.\\)$"
-        nostack = "^cpprof\\.stackUnavailable \\(.*\\)$"
-        file = "^\t.*:-?[0-9]+ \\+(0|0x[0-9a-f]+)$"
+        created = "^created by .* in goroutine [0-9]+$"
+        file = "^\t(\\?\\?|.*\\.(c|go|s)):-?[0-9]+ \\+0x[0-9a-f]+$"
         want = "header"
     }
     function bad(why) { printf "line %d: %s: %s\n", NR, why, $0; exit 1 }
     {
         if (want == "header") {
-            if ($0 !~ header) bad("not a thread header")
+            if ($0 !~ header) bad("not a goroutine header")
             if (seen[$2]++) bad("thread " $2 " twice")
             want = "frame"
         } else if (want == "frame") {
-            if ($0 ~ nostack) want = "blank"
-            else if ($0 ~ frame) want = "file"
+            if ($0 ~ frame) want = "file"
             else bad("not a frame line")
-        } else if (want == "file") {
+        } else if (want == "file" || want == "creator file") {
             if ($0 !~ file) bad("not a file line")
-            want = "frame or blank"
-        } else if (want == "frame or blank") {
+            want = want == "file" ? "frame, creator or blank" : "blank"
+        } else if (want == "frame, creator or blank") {
             if ($0 == "") want = "header"
             else if ($0 ~ frame) want = "file"
-            else bad("not a frame line or blank")
+            else if ($0 ~ created) want = "creator file"
+            else bad("not a frame line, a creator or blank")
         } else if ($0 == "") {
             want = "header"
         } else bad("not blank")
@@ -90,12 +92,12 @@ i=0
 while IFS= read -r want; do
     tid=$(awk -v i=$i '$1 == "name" && $2 == i { print $3 }' "$tmp/app.out")
     [ -n "$tid" ] || fail "hostile_names did not report thread $i"
-    n=$(grep -cF "thread $tid $want [" "$tmp/goroutine2.body")
+    grep -a "^goroutine $tid \[" "$tmp/goroutine2.body" >"$tmp/header$i"
+    n=$(grep -cF ", thread $want" "$tmp/header$i")
     [ "$n" = 1 ] ||
-        fail "goroutine?debug=2: $n headers of thread $tid named $want: $(grep -a "^thread $tid " "$tmp/goroutine2.body")"
-    grep -F "thread $tid $want [" "$tmp/goroutine2.body" |
-        grep -qF "$(cat "$tmp/labels2.want")" ||
-        fail "goroutine?debug=2: thread $tid's labels are not quoted as %q: $(grep -a "^thread $tid " "$tmp/goroutine2.body")"
+        fail "goroutine?debug=2: $n headers of thread $tid named $want: $(cat "$tmp/header$i")"
+    grep -qF "$(cat "$tmp/labels2.want")" "$tmp/header$i" ||
+        fail "goroutine?debug=2: thread $tid's labels are not quoted as %q: $(cat "$tmp/header$i")"
     i=$((i + 1))
 done <"$tmp/names.want"
 echo "ok: goroutine?debug=2 parses, $i names quoted as %q"

@@ -103,7 +103,7 @@ code=$(fetch postnoauth "$base/symbol" --data-binary '0x1234')
 expect_status "POST without token" 401 "$code"
 code=$(fetch auth "$base/goroutine?debug=2" -H "Authorization: Bearer $token")
 expect_status "with the token" 200 "$code"
-grep -q '^thread ' "$tmp/auth.body" || fail "token: no thread dump"
+grep -q '^goroutine [0-9]* \[.*, thread "' "$tmp/auth.body" || fail "token: no thread dump"
 for auth in "bearer $token" "BEARER $token" "bEaReR  $token" \
             "basic $(basic "anyone:$token")" "BASIC $(basic ":$token")"; do
     code=$(fetch anycase "$base/cmdline" -H "Authorization: $auth")

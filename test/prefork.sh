@@ -129,7 +129,7 @@ answers_from() {
         "$base/pid/$1/goroutine?debug=2")
     [ "$code" = 200 ] ||
         fail "worker $1's census through $base answered '$code': $(head -c 300 "$tmp/g.txt"); its threads: $(cat /proc/$1/task/*/comm 2>&1 | paste -sd ' '), waiting in: $(cat /proc/$1/task/*/wchan 2>&1 | paste -sd ' '); stderr: $(cat "$tmp/$mode.err")"
-    grep -q "^thread $1 " "$tmp/g.txt" ||
+    grep -q "^goroutine $1 \[.*, thread \"" "$tmp/g.txt" ||
         fail "worker $1's census through $base is not its own: $(head -20 "$tmp/g.txt")"
 }
 

@@ -168,12 +168,12 @@ for t in $tenants; do
     want=$(value $t quiet)
     scoped=
     [ -z "$scope_label" ] || scoped="\"${scope_label%%=*}\": \"${scope_label#*=}\", "
-    got=$(grep -c "^task [0-9]* \[io, [0-9]* seconds, labels:{\"pprof_task\": \"parked\", \"pprof_wait\": \"io\", $scoped\"tenant\": \"$t\"}\]:\$" "$tmp/g2.body")
-    [ "$got" = "$want" ] || fail "debug=2: $got parked $t tasks, want $want: $(grep '^task' "$tmp/g2.body")"
+    got=$(grep -c "^goroutine [0-9]* \[io, [0-9]* seconds, labels:{\"pprof_task\": \"parked\", \"pprof_wait\": \"io\", $scoped\"tenant\": \"$t\"}\]:\$" "$tmp/g2.body")
+    [ "$got" = "$want" ] || fail "debug=2: $got parked $t tasks, want $want: $(grep '^goroutine' "$tmp/g2.body")"
 done
 # Each task's block names where it parked.
-awk -v park="$park(" '/^task / { if (inblock && !found) bad++; inblock = 1; found = 0; next }
-     /^thread / { if (inblock && !found) bad++; inblock = 0; next }
+awk -v park="$park(" '/^goroutine .*"pprof_task": "parked"/ { if (inblock && !found) bad++; inblock = 1; found = 0; next }
+     /^goroutine / { if (inblock && !found) bad++; inblock = 0; next }
      index($0, park) == 1 { found = 1 }
      END { if (inblock && !found) bad++; exit bad > 0 }' "$tmp/g2.body" ||
     fail "debug=2: a parked task without $park: $(cat "$tmp/g2.body")"

@@ -7,6 +7,9 @@
  * frame, and a blank line.  Symbolizing happens here, one session for all
  * the records of a profile, so the symbolizer's lock and libdw's opening
  * costs are paid once a request.
+ *
+ * debug=2's goroutine blocks are written here too (text_write_goroutine),
+ * with the header every dump and the crash report share (goheader.c).
  */
 #define _GNU_SOURCE
 #include "gotext.h"
@@ -15,8 +18,10 @@
 #include "symbolize.h"
 #include "unwind.h"
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The frames at pc (exact or already one byte back), taken in generation
  * `gen`: from the object that was mapped there then (unwind.h), or NULL
@@ -106,4 +111,96 @@ void text_write_records(FILE *f, size_t n,
         write_record(f, &rec);
     }
     symbolize_end();
+}
+
+/* ---- debug=2: goroutine blocks ------------------------------------------ */
+
+/* Whether Go's dump parsers take `file` as a frame's source file:
+ * panicparse 2.3.0 takes a name ending .c, .go or .s (Go's sources,
+ * cgo's C, Go's assembly), and stops at any other. */
+static bool parsers_take(const char *file)
+{
+    static const char *const ends[] = {".c", ".go", ".s"};
+    size_t n = strlen(file);
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        size_t k = strlen(ends[i]);
+        if (n > k && strcmp(file + n - k, ends[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* "\tFILE:LINE +0xOFF", FILE "??" where the parsers would stop. */
+static void write_file_line(FILE *f, const char *file, int64_t line,
+                            uintptr_t off)
+{
+    fputc('\t', f);
+    if (parsers_take(file))
+        text_put_escaped(f, file, false);
+    else
+        fputs("??", f);
+    fprintf(f, ":%" PRId64 " +0x%" PRIxPTR "\n", line, off);
+}
+
+static void write_go_frame(FILE *f, const char *name, const char *file,
+                           int64_t line, uintptr_t off)
+{
+    text_put_escaped(f, name, false);
+    fputs("(...)\n", f);
+    write_file_line(f, file, line, off);
+}
+
+/* The frames of the PC at stack index i. */
+static void write_go_frames_at(FILE *f, const text_goroutine *g, size_t i)
+{
+    bool exact = i == 0 && (g->flags & STACK_LEAF_EXACT);
+    uintptr_t pc = exact || g->pcs[i] == 0 ? g->pcs[i] : g->pcs[i] - 1;
+    char *path;
+    const char *why;
+    const symbolize_result *r = frames_at(g->gen, pc, &path, &why);
+    if (!r)
+        write_go_frame(f, why, "", 0, 0);
+    for (size_t j = 0; r && j < r->nframes; j++)
+        write_go_frame(f, r->frames[j].name, r->frames[j].file,
+                       r->frames[j].line, r->sym_offset);
+    free(path);
+}
+
+/* "created by FUNC in goroutine TID" and the creating call's line. */
+static void write_created_by(FILE *f, const text_goroutine *g)
+{
+    const symbolize_result *r = symbolize_pc(g->created_at - 1);
+    const symbolize_frame *fr = r && r->nframes ? &r->frames[0] : NULL;
+    fputs("created by ", f);
+    text_put_escaped(f, fr ? fr->name : "?", false);
+    fprintf(f, " in goroutine %d\n", (int)g->creator);
+    write_file_line(f, fr ? fr->file : "", fr ? fr->line : 0,
+                    r ? r->sym_offset : 0);
+}
+
+static void write_go_header(FILE *f, const goheader *h)
+{
+    char small[512];
+    size_t need = goheader_format(small, sizeof small, h);
+    char *big = need < sizeof small ? NULL : malloc(need + 1);
+    if (big)
+        goheader_format(big, need + 1, h);
+    fputs(big ? big : small, f);
+    fputc('\n', f);
+    free(big);
+}
+
+void text_write_goroutine(FILE *f, const text_goroutine *g)
+{
+    write_go_header(f, &g->head);
+    if (g->pseudo_frame)
+        write_go_frame(f, g->pseudo_frame, "", 0, 0);
+    for (size_t i = 0; !g->pseudo_frame && i <= g->depth; i++) {
+        if ((g->flags & STACK_GUESSED) && i == STACK_GUESS_AT(g->flags))
+            write_go_frame(f, STACK_GUESSED_FRAME, "", 0, 0);
+        if (i < g->depth)
+            write_go_frames_at(f, g, i);
+    }
+    if (g->creator)
+        write_created_by(f, g);
 }

@@ -13,6 +13,9 @@
 #include <stdio.h>
 
 #include "cpprof.h"
+#include "goheader.h"
+
+#include <sys/types.h>
 
 /* The stack part of one text record. */
 typedef struct {
@@ -46,5 +49,28 @@ void text_write_records(FILE *f, size_t n,
  * and unloaded thousands of times). */
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
                        unsigned flags, uint64_t gen);
+
+/* One goroutine of a debug=2 dump: what Go's parsers (panicparse 2.3.0)
+ * read.  Its header (goheader.h), then per frame FUNC(...) and
+ * "\tFILE:LINE +0xOFF" (inlined frames each on their two lines), then,
+ * when its creator is known, "created by FUNC in goroutine TID" with the
+ * creating call's file line.  A file the parsers do not take (only names
+ * ending .c, .go or .s: a header's, C++'s, preprocessed assembly's) is
+ * written "??", the cgo form of an unknown file, and its line kept; the
+ * other forms (debug=1, the proto) name every file.  A stack that is
+ * missing (pseudo_frame) is that one frame, the reason in the header. */
+typedef struct {
+    goheader head;
+    const uintptr_t *pcs;
+    size_t depth;
+    unsigned flags;
+    uint64_t gen;
+    const char *pseudo_frame; /* not NULL: the stack is this one frame */
+    pid_t creator;            /* 0: not known */
+    uintptr_t created_at;     /* the return address of its creation */
+} text_goroutine;
+
+/* Writes g, within a symbolizer session (symbolize_begin). */
+void text_write_goroutine(FILE *f, const text_goroutine *g);
 
 #endif

@@ -7,11 +7,13 @@
  *                      unchanged), one sample per (stack, label set).
  *   debug=1            Go's text form, grouped the same way, largest group
  *                      first, with a "# labels:" line per labelled group.
- *   debug=2            one block per thread, as Go's full goroutine dump:
- *                      thread TID "NAME" [STATE, WCHAN, labels:{...}]:
- *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame;
- *                      then one per parked task (task.h):
- *                      task N [REASON, 3 seconds, labels:{...}]:
+ *   debug=2            one block per thread, as Go's full goroutine dump
+ *                      (gotext.h, goheader.h):
+ *                      goroutine TID [STATE, WCHAN, thread "NAME",
+ *                      labels:{...}]:
+ *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame and
+ *                      "created by"; then one per parked task (task.h):
+ *                      goroutine N [REASON, 3 seconds, labels:{...}]:
  *
  * Parked tasks count in every form as goroutines do, told from threads by
  * their labels pprof_task=parked and pprof_wait=REASON (census.h); a
@@ -49,6 +51,7 @@
 #include "labels.h"
 #include "symbolize.h"
 #include "symbolize_profile.h"
+#include "threadcreate.h"
 #include "util.h"
 
 #include <errno.h>
@@ -184,19 +187,6 @@ static int encode_proto(const struct group *groups, size_t n,
 
 /* ---- Text forms --------------------------------------------------------- */
 
-/* The address to symbolize: a return address is looked up one byte back,
- * so that the line is the call's. */
-static uintptr_t lookup_pc(const uintptr_t *pcs, unsigned flags, size_t i)
-{
-    bool exact = i == 0 && (flags & STACK_LEAF_EXACT);
-    return exact || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
-}
-
-static const char *file_or_unknown(const symbolize_frame *f)
-{
-    return f->file[0] ? f->file : "?";
-}
-
 /* The groups, and the missing-stack frame of the record being written. */
 struct debug1 {
     const struct group *groups;
@@ -223,101 +213,45 @@ static void print_debug1(FILE *f, const census *c, const char *name,
     text_write_records(f, n, group_head, &d);
 }
 
-struct header_labels {
-    FILE *f;
-    bool first;
-};
-
-static bool print_header_label(const char *key, const char *value, void *arg)
+/* debug=2's block for census thread t (text_write_goroutine): its tid,
+ * state, wait channel, name and labels in Go's goroutine header, and its
+ * creator where cpprof saw the thread created. */
+static void print_thread(FILE *f, const census_thread *t)
 {
-    struct header_labels *h = arg;
-    if (!h->first)
-        fputs(", ", h->f);
-    h->first = false;
-    text_put_escaped(h->f, key, true);
-    fputs(": ", h->f);
-    text_put_escaped(h->f, value, true);
-    return true;
-}
-
-/* ", labels:{"k": "v", ...}" when the set has any. */
-static void print_header_labels(FILE *f, const cpprof_labelset *labels)
-{
-    if (!cpprof_labelset_size(labels))
-        return;
-    struct header_labels h = {f, true};
-    fputs(", labels:{", f);
-    cpprof_labels_foreach(labels, print_header_label, &h);
-    fputc('}', f);
-}
-
-/* thread TID "NAME" [STATE, WCHAN, labels:{"k": "v", ...}]: -- the labels
- * inside the bracket, after the state, in Go 1.27's traceback form
- * (GODEBUG tracebacklabels=1, the default for go 1.27 modules;
- * golang/go#76349, CL 694119), which debug=2 dumps print; a thread that
- * cannot run again has " (leaked)" after its wait, as Go marks a leaked
- * goroutine's wait reason. */
-static void print_thread_header(FILE *f, const census_thread *t)
-{
-    fprintf(f, "thread %d ", (int)t->tid);
-    text_put_escaped(f, t->name, true);
-    fprintf(f, " [%s%s", t->state_name[0] ? t->state_name : "unknown",
-            t->wchan[0] ? ", " : "");
-    text_put_escaped(f, t->wchan, false);
-    if (t->leaked)
-        fputs(" (leaked)", f);
-    print_header_labels(f, t->labels);
-    fputs("]:\n", f);
-}
-
-/* FUNC(...) then \tFILE:LINE +0xOFF, per frame (inlined ones first);
- * the stand-in frame when the stack is `missing`. */
-static void print_debug2_frames(FILE *f, const uintptr_t *pcs, size_t depth,
-                                unsigned flags, const char *missing)
-{
-    if (missing[0]) {
-        char frame[CENSUS_NO_STACK_FRAME_MAX];
-        no_stack_frame(missing, frame, sizeof frame);
-        fprintf(f, "%s\n", frame);
-        return;
-    }
-    for (size_t i = 0; i <= depth; i++) {
-        if ((flags & STACK_GUESSED) && i == STACK_GUESS_AT(flags))
-            fprintf(f, "%s(...)\n\t?:0 +0x0\n", STACK_GUESSED_FRAME);
-        if (i == depth)
-            break;
-        const symbolize_result *s = symbolize_pc(lookup_pc(pcs, flags, i));
-        for (size_t j = 0; j < s->nframes; j++) {
-            text_put_escaped(f, s->frames[j].name, false);
-            fputs("(...)\n\t", f);
-            text_put_escaped(f, file_or_unknown(&s->frames[j]), false);
-            fprintf(f, ":%" PRId64 " +%#" PRIxPTR "\n", s->frames[j].line,
-                    s->sym_offset);
-        }
-    }
+    text_goroutine g = {
+        .head = {.id = (uint64_t)t->tid, .state = t->state_name,
+                 .wait = t->wchan, .leaked = t->leaked, .thread = t->name,
+                 .missing = t->missing, .labels = t->labels},
+        .pcs = t->pcs, .depth = t->depth, .flags = t->flags,
+        .pseudo_frame = t->missing[0] ? CENSUS_NO_STACK : NULL};
+    threadcreate_creator(t->tid, &g.creator, &g.created_at);
+    text_write_goroutine(f, &g);
 }
 
 /* How long a task has been parked, as Go prints a goroutine's wait
- * (", 5 minutes", from one minute on), and in seconds before that. */
-static void print_parked_for(FILE *f, int64_t ns)
+ * ("5 minutes", from one minute on), and in seconds before that. */
+static void parked_for(char *buf, size_t len, int64_t ns)
 {
     int64_t s = ns / 1000000000;
     if (s >= 60)
-        fprintf(f, ", %" PRId64 " minutes", s / 60);
+        snprintf(buf, len, "%" PRId64 " minutes", s / 60);
     else
-        fprintf(f, ", %" PRId64 " seconds", s);
+        snprintf(buf, len, "%" PRId64 " seconds", s);
 }
 
-/* task N [REASON, D, labels:{...}]: -- a parked task as Go's goroutine
- * header: its reason in place of Go's wait reason ("chan receive"). */
-static void print_task_header(FILE *f, const census_task *t,
-                              const census_parked *p)
+/* debug=2's block for a parked task: its number, its reason in place of
+ * Go's wait reason ("chan receive"), how long it has been parked, and its
+ * labels, which mark it a task (pprof_task=parked). */
+static void print_task(FILE *f, const census_task *t, const census_parked *p)
 {
-    fprintf(f, "task %" PRIu64 " [", t->number);
-    text_put_escaped(f, p->reason, false);
-    print_parked_for(f, t->parked_ns);
-    print_header_labels(f, p->labels);
-    fputs("]:\n", f);
+    char wait[32];
+    parked_for(wait, sizeof wait, t->parked_ns);
+    text_goroutine g = {
+        .head = {.id = t->number, .state = p->reason, .wait = wait,
+                 .missing = parked_missing(p), .labels = p->labels},
+        .pcs = p->pcs, .depth = p->depth, .flags = p->flags,
+        .pseudo_frame = p->depth ? NULL : CENSUS_NO_STACK};
+    text_write_goroutine(f, &g);
 }
 
 /* Every thread, then every parked task (census_take lists each). */
@@ -325,19 +259,14 @@ static void print_debug2(FILE *f, const census *c)
 {
     symbolize_begin();
     for (size_t i = 0; i < c->n; i++) {
-        const census_thread *t = &c->threads[i];
         if (i)
             fputc('\n', f);
-        print_thread_header(f, t);
-        print_debug2_frames(f, t->pcs, t->depth, t->flags, t->missing);
+        print_thread(f, &c->threads[i]);
     }
     for (size_t i = 0; i < c->n_tasks; i++) {
-        const census_parked *p = &c->parked[c->tasks[i].group];
         if (i || c->n)
             fputc('\n', f);
-        print_task_header(f, &c->tasks[i], p);
-        print_debug2_frames(f, p->pcs, p->depth, p->flags,
-                            parked_missing(p));
+        print_task(f, &c->tasks[i], &c->parked[c->tasks[i].group]);
     }
     symbolize_end();
 }

@@ -51,6 +51,7 @@
 #define forkwake_secret cpprof__forkwake_secret
 #define forkwake_send cpprof__forkwake_send
 #define forkwake_table cpprof__forkwake_table
+#define goheader_format cpprof__goheader_format
 #define heap_declined cpprof__heap_declined
 #define heap_get_stats cpprof__heap_get_stats
 #define heap_internal_stats cpprof__heap_internal_stats
@@ -97,6 +98,7 @@
 #define text_escape cpprof__text_escape
 #define text_put_escaped cpprof__text_put_escaped
 #define thread_own_role cpprof__thread_own_role
+#define threadcreate_creator cpprof__threadcreate_creator
 #define threadcreate_snapshot cpprof__threadcreate_snapshot
 #define trace_flight_on cpprof__trace_flight_on
 #define trace_snapshot_free cpprof__trace_snapshot_free
