@@ -8,8 +8,9 @@
  * dumps, which Go's parsers (panicparse) read: its header, the one
  * goroutine?debug=2 gives the same thread (goheader.h: tid, name, label
  * set unless the "tracebacklabels" setting is 0, as
- * GODEBUG=tracebacklabels=0), its frames as raw PCs in Go's frame shape
- * ("0xPC(...)" and "\t??:0"), who created the thread (threadcreate.h),
+ * GODEBUG=tracebacklabels=0), its frames in Go's frame shape named by
+ * object and address (unwind_pc_name: "libc.so.6+0x891f5(...)" and
+ * "\t??:0"), who created the thread (threadcreate.h),
  * and the executable mappings of /proc/self/maps, which turn those PCs
  * into module + offset for addr2line or pprof.  Nothing is symbolized:
  * naming a frame needs the symbolizer's tables and libdw, which allocate
@@ -154,11 +155,14 @@ static NOINLINE void write_thread(void)
 }
 
 /* A frame as Go's parsers read one whose function and file are not known
- * here (nothing is symbolized in a crashed process): its address as the
- * function, "??" as the file (cgo's form). */
+ * here (nothing is symbolized in a crashed process): its object and
+ * address there as the function (unwind_pc_name), "??" as the file
+ * (cgo's form). */
 static void write_raw_frame(struct line *l, uintptr_t pc)
 {
-    put_uint(l, pc, 16);
+    char name[128];
+    unwind_pc_name(pc, name, sizeof name);
+    put_str(l, name);
     put_str(l, "(...)");
     flush_line(l);
     put_str(l, "\t??:0");
@@ -181,8 +185,10 @@ static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
     pid_t creator;
     uintptr_t at;
     if (threadcreate_creator(gettid(), &creator, &at)) {
+        char name[128];
+        unwind_pc_name(at, name, sizeof name);
         put_str(&l, "created by ");
-        put_uint(&l, at, 16);
+        put_str(&l, name);
         put_str(&l, " in goroutine ");
         put_uint(&l, (unsigned long)creator, 10);
         flush_line(&l);

@@ -175,6 +175,14 @@ size_t unwind_from(const struct unwind_start *start, unsigned skip,
 size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
                              uintptr_t *pcs, size_t max, unsigned *flags);
 
+/* SIGNAL-SAFE.  Names pc without a symbol table, into buf (NUL-terminated,
+ * cut short to len): "OBJECT+0xADDR", the last component of the path of
+ * the object mapped there and pc's address in that object (less its load
+ * bias: what addr2line -e OBJECT takes), as the symbolizer names a frame
+ * it finds no function for; "0xPC" outside every object the unwinder
+ * knows.  The crash report's frames. */
+void unwind_pc_name(uintptr_t pc, char *buf, size_t len);
+
 /* Learns the calling thread's stack bounds (pthread_getattr_np), so that
  * walks of this thread read its stack directly; without them they read
  * through the fault-proof path.  Never from a signal handler. */

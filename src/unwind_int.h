@@ -54,4 +54,8 @@ extern __thread uintptr_t unwind_own_lo TLS_IE, unwind_own_hi TLS_IE;
 /* SIGNAL-SAFE: the executable mapping of `t` containing `a`, or NULL. */
 const struct code *unwind_code_find(const struct maps_table *t, uintptr_t a);
 
+/* SIGNAL-SAFE: the object's path, as /proc/self/maps gave it; it lives
+ * as long as a table that lists the object. */
+const char *unwind_object_path(const struct object *o);
+
 #endif

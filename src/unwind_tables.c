@@ -88,6 +88,12 @@ struct object {
     struct object *next;        /* the writer's list of all objects */
 };
 
+/* SIGNAL-SAFE */
+const char *unwind_object_path(const struct object *o)
+{
+    return o->path;
+}
+
 static struct maps_table tables[2];
 _Atomic(struct maps_table *) unwind_current; /* unwind_int.h */
 

@@ -911,3 +911,50 @@ size_t unwind_blocked_thread(pid_t pid, uintptr_t pc, uintptr_t sp,
     table_release(t, NULL);
     return n;
 }
+
+/* SIGNAL-SAFE: appends s to buf (at most len - 1 bytes in all). */
+static size_t put_text(char *buf, size_t len, size_t at, const char *s)
+{
+    while (*s && at + 1 < len)
+        buf[at++] = *s++;
+    return at;
+}
+
+/* SIGNAL-SAFE: appends "0x" and v in hex. */
+static size_t put_hex(char *buf, size_t len, size_t at, uintptr_t v)
+{
+    char digits[2 * sizeof v + 3];
+    size_t n = sizeof digits - 1;
+    digits[n] = '\0';
+    do {
+        digits[--n] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    digits[--n] = 'x';
+    digits[--n] = '0';
+    return put_text(buf, len, at, digits + n);
+}
+
+/* SIGNAL-SAFE */
+void unwind_pc_name(uintptr_t pc, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    struct maps_table *t = table_acquire();
+    const struct code *c = t ? unwind_code_find(t, pc) : NULL;
+    const char *path = c && c->obj ? unwind_object_path(c->obj) : NULL;
+    size_t at = 0;
+    if (path) {
+        const char *base = path;
+        for (const char *p = path; *p; p++)
+            if (*p == '/')
+                base = p + 1;
+        at = put_text(buf, len, at, base);
+        at = put_text(buf, len, at, "+");
+        at = put_hex(buf, len, at, pc - c->bias);
+    } else {
+        at = put_hex(buf, len, at, pc);
+    }
+    buf[at] = '\0';
+    table_release(t, NULL);
+}

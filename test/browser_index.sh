@@ -32,7 +32,7 @@ command -v chromium >/dev/null || fail "chromium is missing: apt-get install chr
 # the CPU view in the demo's order, and the page fits a phone's width.
 check_page() {
     [ "$(awk '$1 == "profile" { printf "%s ", $2 }' "$tmp/page")" = \
-      'allocs block cmdline goroutine heap mutex profile symbol threadcreate trace ' ] ||
+      'allocs block cmdline goroutine goroutineleak heap mutex profile symbol threadcreate trace ' ] ||
         fail "profile table: $(grep '^profile' "$tmp/page")"
     awk '$1 == "profile" && $2 == "goroutine" && $3 >= 6 { ok = 1 } END { exit !ok }' \
         "$tmp/page" || fail "goroutine count: $(grep goroutine "$tmp/page")"

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 static volatile int *volatile nowhere;
-static atomic_bool serving, crash_now_please;
+static atomic_bool serving, crash_now_please, created;
 
 __attribute__((noinline)) static void crash_now(const char *how)
 {
@@ -51,6 +51,9 @@ static void in_scope(void *arg, const cpprof_labelset *labels)
 
 static void *crasher(void *how)
 {
+    /* cpprof learns who created a thread once pthread_create returns. */
+    while (!atomic_load(&created))
+        usleep(1000);
     pthread_setname_np(pthread_self(), "crasher");
     const char *kv[] = {"tenant", "acme", "kind", "crash"};
     cpprof_labelset *labels;
@@ -95,6 +98,7 @@ int main(int argc, char **argv)
     pthread_t t;
     if (pthread_create(&t, NULL, crasher, (void *)how) != 0)
         return 1;
+    atomic_store(&created, true);
     if (served && serve(argv[2], &usr1) != 0)
         return 1;
     pthread_join(t, NULL);

@@ -37,22 +37,24 @@ grep -q '^cpprof: SIGSEGV: segmentation violation$' "$tmp/segv.err" ||
 grep -q '^PC=0x[0-9a-f]* addr=0x0 sigcode=1$' "$tmp/segv.err" ||
     fail "segv: no PC/addr line: $(cat "$tmp/segv.err")"
 grep -q "$labelled" "$tmp/segv.err" || fail "segv: no labelled thread line: $(cat "$tmp/segv.err")"
-# The stack: a frame per PC after the header, in Go's shape ("0xPC(...)",
-# then "\t??:0"); the first is inside crash_now, and the walk goes on
-# past it; then who created the thread.
+# The stack: a frame per PC after the header, in Go's shape
+# ("OBJECT+0xADDR(...)", ADDR in the object as addr2line takes it, then
+# "\t??:0"); the first is inside crash_now (its address from nm), and the
+# walk goes on past it; then who created the thread.
 sed -n '/^goroutine .*\]:$/,/^$/p' "$tmp/segv.err" >"$tmp/segv.block"
-sed -n 's/^\(0x[0-9a-f]*\)(\.\.\.)$/\1/p' "$tmp/segv.block" >"$tmp/segv.pcs"
+sed -n 's/^\([^ ]*+0x[0-9a-f]*\)(\.\.\.)$/\1/p' "$tmp/segv.block" >"$tmp/segv.frames"
 # (Each frame's file line, and the created-by line's.)
-[ "$(grep -c "$(printf '^\t??:0$')" "$tmp/segv.block")" = "$(($(wc -l <"$tmp/segv.pcs") + 1))" ] ||
+[ "$(grep -c "$(printf '^\t??:0$')" "$tmp/segv.block")" = "$(($(wc -l <"$tmp/segv.frames") + 1))" ] ||
     fail "segv: a frame without its file line: $(cat "$tmp/segv.block")"
-grep -q '^created by 0x[0-9a-f]* in goroutine [0-9]*$' "$tmp/segv.block" ||
-    fail "segv: no created-by line: $(cat "$tmp/segv.block")"
-[ "$(wc -l <"$tmp/segv.pcs")" -ge 3 ] || fail "segv: stack too short: $(cat "$tmp/segv.err")"
-fn=$(sed -n 's/^crash_now \(0x[0-9a-f]*\)$/\1/p' "$tmp/segv.out")
-leaf=$(head -1 "$tmp/segv.pcs")
+grep -q '^created by crash_labels+0x[0-9a-f]* in goroutine [0-9]*$' "$tmp/segv.block" ||
+    fail "segv: no created-by line in main: $(cat "$tmp/segv.block")"
+[ "$(wc -l <"$tmp/segv.frames")" -ge 3 ] || fail "segv: stack too short: $(cat "$tmp/segv.err")"
+fn=0x$(nm "$CRASHER" | awk '$3 == "crash_now" { print $1 }')
+leaf=$(sed -n '1s/^crash_labels+//p' "$tmp/segv.frames")
+[ -n "$leaf" ] || fail "segv: the first frame is not the program's: $(cat "$tmp/segv.block")"
 off=$((leaf - fn))
 [ "$off" -ge 0 ] && [ "$off" -lt 256 ] ||
-    fail "segv: first PC $leaf is not in crash_now at $fn"
+    fail "segv: first frame at $leaf is not in crash_now at $fn"
 grep -q '^executable mappings:$' "$tmp/segv.err" || fail "segv: no mappings"
 grep -q ' r-xp .*crash_labels$' "$tmp/segv.err" || fail "segv: the program's own mapping is missing"
 

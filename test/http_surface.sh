@@ -37,7 +37,7 @@ expect_error() {
         fail "$1: message '$(cat "$tmp/$1.body")' does not match '$4'"
 }
 
-profiles='allocs block cmdline goroutine heap mutex profile symbol threadcreate trace'
+profiles='allocs block cmdline goroutine goroutineleak heap mutex profile symbol threadcreate trace'
 
 # --- The HTML index ---------------------------------------------------------
 code=$(fetch index "$base/")
@@ -64,6 +64,7 @@ for want in \
     'allocs: </div> A sampling of all past memory allocations' \
     'cmdline: </div> The command line invocation of the current program' \
     'goroutine: </div> Stack traces of all current threads. Use debug=2' \
+    'goroutineleak: </div> Stack traces of all leaked threads' \
     'mutex: </div> Stack traces of holders of contended mutexes' \
     'symbol: </div> Maps given program counters to function names. Counters can be specified in a GET raw query or POST body, multiple counters are separated by &#39;+&#39;.' \
     'threadcreate: </div> Stack traces that led to the creation of new OS threads'; do
