@@ -9,16 +9,22 @@
  * 480 on 10 mutexes whose 10 holders sleep (each waiter's lock word and
  * owner are read, and the owner found waiting for no lock), and 5
  * two-thread deadlocks (10 threads: found, walked, named).  The server
- * runs in this process (loopback, port 0); each round is one request on
- * a new connection for the proto (debug=0) and one for debug=1, timed on
- * the wall from connect to the body's last byte.  Printed: the first
- * request's time, then the minimum, median and maximum of ROUNDS (default
- * 15), and the median of the CPU the process spent on a request (its
- * wall time on an idle machine; a loaded one stretches the wall time, not
- * that), and the count the index shows; a start that does not find
- * exactly the 10 deadlocked threads stops the benchmark:
+ * runs in this process (loopback, port 0).  First the detection alone
+ * (census_count_leaked) with every thread new to it, each one's syscall
+ * file read; a start that does not find exactly the 10 deadlocked threads
+ * stops the benchmark.  Then each round is one request on a new
+ * connection for the proto (debug=0) and one for debug=1, timed on the
+ * wall from connect to the body's last byte: the threads have not run
+ * since, so each costs a clock reading, not its file (census_leak.c).
+ * Printed: the first request's time (the symbolizer's first opening of
+ * the objects' debug information is most of it), then the minimum,
+ * median and maximum of ROUNDS (default 15), and the median of the CPU
+ * the process spent on a request (its wall time on an idle machine; a
+ * loaded one stretches the wall time, not that), and the count the index
+ * shows:
  *
- *   goroutineleak threads 1000 leaked 10 debug=0 first_ms 9.1 min_ms 4.0 median_ms 4.6 max_ms 7.9 cpu_median_ms 4.2 (goal 25)
+ *   goroutineleak threads 1000 leaked 10 detection, every file read: wall_ms 12.0 cpu_ms 14.1
+ *   goroutineleak threads 1000 leaked 10 debug=0 first_ms 188.8 min_ms 5.3 median_ms 9.1 max_ms 11.9 cpu_median_ms 5.2 (goal 25)
  */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -188,7 +194,11 @@ int main(int argc, char **argv)
     bench_check(cpprof_http_start("127.0.0.1:0"), "cpprof_http_start");
     port = http_port();
     start_all();
+    double t0 = now_ms(), c0 = process_cpu_ms();
     long leaked = census_count_leaked();
+    printf("goroutineleak threads %d leaked %ld detection, every file "
+           "read: wall_ms %.1f cpu_ms %.1f\n",
+           THREADS, leaked, now_ms() - t0, process_cpu_ms() - c0);
     if (leaked != 2 * CYCLES) {
         fprintf(stderr, "bench/goroutineleak: %ld threads leaked, want %d\n",
                 leaked, 2 * CYCLES);

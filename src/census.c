@@ -537,6 +537,7 @@ ATFORK_CHILD static void census_child(void)
     census_maps_after_fork();
     census_signal_after_fork();
     census_crew_after_fork();
+    census_leak_after_fork();
     atfork_mutex_release(&census_mu);
 }
 

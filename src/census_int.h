@@ -159,6 +159,10 @@ pid_t census_lock_owner(pid_t pid, enum census_lock_kind kind,
  * function for locks of that kind. */
 bool census_waits_in_lock(const census_thread *t, enum census_lock_kind kind);
 
+/* census_leak.c: the threads that cannot run again. */
+
+void census_leak_after_fork(void);
+
 /* census_maps.c: the unwinder's table, refreshed for the threads
  * signalled. */
 

@@ -7,9 +7,10 @@
  *
  * Read from outside, as the census reads a blocked thread
  * (census_blocked.c), so nothing is stopped, signalled or cut short:
- *   1. every thread's syscall file: which threads sleep in a lock's
- *      futex wait, on which word (census_lock_wait), and for those their
- *      CPU clock;
+ *   1. every thread's CPU clock, then its syscall file: which threads
+ *      sleep in a lock's futex wait, on which word (census_lock_wait) --
+ *      unless its clock reads what it read at the last detection, which
+ *      then read the file (struct seen);
  *   2. each such lock's recorded owner (census_lock_owner), a live
  *      thread of the process or one that has exited (in no listing, and
  *      tgkill's probe says there is no such thread in this process);
@@ -29,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include "census_int.h"
+#include "atfork.h"
 #include "labels.h"
 #include "proctasks.h"
 #include "thread.h"
@@ -57,7 +59,7 @@ struct waiter {
     enum census_lock_kind kind; /* LOCK_NONE once found no lock's waiter */
     uintptr_t word;             /* the futex word it sleeps on */
     unsigned val;               /* what it expects that word to hold */
-    int64_t cpu_ns;             /* its CPU clock once found waiting */
+    int64_t cpu_ns;             /* its CPU clock before its wait was read */
     pid_t owner;                /* the lock's recorded owner */
     bool owner_exited;
     size_t next;                /* the owner's index, or NONE */
@@ -72,6 +74,7 @@ struct leaks {
     pid_t pid;
     pid_t *live; /* every thread listed, sorted */
     size_t n_live;
+    struct seen *seen; /* each listed thread, as read */
     struct waiter *w; /* sorted by tid */
     size_t n;
     unsigned cycles;
@@ -82,6 +85,7 @@ static void leaks_free(struct leaks *l)
     for (size_t i = 0; i < l->n; i++)
         free(l->w[i].walked);
     free(l->w);
+    free(l->seen);
     free(l->live);
 }
 
@@ -119,47 +123,90 @@ static enum census_lock_kind read_wait(const struct task_dir *td, pid_t tid,
     return rc == BLOCKED ? census_lock_wait(at) : LOCK_NONE;
 }
 
-/* Whether thread `tid` sleeps in a lock's wait; fills *w if so.  Its CPU
- * clock is read after the file, only for such a thread (most are not):
- * the proof reads the file again and sees the same wait, with the clock
- * unchanged since, so it slept in that wait from this reading on. */
-static bool read_waiter(const struct task_dir *td, pid_t tid,
-                        struct waiter *w)
+/* What one detection read of a thread: its CPU clock, then the wait its
+ * syscall file showed (LOCK_NONE: none of a lock's).  The last
+ * detection's, sorted by tid, are kept (under the census lock): a thread
+ * whose clock still reads the same has not run since, so it sleeps in
+ * the same wait, and its file is not read again (census_still.c does the
+ * same for the census), one clock reading instead of three calls. */
+struct seen {
+    pid_t tid;
+    enum census_lock_kind kind;
+    int64_t cpu_ns; /* -1: gone */
+    uintptr_t word;
+    unsigned val;
+};
+static struct {
+    struct seen *v;
+    size_t n;
+} last;
+
+static const struct seen *seen_last(pid_t tid)
 {
-    struct census_syscall at;
-    enum census_lock_kind kind = read_wait(td, tid, &at);
-    int64_t cpu = kind == LOCK_NONE ? -1 : tid_cpu_ns(tid);
-    if (cpu < 0)
-        return false;
-    *w = (struct waiter){.tid = tid, .kind = kind,
-                         .word = (uintptr_t)at.args[0],
-                         .val = (unsigned)at.args[2], .cpu_ns = cpu};
-    return true;
+    return last.n ? bsearch(&tid, last.v, last.n, sizeof *last.v,
+                            census_by_tid)
+                  : NULL;
 }
 
-/* census_crew_run's item: live thread i, into w[i] (kind LOCK_NONE:
- * not a lock's waiter). */
-static void waiter_item(void *arg, size_t i, bool on_caller)
+/* Thread `tid` now: the clock first, so that the wait the file shows
+ * after it holds for as long as the clock reads the same (the proof
+ * checks that it still does). */
+static void read_thread(const struct task_dir *td, pid_t tid,
+                        struct seen *out)
+{
+    *out = (struct seen){.tid = tid, .cpu_ns = tid_cpu_ns(tid)};
+    const struct seen *was = out->cpu_ns < 0 ? NULL : seen_last(tid);
+    if (was && was->cpu_ns == out->cpu_ns) {
+        *out = *was;
+        return;
+    }
+    struct census_syscall at;
+    if (out->cpu_ns < 0 || (out->kind = read_wait(td, tid, &at)) == LOCK_NONE)
+        return;
+    out->word = (uintptr_t)at.args[0];
+    out->val = (unsigned)at.args[2];
+}
+
+/* census_crew_run's item: live thread i, into seen[i]. */
+static void thread_item(void *arg, size_t i, bool on_caller)
 {
     (void)on_caller;
     struct leaks *l = arg;
-    if (!read_waiter(l->td, l->live[i], &l->w[i]))
-        l->w[i].kind = LOCK_NONE;
+    read_thread(l->td, l->live[i], &l->seen[i]);
 }
 
 /* Reads every listed thread, sharing the reading with the census's crew
- * (a file each: their helpers halve the wall time on two CPUs), and
- * keeps the waiters. */
+ * (a file each: their helpers halve the wall time on two CPUs), keeps
+ * the waiters, and keeps what was read for the next detection. */
 static int read_waiters(struct leaks *l)
 {
+    l->seen = malloc((l->n_live + 1) * sizeof *l->seen);
     l->w = malloc((l->n_live + 1) * sizeof *l->w);
-    if (!l->w)
+    if (!l->seen || !l->w)
         return -ENOMEM;
-    census_crew_run(0, l->n_live, waiter_item, l);
-    for (size_t i = 0; i < l->n_live; i++)
-        if (l->w[i].kind != LOCK_NONE)
-            l->w[l->n++] = l->w[i];
+    census_crew_run(0, l->n_live, thread_item, l);
+    size_t kept = 0;
+    for (size_t i = 0; i < l->n_live; i++) {
+        const struct seen *t = &l->seen[i];
+        if (t->cpu_ns < 0)
+            continue;
+        if (t->kind != LOCK_NONE)
+            l->w[l->n++] = (struct waiter){.tid = t->tid, .kind = t->kind,
+                                           .word = t->word, .val = t->val,
+                                           .cpu_ns = t->cpu_ns};
+        l->seen[kept++] = *t;
+    }
+    free(last.v);
+    last.v = l->seen;
+    last.n = kept;
+    l->seen = NULL;
     return 0;
+}
+
+/* In a forked child: its threads are not the ones read. */
+ATFORK_CHILD void census_leak_after_fork(void)
+{
+    last.n = 0;
 }
 
 /* ---- 2. The owners ------------------------------------------------------ */
