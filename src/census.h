@@ -107,6 +107,8 @@ typedef struct {
     uint64_t number;   /* 1, 2, ... in order of creation */
     int64_t parked_ns; /* how long it has been parked */
     size_t group;      /* census.parked[group] */
+    uint64_t creator;  /* its creator's tid, or task number (task.h) */
+    uintptr_t created_at; /* the creating call's return address */
 } census_task;
 
 typedef struct {

@@ -150,7 +150,8 @@ static int list_task(struct reading *r, const struct task_parked *t,
     int rc = ARRAY_RESERVE(c->tasks, c->n_tasks, r->cap_tasks, 1);
     if (rc == 0)
         c->tasks[c->n_tasks++] = (census_task){t->number, t->parked_ns,
-                                               group};
+                                               group, t->creator,
+                                               t->created_at};
     return rc;
 }
 

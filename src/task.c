@@ -54,6 +54,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { FREE = 0, RUNNING = 1, PARKED = 2, STATE_MASK = 3, PARK_ONE = 4 };
 
@@ -75,6 +76,11 @@ struct task {
     _Atomic int64_t parked_at; /* CLOCK_MONOTONIC_COARSE, ns */
     _Atomic unsigned depth, flags;
     _Atomic uint32_t next_free; /* index + 1 of the next free slot, or 0 */
+    /* Who made it (Go's "created by"): the creating thread's tid, or the
+     * number of the task it ran then, and the creating call's return
+     * address. */
+    _Atomic uint64_t creator;
+    _Atomic uintptr_t created_at;
     _Atomic uintptr_t pcs[STACK_MAX_FRAMES];
 } __attribute__((aligned(64))); /* tasks on different threads share no line */
 
@@ -270,6 +276,13 @@ int cpprof_task_create(cpprof_task *task, const cpprof_labelset *labels)
                                                  : thread_current_labels()),
                           memory_order_release);
     k->saved = NULL;
+    atomic_store_explicit(&k->creator,
+                          running ? atomic_load(&running->number)
+                                  : (uint64_t)gettid(),
+                          memory_order_relaxed);
+    atomic_store_explicit(&k->created_at,
+                          (uintptr_t)__builtin_return_address(0),
+                          memory_order_relaxed);
     atomic_store_explicit(&k->runner, 0, memory_order_relaxed);
     atomic_store_explicit(&k->reason, "new", memory_order_release);
     atomic_store_explicit(&k->parked_at, clock_ns(CLOCK_MONOTONIC_COARSE),
@@ -412,6 +425,8 @@ static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
         atomic_load_explicit(&k->labels, memory_order_acquire);
     t->number = atomic_load_explicit(&k->number, memory_order_acquire);
     t->reason = atomic_load_explicit(&k->reason, memory_order_acquire);
+    t->creator = atomic_load_explicit(&k->creator, memory_order_acquire);
+    t->created_at = atomic_load_explicit(&k->created_at, memory_order_acquire);
     int64_t at = atomic_load_explicit(&k->parked_at, memory_order_acquire);
     t->flags = atomic_load_explicit(&k->flags, memory_order_acquire);
     t->depth = atomic_load_explicit(&k->depth, memory_order_acquire);

@@ -18,6 +18,9 @@ struct task_parked {
     const cpprof_labelset *labels; /* the task's, alive while fn runs */
     const char *reason;            /* the program's string, by address */
     int64_t parked_ns;             /* how long it has been parked */
+    uint64_t creator;              /* the creating thread's tid, or task's
+                                      number when a task made it */
+    uintptr_t created_at;          /* the creating call's return address */
     unsigned depth, flags;         /* depth 0: left without its stack */
     uintptr_t pcs[STACK_MAX_FRAMES];
 };

@@ -2,8 +2,8 @@
 # goroutine_panicparse.sh -- Go's dump parsers read cpprof's dumps:
 # panicparse (Debian's, 2.3.0) reads the demo's goroutine?debug=2 in its
 # --tasks mode (threads, and tasks parked with --park-tasks) and finds
-# every goroutine the dump lists, with "created by" for each thread the
-# dump names a creator of (the workers at least); it reads a crash report
+# every goroutine the dump lists, with "created by" for each the dump
+# names a creator of (every task, the workers at least); it reads a crash report
 # too (test/crash_labels --addr: one goroutine, created by main), and that
 # report's header is the one debug=2 gave the same thread while it ran.
 set -u
@@ -39,9 +39,11 @@ threads=$(grep -c '^goroutine [0-9]* \[[^]]*, thread "' "$tmp/d2.body")
 [ "$threads" -ge "$(ls "/proc/$demo_pid/task" | wc -l)" ] ||
     fail "debug=2: $threads threads, /proc lists $(ls "/proc/$demo_pid/task" | wc -l)"
 created=$(grep -c '^created by .* in goroutine [0-9]*$' "$tmp/d2.body")
-# The workers, made by main with pthread_create.
+# The workers, made by main with pthread_create, and every task.
 [ "$(grep -c "^created by .* in goroutine $demo_pid\$" "$tmp/d2.body")" -ge 2 ] ||
     fail "debug=2: no worker created by main ($demo_pid)"
+[ "$created" -ge $((tasks + 2)) ] ||
+    fail "debug=2: $created creators for $tasks tasks and the workers"
 set -- $(parse d2.body)
 [ "$1" = "$headers" ] || fail "panicparse found $1 goroutines of $headers: $(cat "$tmp/d2.body.pp")"
 [ "$2" = "$created" ] || fail "panicparse found $2 creators of $created"

@@ -173,7 +173,7 @@ static void write_created_by(FILE *f, const text_goroutine *g)
     const symbolize_frame *fr = r && r->nframes ? &r->frames[0] : NULL;
     fputs("created by ", f);
     text_put_escaped(f, fr ? fr->name : "?", false);
-    fprintf(f, " in goroutine %d\n", (int)g->creator);
+    fprintf(f, " in goroutine %" PRIu64 "\n", g->creator);
     write_file_line(f, fr ? fr->file : "", fr ? fr->line : 0,
                     r ? r->sym_offset : 0);
 }

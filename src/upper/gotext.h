@@ -53,7 +53,7 @@ void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
 /* One goroutine of a debug=2 dump: what Go's parsers (panicparse 2.3.0)
  * read.  Its header (goheader.h), then per frame FUNC(...) and
  * "\tFILE:LINE +0xOFF" (inlined frames each on their two lines), then,
- * when its creator is known, "created by FUNC in goroutine TID" with the
+ * when its creator is known, "created by FUNC in goroutine N" with the
  * creating call's file line.  A file the parsers do not take (only names
  * ending .c, .go or .s: a header's, C++'s, preprocessed assembly's) is
  * written "??", the cgo form of an unknown file, and its line kept; the
@@ -66,7 +66,7 @@ typedef struct {
     unsigned flags;
     uint64_t gen;
     const char *pseudo_frame; /* not NULL: the stack is this one frame */
-    pid_t creator;            /* 0: not known */
+    uint64_t creator;         /* its creator's number; 0: not known */
     uintptr_t created_at;     /* the return address of its creation */
 } text_goroutine;
 

@@ -218,13 +218,15 @@ static void print_debug1(FILE *f, const census *c, const char *name,
  * creator where cpprof saw the thread created. */
 static void print_thread(FILE *f, const census_thread *t)
 {
+    pid_t creator = 0;
     text_goroutine g = {
         .head = {.id = (uint64_t)t->tid, .state = t->state_name,
                  .wait = t->wchan, .leaked = t->leaked, .thread = t->name,
                  .missing = t->missing, .labels = t->labels},
         .pcs = t->pcs, .depth = t->depth, .flags = t->flags,
         .pseudo_frame = t->missing[0] ? CENSUS_NO_STACK : NULL};
-    threadcreate_creator(t->tid, &g.creator, &g.created_at);
+    if (threadcreate_creator(t->tid, &creator, &g.created_at))
+        g.creator = (uint64_t)creator;
     text_write_goroutine(f, &g);
 }
 
@@ -250,7 +252,8 @@ static void print_task(FILE *f, const census_task *t, const census_parked *p)
         .head = {.id = t->number, .state = p->reason, .wait = wait,
                  .missing = parked_missing(p), .labels = p->labels},
         .pcs = p->pcs, .depth = p->depth, .flags = p->flags,
-        .pseudo_frame = p->depth ? NULL : CENSUS_NO_STACK};
+        .pseudo_frame = p->depth ? NULL : CENSUS_NO_STACK,
+        .creator = t->creator, .created_at = t->created_at};
     text_write_goroutine(f, &g);
 }
 
