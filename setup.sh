@@ -46,11 +46,17 @@ packages=(autoconf automake libtool pkg-config make gcc g++
   nginx-light postgresql-15
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)
 
+# install_missing: apt-get installs what is missing of $packages, asked of
+# dpkg in one call: a call for each package took 2.6 s, which every
+# ./setup.sh command paid, README's quick start in the suite among them.
 install_missing() {
-  local missing=()
+  local missing=() installed p
+  # dpkg-query fails for a package it has never known (never installed).
+  installed=" $({ dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' \
+    "${packages[@]}" 2>/dev/null || true; } |
+    awk 'substr($1, 2, 1) == "i" { printf "%s ", $2 }') "
   for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-      || missing+=("$p")
+    [[ $installed == *" $p "* ]] || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
