@@ -232,8 +232,8 @@ run_fuzzers() {
   return $rc
 }
 
-# README's quick start and install commands as written, after
-# make check in ./build: the quick start's demo uses that build itself.
+# README's quick start as written, after make check in ./build: its demo
+# uses that build itself.
 run_readme_commands() {
   local log=build/test/readme_commands.log result=PASS
   test/readme_commands.sh >"$log" 2>&1 || result=FAIL
