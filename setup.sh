@@ -269,7 +269,7 @@ check_in() {
 #    under a sanitizer; the code behind their other answers runs sanitized
 #    in check_json, check_builder and the fuzzers;
 #  - check_sampler, stress_sampler, census_quiet.sh, wall_states.sh and the
-#    task_*.sh tests: samples and shares judged against CPU and wall time
+#    task_*.sh tests and asio_echo.sh: samples and shares judged against CPU and wall time
 #    as users build their code (stress_sampler, census_quiet.sh,
 #    wall_states.sh and task_pool.sh run under TSan too, for their races;
 #    the task code's memory and its bad uses are check_tasks', which runs
@@ -291,7 +291,8 @@ normal_only="test/configure_deps.sh test/dist.sh test/abi.sh test/docs_links.sh
   test/wrapper_frames.sh test/heap_late.sh test/http_metrics.sh test/http_json.sh
   test/http_go_details.sh test/check_sampler test/stress_sampler
   test/census_quiet.sh test/wall_states.sh test/task_pool.sh
-  test/task_coro.sh test/task_coro_inline.sh test/task_asio.sh test/task_uv.sh
+  test/task_coro.sh test/task_coro_inline.sh test/task_asio.sh test/asio_echo.sh
+  test/task_uv.sh
   test/task_fiber.sh test/stack_min.sh test/trace_label_cap.sh
   test/trace_flight_clients.sh"
 
