@@ -10,8 +10,8 @@
  *
  * The first census of new threads reads every thread's /proc files; the
  * next ones take a thread that has not run since (its CPU clock
- * unchanged) from the last (census.c, "still" threads), which is what
- * parked threads are.  So the parked cases start FIRSTS batches of new
+ * unchanged) from the last (census_still.c, "still" threads), which is
+ * what parked threads are.  So the parked cases start FIRSTS batches of new
  * threads, one after the other, and census each batch once as it stands
  * (every one of its threads new); the last batch is then censused ROUNDS
  * more times.  Per case: the fastest and median wall time of the first

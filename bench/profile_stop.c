@@ -6,10 +6,10 @@
  * (which discards ticks still pending) and restores the disposition from
  * before; when that is SIG_DFL it first holds SIG_IGN 25 ms, because
  * qemu-user acts on a tick it had queued by the disposition of the moment
- * it delivers it (src/sampler.c, restore_handler).  A death here is that
- * race: run it under qemu-aarch64 against an arm64 build, at 1000 Hz
- * (CPPROF_CPU_HZ=1000), to see it; natively the kernel sends nothing
- * after timer_delete returns.
+ * it delivers it (src/sampler_signal.c, sampler_restore_handler).  A
+ * death here is that race: run it under qemu-aarch64 against an arm64
+ * build, at 1000 Hz (CPPROF_CPU_HZ=1000), to see it; natively the kernel
+ * sends nothing after timer_delete returns.
  *
  * Usage: profile_stop [ROUNDS [THREADS]]   (default 300 rounds, 2 threads)
  * Each round: start, 30 ms of THREADS spinning threads, stop.  Prints:

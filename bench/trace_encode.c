@@ -1,5 +1,5 @@
 /*
- * bench/trace_encode -- what the trace encoders (src/timeline.h) cost: a
+ * bench/trace_encode -- what the trace encoders (src/upper/timeline.h) cost: a
  * synthetic window of N events (100,000 by default) on 16 threads, in the
  * mix a labelled server makes (per thread, label switches, a region
  * around each, CPU samples, lock waits, log lines, task runs), encoded as

@@ -34,7 +34,7 @@ enum atfork_level {
     ATFORK_HEAP,          /* heap.c: its spinlock */
     ATFORK_CONTENTION,    /* contention.c: the table, then the waits */
     ATFORK_THREADCREATE,  /* threadcreate.c: its table */
-    ATFORK_WRAPPER,       /* http_zerocode.c: no lock, a wrapper's fork noted */
+    ATFORK_WRAPPER,       /* zerocode.c: no lock, a wrapper's fork noted */
     ATFORK_WALL,          /* wall.c: no lock, the parent's window forgotten */
     ATFORK_LEVELS
 };

@@ -15,11 +15,13 @@
  * room for all made before the walk, so that none is copied under the
  * lock as the list grows.
  *
- * The groups hold their tasks' own sets; census.c marks them afterwards
- * (CENSUS_TASK_KEY, CENSUS_WAIT_KEY): that interns a merged set, which is
- * calling into the registry, and it costs one merge a group, not a task.
+ * The groups hold their tasks' own sets, marked afterwards
+ * (CENSUS_TASK_KEY, CENSUS_WAIT_KEY; census_add_tasks, below): that
+ * interns a merged set, which is calling into the registry, and it costs
+ * one merge a group, not a task.  The threads that run a task now are
+ * marked too.
  */
-#include "census_tasks.h"
+#include "census_int.h"
 #include "labels.h"
 #include "task.h"
 #include "util.h"
@@ -189,7 +191,13 @@ static int hand_over(struct reading *r)
     return 0;
 }
 
-int census_read_parked(census *c, bool each)
+/* Reads the tasks parked now into c->parked, grouped by stack, label set
+ * and reason, each group holding a reference to its tasks' own set (which
+ * census_add_tasks marks, census.h), and with `each` every task into
+ * c->tasks.  c has no parked tasks before.  On an error (-ENOMEM) c holds
+ * what was read, for census_release.  Takes the registry lock as
+ * task_foreach_parked does. */
+static int census_read_parked(census *c, bool each)
 {
     struct reading r = {.c = c, .each = each};
     int rc = 0;
@@ -207,4 +215,101 @@ int census_read_parked(census *c, bool each)
     hashindex_free(&r.stack_index);
     hashindex_free(&r.group_index);
     return rc ? rc : handed;
+}
+
+/* ---- Tasks: parked ones listed, running ones marked ------------------- */
+
+/* `set` plus CENSUS_TASK_KEY=`kind` (and CENSUS_WAIT_KEY=`reason` when
+ * not NULL), replacing *set's reference with the merged set's. */
+static int mark_task(const cpprof_labelset **set, const char *kind,
+                     const char *reason)
+{
+    const char *kv[] = {CENSUS_TASK_KEY, kind, CENSUS_WAIT_KEY, reason};
+    cpprof_labelset *marker, *merged;
+    int rc = cpprof_labels(&marker, reason ? 4 : 2, kv);
+    if (rc)
+        return rc;
+    rc = labelset_merge(&merged, *set, marker);
+    cpprof_labelset_release(marker);
+    if (rc)
+        return rc;
+    labelset_drop(*set);
+    *set = merged;
+    return 0;
+}
+
+struct runners {
+    pid_t *tids;
+    size_t n, cap;
+    bool failed;
+};
+
+static void add_runner(pid_t tid, void *arg)
+{
+    struct runners *r = arg;
+    if (ARRAY_RESERVE(r->tids, r->n, r->cap, 1) != 0)
+        r->failed = true;
+    else
+        r->tids[r->n++] = tid;
+}
+
+/* Marks the threads (sorted by tid) that run a task now. */
+static int mark_runners(census *c)
+{
+    struct runners r = {0};
+    task_foreach_runner(add_runner, &r);
+    int rc = r.failed ? -ENOMEM : 0;
+    if (r.n > 0)
+        qsort(r.tids, r.n, sizeof *r.tids, census_by_tid);
+    for (size_t i = 0; rc == 0 && r.n > 0 && i < c->n; i++)
+        if (bsearch(&c->threads[i].tid, r.tids, r.n, sizeof *r.tids,
+                    census_by_tid))
+            rc = mark_task(&c->threads[i].labels, "running", NULL);
+    free(r.tids);
+    return rc;
+}
+
+/* The marked sets made so far in one census: the groups of parked tasks
+ * share few (set, reason) pairs (a pair has a group per stack it parks
+ * at), and merging interns a set (a lock and a hash) that the pair's
+ * first group made already. */
+struct marked {
+    const cpprof_labelset *set; /* the task's, without a reference */
+    const char *reason;
+    const cpprof_labelset *merged; /* a reference of the cache's */
+};
+#define MARKED_CACHE 16
+
+/* mark_task(set, "parked", reason), from the cache where it can. */
+static int mark_parked(struct marked *cache, size_t *n,
+                       const cpprof_labelset **set, const char *reason)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (cache[i].set == *set && cache[i].reason == reason) {
+            labelset_drop(*set);
+            *set = labelset_hold(cache[i].merged);
+            return 0;
+        }
+    const cpprof_labelset *was = *set;
+    int rc = mark_task(set, "parked", reason);
+    if (rc == 0 && *n < MARKED_CACHE)
+        cache[(*n)++] = (struct marked){was, reason, labelset_hold(*set)};
+    return rc;
+}
+
+/* Adds the parked tasks to the census, in groups (census_read_parked), and
+ * with `each` one by one, marking their sets. */
+int census_add_tasks(census *c, bool each)
+{
+    int rc = mark_runners(c);
+    if (rc == 0)
+        rc = census_read_parked(c, each);
+    struct marked cache[MARKED_CACHE];
+    size_t cached = 0;
+    for (size_t i = 0; rc == 0 && i < c->n_parked; i++)
+        rc = mark_parked(cache, &cached, &c->parked[i].labels,
+                         c->parked[i].reason);
+    for (size_t i = 0; i < cached; i++)
+        labelset_drop(cache[i].merged);
+    return rc;
 }

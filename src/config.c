@@ -469,7 +469,7 @@ UPPER_CALLS(cfg_str);
  * (fail closed): a token with a stray \r must not leave the server open to
  * everyone, nor a bad limit leave it with one nobody chose.  Here, below
  * the server, so that zero-code mode checks them at load, before it holds
- * the address for the server (http_zerolisten.c). */
+ * the address for the server (zerolisten.c). */
 int cfg_server_refused(void)
 {
     static const cfg_id server_settings[] = {

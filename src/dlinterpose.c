@@ -11,11 +11,12 @@
  * (unwind.h, "Generations"): the builder would then name them after the
  * old object.  Refreshing right after the loader's dlclose returns closes
  * that window: from then on the address is in no table, so a sample that
- * meets the new object is put off until its table is built (sampler.c,
- * "Code with no table yet") and carries the new generation.  Left open:
- * another thread's dlopen that takes the address between the loader's
- * unmapping and this refresh, and runs code there (its constructors)
- * before the refresh ends: a sample there is named after the old object.
+ * meets the new object is put off until its table is built
+ * (sampler_ring.c, "Code with no table yet") and carries the new
+ * generation.  Left open: another thread's dlopen that takes the address
+ * between the loader's unmapping and this refresh, and runs code there
+ * (its constructors) before the refresh ends: a sample there is named
+ * after the old object.
  *
  * Before the loader's dlclose, when a CPU sample met code without a table
  * since the last refresh, the tables are brought up to date (that code is

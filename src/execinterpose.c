@@ -3,7 +3,7 @@
  * zero-code mode serves from the program a wrapper script execs.
  *
  * Zero-code mode takes CPPROF_HTTP and CPPROF_HTTP_TOKEN out of the
- * environment at load (http_zerocode.c), so that the processes a program
+ * environment at load (zerocode.c), so that the processes a program
  * starts do not all try to serve on its port, nor learn the token.  But a
  * process that replaces itself with exec is not starting another: a wrapper
  * that ends in `exec "$@"` (a container's entrypoint, pyenv's shims) loaded
@@ -23,7 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "forkwake.h"
-#include "http_zerocode.h"
+#include "zerocode.h"
 #include "interpose.h"
 
 #include <errno.h>

@@ -108,8 +108,8 @@ struct label_hooks {
      * task `task` (its id, 0: none).  On every switch, so read inline. */
     void (*_Atomic traced)(enum label_trace_what what,
                            const cpprof_labelset *set, uint64_t task);
-    /* sampler.c: a thread created through the label core starts, before
-     * its start function. */
+    /* sampler_timers.c: a thread created through the label core starts,
+     * before its start function. */
     void (*_Atomic thread_started)(void);
     /* task.c: the calling thread exits; called first, while the thread
      * still holds its current set (the task's, when it runs one). */

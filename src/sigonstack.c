@@ -20,7 +20,7 @@
  * its weight (the timer's overrun counts the periods it waited) but goes
  * to the code the handler interrupted; the census treats a thread that
  * stays in such a handler as any thread that blocks its signal
- * (census.c: given up on, bounded).
+ * (census_signal.c: given up on, bounded).
  *
  * Two ways in.  The interposed sigaction (siginterpose.c) adds them to
  * each SA_ONSTACK action the program installs, from load on: a handler
@@ -49,8 +49,8 @@
  * calls race without cpprof; one that finds a thread that no longer
  * exists (a holder in the parent of a fork) takes it over.  Not seen: an
  * action installed around the interposer after that first signal; for
- * those the sampler's room check (sampler.c) still counts the walks that
- * would not fit, and a frame that does not fit at all kills as before.
+ * those the sampler's room check (sampler_signal.c) still counts the walks
+ * that would not fit, and a frame that does not fit at all kills as before.
  */
 #define _GNU_SOURCE
 #include "sigonstack.h"

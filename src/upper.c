@@ -16,7 +16,7 @@
  * leaves the program's exports first, and PostgreSQL's json_object took
  * jansson's calls (a crash at the index page), a -rdynamic program's
  * crc32 zlib's.  The allocator and cpprof's interposers still reach the
- * program's definitions, through upper_forward.c.  Not under a sanitizer
+ * program's definitions, through object_forward.c.  Not under a sanitizer
  * runtime, whose dlopen kills the process it is given RTLD_DEEPBIND in:
  * there the program's exports come first, as stderr says once.  Other
  * ways cost more: dlmopen gives the libraries a second C library, with a

@@ -10,9 +10,9 @@
  * about 100 page faults per fork+exit against 25 without cpprof
  * (bench/fork).  So libcpprof.so holds the lower layers, linked only to
  * the C library, and the upper layers' entry points there are forwarders
- * (http_upper.c): the first call dlopens libcpprof-upper.so, which is linked
+ * (upper_api.c): the first call dlopens libcpprof-upper.so, which is linked
  * against those libraries and against libcpprof.so (for the lower layers'
- * functions, exported under the prefix cpprof__: upper_uses.h, upper_calls.h),
+ * functions, exported under the prefix cpprof__: object_uses.h, upper_calls.h),
  * and exports one symbol, the table below.  A program that never serves,
  * encodes or symbolizes never maps any of them; a forked child of one that
  * does inherits them, as before.  Zero-code mode (CPPROF_HTTP set) loads
@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* What libcpprof-upper.so gives libcpprof.so (http_upper_entry.c), under
+/* What libcpprof-upper.so gives libcpprof.so (object_entry.c), under
  * the symbol cpprof_upper_entry.  version is the package's: an upper
  * object of another version is refused, not called. */
 #define UPPER_VERSION CPPROF_VERSION_STRING
@@ -67,7 +67,7 @@ const struct upper_entry *upper_load(void);
 bool upper_present(void);
 
 /* The note in which libcpprof-upper.so records the build ID (as hex
- * text) of the libcpprof.so it was linked against (http_upper_entry.c),
+ * text) of the libcpprof.so it was linked against (object_entry.c),
  * which upper_check.c compares with its own before mapping the file. */
 #define UPPER_NOTE_NAME "cpprof"
 #define UPPER_NOTE_PAIR 1

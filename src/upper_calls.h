@@ -4,7 +4,7 @@
  * name, cpprof__fn, there.
  *
  * The upper objects call down by cpprof__ names, so that a program's own
- * function of the same name never takes the call (upper_uses.h), and
+ * function of the same name never takes the call (object_uses.h), and
  * libcpprof.so exports those names, in its private version node
  * (libcpprof.map: CPPROF_PRIVATE; libcpprof.a keeps them local).  The alias
  * is made in the defining object itself, so the same upper objects link

@@ -13,7 +13,7 @@
  * program headers, and its notes.  It must hold every byte the loader maps
  * (each PT_LOAD segment's file part) and its section header table, which
  * the linker writes last, so that a file cut anywhere is seen; and it must
- * record, in a note of its own (http_upper_entry.c, written at build
+ * record, in a note of its own (object_entry.c, written at build
  * time), the build ID of the libcpprof.so it was linked against, which
  * must be this libcpprof.so's: a complete file of another build (the same
  * version rebuilt, half of an upgrade) is refused too, as one of another

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <linux/futex.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,6 +276,49 @@ static inline int fd_move_high(int fd, int floor)
         return fd;
     close(fd);
     return high;
+}
+
+/* Descriptors a fork's child must close although no table of the
+ * server's holds them at that instant (a connection handed to
+ * libmicrohttpd but not started, a relayed request's socket): a slot holds
+ * fd + 1 (0: free) and the socket's inode, so that the child closes a
+ * number only while it still names that socket. */
+enum { FDNOTE_MAX = 64 };
+struct fdnote {
+    _Atomic int fd[FDNOTE_MAX];
+    ino_t ino[FDNOTE_MAX];
+};
+
+static inline void fdnote_add(struct fdnote *n, int fd)
+{
+    struct stat st;
+    for (int i = 0; i < FDNOTE_MAX; i++) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&n->fd[i], &expected, fd + 1)) {
+            n->ino[i] = fstat(fd, &st) == 0 ? st.st_ino : 0;
+            return;
+        }
+    }
+}
+
+static inline void fdnote_remove(struct fdnote *n, int fd)
+{
+    for (int i = 0; i < FDNOTE_MAX; i++) {
+        int expected = fd + 1;
+        if (atomic_compare_exchange_strong(&n->fd[i], &expected, 0))
+            return;
+    }
+}
+
+/* In a fork's child, async-signal-safe: closes and forgets them all. */
+static inline void fdnote_close_after_fork(struct fdnote *n)
+{
+    struct stat st;
+    for (int i = 0; i < FDNOTE_MAX; i++) {
+        int fd = atomic_exchange(&n->fd[i], 0) - 1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == n->ino[i])
+            close(fd);
+    }
 }
 
 #endif

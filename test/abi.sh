@@ -2,9 +2,9 @@
 # abi.sh -- what cpprof's libraries export is what docs/abi.md says:
 #   - libcpprof.so (nm -D): cpprof.h's CPPROF_API declarations, each
 #     versioned CPPROF_0; unversioned, the functions it interposes
-#     (src/upper.map's, which libcpprof-upper.so forwards) and the symbols
+#     (src/upper/object.map's, which libcpprof-upper.so forwards) and the symbols
 #     fleet profilers read (otel_thread_ctx_v1, custom_labels_*); in the
-#     node CPPROF_PRIVATE, the cpprof__ names of src/upper_uses.h; nothing
+#     node CPPROF_PRIVATE, the cpprof__ names of src/upper/object_uses.h; nothing
 #     else;
 #   - libcpprof.a: the same global names but the private ones, every other
 #     name local: a program defining each of cpprof's internal names (those
@@ -37,12 +37,12 @@ make_var() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
 sed -n 's/^CPPROF_API .*\b\(cpprof_[a-z0-9_]*\)[[(].*/\1/p' \
     "$srcdir/include/cpprof.h" | sort -u >"$tmp/public"
 [ "$(wc -l <"$tmp/public")" -gt 30 ] || fail "cpprof.h: no CPPROF_API declarations"
-sed -n '/global:/,/local:/p' "$srcdir/src/upper.map" | tr ' ;' '\n\n' |
+sed -n '/global:/,/local:/p' "$srcdir/src/upper/object.map" | tr ' ;' '\n\n' |
     grep -x '[a-z_][a-z0-9_]*' | grep -vx 'cpprof_upper_entry' | sort -u >"$tmp/interposed"
 printf '%s\n' otel_thread_ctx_v1 custom_labels_current_set \
     custom_labels_abi_version | sort >"$tmp/abi_symbols"
 sed -n 's/^#define \([a-z_0-9]*\) \(cpprof__\1\)$/\2/p' \
-    "$srcdir/src/upper_uses.h" | sort -u >"$tmp/private"
+    "$srcdir/src/upper/object_uses.h" | sort -u >"$tmp/private"
 sort -u "$tmp/interposed" "$tmp/abi_symbols" >"$tmp/unversioned"
 sort -u "$tmp/public" "$tmp/unversioned" >"$tmp/global"
 
@@ -64,7 +64,7 @@ same "libcpprof.so's CPPROF_0 node against cpprof.h's CPPROF_API" \
     "$tmp/public" "$tmp/so_public"
 same "libcpprof.so's unversioned exports against the interposed and ABI symbols" \
     "$tmp/unversioned" "$tmp/so_unversioned"
-same "libcpprof.so's CPPROF_PRIVATE node against upper_uses.h" \
+same "libcpprof.so's CPPROF_PRIVATE node against object_uses.h" \
     "$tmp/private" "$tmp/so_private"
 [ -s "$tmp/so_other" ] && fail "libcpprof.so: other versions: $(tr '\n' ' ' <"$tmp/so_other")"
 echo "libcpprof.so: $(wc -l <"$tmp/so_public") public (CPPROF_0)," \

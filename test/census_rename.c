@@ -3,9 +3,9 @@
  * in read(2) that another thread renames, linked against libcpprof.so as
  * an application is, so that the rename reaches cpprof's interposed
  * pthread_setname_np only if the library exports it.  A census reuses a
- * thread that has not run since the last one (census.c); the parked thread
- * does not run when renamed, so only the count of renames tells the next
- * census to read its name again.
+ * thread that has not run since the last one (census_still.c); the parked
+ * thread does not run when renamed, so only the count of renames tells
+ * the next census to read its name again.
  *
  *   census_rename --addr HOST:PORT
  *

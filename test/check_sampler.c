@@ -260,8 +260,9 @@ static double monotonic_seconds(void)
 }
 
 /* An exited thread's timer is retired at the collector's next listing of
- * /proc/self/task: at most SCAN_NS + TICK_NS (1.1 s, src/sampler.c) after
- * the exit, plus the scheduling delay of a loaded machine. */
+ * /proc/self/task: at most SCAN_NS + TICK_NS (1.1 s, src/sampler_timers.c
+ * and src/sampler.c) after the exit, plus the scheduling delay of a
+ * loaded machine. */
 #define TIMER_RETIRED_WITHIN 2.0
 
 /* Polls until there is one timer per thread, for at most `limit` seconds;

@@ -6,7 +6,7 @@
  * open at the window's end.
  *
  * The JSON is parsed back with jansson and the protobuf unpacked with the
- * code protoc-c generated from src/perfetto_trace.proto: in the protobuf,
+ * code protoc-c generated from src/upper/perfetto_trace.proto: in the protobuf,
  * every interned name and stack is defined once, before use (the two CPU
  * samples share a stack), every slice's begin has its
  * end on its track, every packet is on one sequence and in time order.

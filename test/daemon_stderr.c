@@ -4,7 +4,7 @@
  * 1 and 2, for test/daemon_stderr.sh.  Run with cpprof
  * preloaded serving (zero-code mode), which loses its listening socket in
  * the close: cpprof's thread that holds it until the first client
- * (cpprof-listen, http_zerolisten.c) notices within a second, says so on
+ * (cpprof-listen, zerolisten.c) notices within a second, says so on
  * stderr, and ends.  That notice (then the watch thread's) used to land
  * in the third data file.
  *

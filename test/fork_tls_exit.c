@@ -6,7 +6,7 @@
  * drops the last reference: in a forked child each free is a
  * copy-on-write fault, the largest part of what cpprof's libraries added
  * to fork+exit (bench/fork).  cpprof holds a reference across fork
- * (src/http_tls_fork.c), so a child's destructor only drops it.  The
+ * (src/upper/http_tls_fork.c), so a child's destructor only drops it.  The
  * teardown is seen through asn1_delete_structure, which it calls for
  * GnuTLS's ASN.1 definitions: this program defines it (exported, so
  * GnuTLS's call comes here first), and counts the calls made after an

@@ -10,7 +10,7 @@
 # serving TLS (GnuTLS's gnutls_init per connection), every endpoint
 # answers 200 and none of those functions ran; with glibc's malloc, and
 # with jemalloc preloaded ahead of cpprof, whose blocks the libraries
-# must keep allocating from (src/upper_forward.c).  And the names that
+# must keep allocating from (src/upper/object_forward.c).  And the names that
 # libcpprof-upper.so forwards are the ones libcpprof.so interposes.
 set -u
 . "$(dirname "$0")/http_lib.sh"

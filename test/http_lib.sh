@@ -174,7 +174,7 @@ fetch() {
 }
 
 # cpprof_frames NAME: the frames of profile $tmp/NAME.body's samples
-# outside pprof_internal that lie in cpprof's src/*.c, but for a call of a
+# outside pprof_internal that lie in cpprof's src/*.c or src/upper/*.c, but for a call of a
 # public cpprof_* function (the program called cpprof) and what that call
 # runs; counted, most first.  None: cpprof shows nowhere as the program.
 cpprof_frames() {
@@ -184,7 +184,7 @@ cpprof_frames() {
     awk 'function judge(   i, api) {
              for (i = n; i >= 1; i--) { # root first
                  if (fn[i] ~ /^cpprof_/) api = 1
-                 else if (file[i] ~ /\/src\/[a-z_0-9]+\.c:[0-9]+$/) {
+                 else if (file[i] ~ /\/src\/(upper\/)?[a-z_0-9]+\.c:[0-9]+$/) {
                      if (!api) print fn[i], file[i]
                  } else api = 0
              }

@@ -27,7 +27,7 @@ code=$(fetch heap "$base/heap")
 # the program back); any other frame of cpprof's is its own allocation.
 if grep '^frame ' "$tmp/heap.check" |
     grep -Ev '^frame (cpprof_do|thread_start_run) ' |
-    grep -Ei ' (cpprof|dwfl|dwarf|elf|__libdw|__libelf|MHD|protobuf_c|deflate|builder|symbolize|census|http)_|libdw|libelf|libmicrohttpd|libprotobuf|libz\.|[ /]src/[a-z_]+\.c:' \
+    grep -Ei ' (cpprof|dwfl|dwarf|elf|__libdw|__libelf|MHD|protobuf_c|deflate|builder|symbolize|census|http)_|libdw|libelf|libmicrohttpd|libprotobuf|libz\.|[ /]src/(upper/)?[a-z_]+\.c:' \
     >"$tmp/own.frames"; then
     fail "the heap profile has cpprof's own allocations: $(head -20 "$tmp/own.frames")"
 fi

@@ -6,21 +6,28 @@ each a numbered line naming its modules in backquotes:
 
     1. **core**: `errors`, `warn`, ...
 
-A module is a family of files in src/: `unwind` is unwind.h, unwind_walk.c,
-unwind_cfi.c and so on (the stem, or the stem up to an underscore; the
+A module is a family of files in src/ or src/upper/: `unwind` is unwind.h,
+unwind_walk.c, unwind_cfi.c and so on (the stem, or the stem up to an underscore; the
 longest listed name wins).  This script derives the module graph from two
 sources and fails on an arrow from a lower level to a higher one, or on a
 cycle among modules of one level:
 
-  * every `#include "..."` line of src/*.c and src/*.h;
+  * every `#include "..."` line of src/*.[ch] and src/upper/*.[ch];
   * with an object directory, every symbol an object file of the library
     uses (nm's U) that another object defines: the calls and data
     references the includes allow.  A symbol that libc defines too is an
     interposition namesake (cpprof's malloc, pthread_create, ...): a call
     to it is a call to libc as far as the program is concerned, so it
-    makes no arrow.
+    makes no arrow.  A name defined in both objects (the upper object's
+    entry points, which libcpprof.so forwards through its table) is the
+    lower definition's, the one libcpprof.so's units bind to.
 
-Every file in src/ must belong to a listed module.  On success it prints
+The folders are the objects: src/ is libcpprof.so, src/upper/ is
+libcpprof-upper.so.  A module lies in one folder, and every level of
+src/upper/ is above every level of src/: the object line is a line between
+levels, which the arrows then keep.
+
+Every file in both folders must belong to a listed module.  On success it prints
 the graph, level by level, each module with the modules it uses.
 
 Usage: layering.py SRCDIR ARCHITECTURE_MD [OBJDIR]
@@ -74,28 +81,40 @@ def module_of(s, modules):
     return best
 
 
-def include_edges(srcdir, modules):
+FOLDERS = ("", "upper/")
+
+
+def source_files(srcdir):
+    """[(folder, file name), ...] of the C sources of both objects."""
+    return [(d, f) for d in FOLDERS
+            for f in sorted(os.listdir(os.path.join(srcdir, d)))
+            if f.endswith((".c", ".h"))]
+
+
+def include_edges(srcdir, modules, folder_of):
     """{(from module, to module): reason} from the #include lines, and the
-    set of source files with no module."""
+    set of source files with no module; folder_of gets each module's
+    folder."""
     edges, orphans = {}, []
-    for f in sorted(os.listdir(srcdir)):
-        if not f.endswith((".c", ".h")):
-            continue
+    for d, f in source_files(srcdir):
         src = module_of(stem(f), modules)
         if src is None:
-            orphans.append(f)
+            orphans.append(d + f)
             continue
-        for line in open(os.path.join(srcdir, f), encoding="utf-8"):
+        if folder_of.setdefault(src, d) != d:
+            fail("module %s has files in src/%s and in src/%s: a module"
+                 " lies in one object" % (src, folder_of[src], d))
+        for line in open(os.path.join(srcdir, d, f), encoding="utf-8"):
             im = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
             if not im or im.group(1) == "cpprof.h":
                 continue  # the public header is below every module
             dst = module_of(stem(im.group(1)), modules)
             if dst is None:
-                fail("src/%s includes %s, which is in no layer"
-                     % (f, im.group(1)))
+                fail("src/%s%s includes %s, which is in no layer"
+                     % (d, f, im.group(1)))
             if dst != src:
-                edges.setdefault((src, dst), "src/%s includes %s"
-                                 % (f, im.group(1)))
+                edges.setdefault((src, dst), "src/%s%s includes %s"
+                                 % (d, f, im.group(1)))
     return edges, orphans
 
 
@@ -113,17 +132,17 @@ def libc_names():
             if len(f) >= 3}
 
 
-def symbol_edges(srcdir, objdir, modules):
+def symbol_edges(srcdir, objdir, modules, level_of):
     """{(from module, to module): reason} from the library's objects (of
     sources that still exist: a build directory keeps a removed file's)."""
+    sources = {stem(f) for _, f in source_files(srcdir) if f.endswith(".c")}
     objs = {}
     for root, _, files in os.walk(objdir):
         if os.path.basename(root) != ".libs":
             continue  # libtool's objects are its PIC ones (no static build)
         for f in files:
-            m = re.match(r"libcpprof_\w+_la-(.+)\.o$", f)
-            if m and (m.group(1).endswith(".pb-c") or os.path.exists(
-                    os.path.join(srcdir, m.group(1) + ".c"))):
+            m = re.match(r"libcpprof(?:_\w+)?_la-(.+)\.o$", f)
+            if m and (m.group(1).endswith(".pb-c") or m.group(1) in sources):
                 objs[os.path.join(root, f)] = m.group(1)
     if not objs:
         fail("no library objects under " + objdir)
@@ -136,7 +155,9 @@ def symbol_edges(srcdir, objdir, modules):
         for f in nm(path):
             if len(f) == 2 and f[0] == "U":
                 used.setdefault(mod, set()).add(f[1])
-            elif len(f) == 3 and f[1] in "TDBRVW":
+            elif len(f) == 3 and f[1] in "TDBRVW" and (
+                    f[2] not in defined
+                    or level_of[mod] < level_of[defined[f[2]][0]]):
                 defined[f[2]] = (mod, s)
     edges = {}
     for mod, names in used.items():
@@ -195,11 +216,18 @@ def main():
                 fail("module %s is listed twice under '## Layers'" % mod)
             level_of[mod] = num
     modules = list(level_of)
-    edges, orphans = include_edges(srcdir, modules)
+    folder_of = {}
+    edges, orphans = include_edges(srcdir, modules, folder_of)
     if orphans:
         fail("in no layer of %s: %s" % (arch, " ".join(orphans)))
+    lower = [level_of[m] for m in modules if folder_of.get(m) == ""]
+    upper = [level_of[m] for m in modules if folder_of.get(m) == "upper/"]
+    if lower and upper and max(lower) >= min(upper):
+        fail("level %d has modules in src/upper/ but level %d in src/: the"
+             " object line must lie between levels" % (min(upper), max(lower)))
     if len(sys.argv) == 4:
-        for key, why in symbol_edges(srcdir, sys.argv[3], modules).items():
+        for key, why in symbol_edges(srcdir, sys.argv[3], modules,
+                                     level_of).items():
             edges.setdefault(key, why)
     bad = 0
     for (a, b), why in sorted(edges.items()):
@@ -214,6 +242,9 @@ def main():
                 print("    " + why)
         bad += 1
     for num, name, mods in levels:
+        if upper and num == min(upper):
+            print("---- the object line: libcpprof.so below (src/),"
+                  " libcpprof-upper.so above (src/upper/)")
         print("%d %s" % (num, name))
         for mod in mods:
             uses = sorted(b for (a, b) in edges if a == mod)

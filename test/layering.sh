@@ -39,19 +39,19 @@ done
 [ "$n" -gt 40 ] || { echo "FAIL: only $n units of libcpprof.so found"; exit 1; }
 [ "$rc" = 1 ] || echo "libcpprof.so: none of its $n units sees a libmicrohttpd or GnuTLS header"
 # The lower layers' functions the upper ones call: the renames in
-# upper_uses.h and the aliases made where they are defined (UPPER_CALLS,
+# object_uses.h and the aliases made where they are defined (UPPER_CALLS,
 # upper_calls.h) name the same functions.  A missing alias fails the link;
 # this finds one nothing calls any more.
 renamed=$(sed -n 's/^#define \([a-z_0-9]*\) cpprof__\1$/\1/p' \
-    "$srcdir/src/upper_uses.h" | sort)
+    "$srcdir/src/upper/object_uses.h" | sort)
 aliased=$(cat "$srcdir"/src/*.c |
     sed -n 's/^UPPER_CALLS(\([a-z_0-9]*\));$/\1/p' | sort)
 if [ "$renamed" != "$aliased" ]; then
-    echo "FAIL: upper_uses.h and the UPPER_CALLS lines differ:" \
+    echo "FAIL: object_uses.h and the UPPER_CALLS lines differ:" \
         "renamed only: $(echo "$renamed" | grep -vxF -e "$aliased" | tr '\n' ' ')" \
         "aliased only: $(echo "$aliased" | grep -vxF -e "$renamed" | tr '\n' ' ')"
     rc=1
 else
-    echo "upper_uses.h: $(echo "$renamed" | wc -l) functions, each with its UPPER_CALLS"
+    echo "object_uses.h: $(echo "$renamed" | wc -l) functions, each with its UPPER_CALLS"
 fi
 exit $rc

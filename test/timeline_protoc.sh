@@ -1,7 +1,7 @@
 #!/bin/sh
 # timeline_protoc.sh -- the trace encoder's Perfetto protobuf read by an
 # oracle that shares no code with it: protoc's own decoder.  Decoded with
-# the vendored src/perfetto_trace.proto it must parse, hold no field the
+# the vendored src/upper/perfetto_trace.proto it must parse, hold no field the
 # definitions do not name, balance its slices and name its tracks.  Where
 # the pinned Perfetto mirror is (PERFETTO_REPO, by default the one the
 # vendored file was taken from), it is decoded again with upstream's whole,
@@ -24,7 +24,7 @@ decode() { # PROTO_DIR OUT
         "$1/perfetto_trace.proto" <"$tmp/trace.pb" >"$2" 2>"$tmp/err" ||
         { cat "$tmp/err"; fail "protoc could not decode with $1"; }
 }
-decode "$srcdir/src" "$tmp/vendored.txt"
+decode "$srcdir/src/upper" "$tmp/vendored.txt"
 
 # protoc prints a field its definitions do not know by number ("99: 1").
 unknown=$(grep -E '^ *[0-9]+ *[:{]' "$tmp/vendored.txt" | head -n 3)
@@ -42,7 +42,7 @@ for want in 'clock_id: 3' 'primary_trace_clock: BUILTIN_CLOCK_MONOTONIC' \
 done
 echo "vendored definitions: $(grep -c '^packet {' "$tmp/vendored.txt") packets, $begins slices"
 
-commit=$(grep -o -m 1 '[0-9a-f]\{40\}' "$srcdir/src/perfetto_trace.proto")
+commit=$(grep -o -m 1 '[0-9a-f]\{40\}' "$srcdir/src/upper/perfetto_trace.proto")
 if [ ! -d "$PERFETTO_REPO" ]; then
     echo "upstream check skipped: no Perfetto mirror at $PERFETTO_REPO"
     exit 0

@@ -14,7 +14,7 @@ set -u
 
 command -v protoc >/dev/null ||
     fail "protoc not found (Debian package protobuf-compiler)"
-proto_dir=$srcdir/src
+proto_dir=$srcdir/src/upper
 
 start_demo --workers 4 --rate 1000 --for 120 --job-log "$tmp/jobs.log"
 

@@ -16,8 +16,8 @@ prog=$top_builddir/test/trace_flight
 
 CPPROF_TRACE_FLIGHT_SECONDS=2 "$prog" "$tmp/flight.pftrace" \
     >"$tmp/marks" 2>"$tmp/err" || fail "trace_flight: $(cat "$tmp/err")"
-protoc --decode=perfetto.protos.Trace -I "$srcdir/src" \
-    "$srcdir/src/perfetto_trace.proto" <"$tmp/flight.pftrace" \
+protoc --decode=perfetto.protos.Trace -I "$srcdir/src/upper" \
+    "$srcdir/src/upper/perfetto_trace.proto" <"$tmp/flight.pftrace" \
     >"$tmp/flight.txt" 2>"$tmp/protoc.err" ||
     fail "protoc cannot decode the snapshot: $(cat "$tmp/protoc.err")"
 python3 "$srcdir/test/trace_check.py" flight "$tmp/flight.txt" \

@@ -82,8 +82,8 @@ refused cut "is cut short"
 # Another build: the recorded build ID (hex text in the pair note)
 # replaced by another of the same length.
 id=$(sed -n 's/^#define UPPER_PAIR_BUILD_ID "\(.*\)"$/\1/p' \
-    "$top_builddir/src/upper_pair.h")
-[ -n "$id" ] || fail "no build ID recorded in src/upper_pair.h"
+    "$top_builddir/src/upper/upper_pair.h")
+[ -n "$id" ] || fail "no build ID recorded in src/upper/upper_pair.h"
 other=$(echo "$id" | tr 0-9a-f 1-9a-f0)
 perl -0777 -pe "s/$id/$other/" "$UPPER" >"$tmp/lib/libcpprof-upper.so"
 cmp -s "$UPPER" "$tmp/lib/libcpprof-upper.so" &&

@@ -3,7 +3,7 @@
 # frames.  test/wrapper_frames spends its time in pthread_mutex_lock/unlock,
 # pthread_cond_wait, malloc and free, all of which cpprof interposes; its
 # CPU, heap, allocs, block and mutex profiles (go tool pprof -traces, the
-# pprof_internal samples left out) must hold no frame in cpprof's src/*.c
+# pprof_internal samples left out) must hold no frame in cpprof's src/*.c or src/upper/*.c
 # but the public cpprof_* functions a program calls, and the CPU profile
 # must still show the program's time in libc's locks and malloc.  The
 # same holds for the demo (examples/jobrunner), which also labels its work

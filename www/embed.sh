@@ -1,7 +1,7 @@
 #!/bin/sh
 # embed.sh OUT.c FILE... -- compiles the index page's files into the library.
 #
-# Writes a C source defining www_files[] (src/www.h): each file's name
+# Writes a C source defining www_files[] (src/upper/www.h): each file's name
 # (without its directory), Content-Type and bytes.  The page then needs no
 # files at run time, and no tool beyond POSIX sh, od and sed builds it.
 set -e

@@ -223,7 +223,7 @@ static int start_on(int fd, int family, bool one_thread)
 }
 
 /* Starts the server on addr, on the listener `given` when it is one
- * (zero-code mode's, bound at load: http_zerolisten.c), which it then
+ * (zero-code mode's, bound at load: zerolisten.c), which it then
  * owns. */
 static int start_locked(const char *addr, bool one_thread, int given)
 {

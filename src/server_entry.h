@@ -1,13 +1,13 @@
 /*
- * http_entry.h -- the server's entry points that libcpprof.so's own units
+ * server_entry.h -- the server's entry points that libcpprof.so's own units
  * call (zero-code mode's start, its lazy listener, the forwarders of
- * http_upper.c), declared without libmicrohttpd's or GnuTLS's types: no
+ * upper_api.c), declared without libmicrohttpd's or GnuTLS's types: no
  * unit of libcpprof.so sees those headers (test/layering.sh checks it).
  * Where the library is split they are reached through the upper object's
  * table (upper.h); elsewhere they are the server's own functions.
  */
-#ifndef CPPROF_HTTP_ENTRY_H
-#define CPPROF_HTTP_ENTRY_H
+#ifndef CPPROF_SERVER_ENTRY_H
+#define CPPROF_SERVER_ENTRY_H
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -26,7 +26,7 @@ int http_start_listening(const char *addr, int fd);
 int http_refused_setting(void);
 
 /* A worker forked while its parent's server had not loaded yet (zero-code
- * mode's listener held the address: http_zerolisten.c), woken: what
+ * mode's listener held the address: zerolisten.c), woken: what
  * forkwake asked, with the parent and its address (http_forks.c). */
 void http_forks_woken(pid_t parent, const char *addr, int what);
 

@@ -1,5 +1,5 @@
 /*
- * http_zerolisten.c -- zero-code mode holds its address from load and
+ * zerolisten.c -- zero-code mode holds its address from load and
  * loads the server at its first client.
  *
  * A pre-forking server's parent forks for every connection (PostgreSQL's
@@ -20,8 +20,8 @@
  * certificate files before anyone relies on them.
  */
 #define _GNU_SOURCE
-#include "http_zerolisten.h"
-#include "http_entry.h"
+#include "zerolisten.h"
+#include "server_entry.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -18,7 +18,7 @@
  *   http_access.c    who may ask: token, Host names, cross-site requests
  *   http_tls.c       HTTPS: certificate files, their renewal, client
  *                    certificates
- *   http_zerocode.c  zero-code mode's start from the environment
+ *   zerocode.c  zero-code mode's start from the environment
  *   http_forks.c     pre-fork workers: which forks are, what a woken one
  *                    starts, the index's list of them
  *   http_relay.c     a worker's requests, through its parent's address
@@ -27,7 +27,7 @@
 #define CPPROF_HTTP_SERVER_H
 
 #include "http.h"
-#include "http_entry.h"
+#include "server_entry.h"
 
 #include <gnutls/abstract.h>
 #include <microhttpd.h>
@@ -169,7 +169,7 @@ bool http_watch_lost(void);
 void http_watch_forget_after_fork(void);
 
 /* The lifecycle's entry points (http_start, http_start_listening,
- * http_refused_setting) are in http_entry.h. */
+ * http_refused_setting) are in server_entry.h. */
 
 /* Called by upper.c (through the upper object's table) when it loaded
  * the upper object without RTLD_DEEPBIND, with why; the index says it. */

@@ -1,5 +1,5 @@
 /*
- * upper_uses.h -- the lower layers' functions the upper layers call, each
+ * object_uses.h -- the lower layers' functions the upper layers call, each
  * under the name libcpprof.so exports it by: cpprof__NAME.
  *
  * libcpprof-upper.so (upper.h) calls down into libcpprof.so.  Under their
@@ -14,8 +14,8 @@
  * lower objects that define the aliases.  A new call from the upper
  * layers down fails to link until it is added here and marked there.
  */
-#ifndef CPPROF_UPPER_USES_H
-#define CPPROF_UPPER_USES_H
+#ifndef CPPROF_OBJECT_USES_H
+#define CPPROF_OBJECT_USES_H
 
 #define accounting_enabled cpprof__accounting_enabled
 #define accounting_rows cpprof__accounting_rows

@@ -1,5 +1,5 @@
 /*
- * upper_forward.c -- in libcpprof-upper.so only: the allocator and the
+ * object_forward.c -- in libcpprof-upper.so only: the allocator and the
  * functions libcpprof.so interposes, forwarded to the definitions the
  * program's own symbol lookup finds.
  *
@@ -18,7 +18,7 @@
  * RTLD_DEEPBIND, cpprof's interposers where the program loaded
  * libcpprof.so, the program's allocator (jemalloc, tcmalloc...) where it
  * comes first.  The names are libcpprof.map's besides the API, exported
- * by upper.map (test/host_symbols.sh checks that the lists agree).
+ * by object.map (test/host_symbols.sh checks that the lists agree).
  *
  * Looked up by the constructor, after the libraries' own constructors,
  * which call malloc and find the table empty: the first such call looks

@@ -59,7 +59,7 @@ static struct peer {
 static int n_peers;
 /* The parent's ends of the connections handed to workers, while their
  * requests run (a fork's child closes them). */
-static _Atomic int handed[PEERS_MAX];
+static struct fdnote handed;
 static bool accepting; /* a request's thread accepts for all */
 static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t peers_changed = PTHREAD_COND_INITIALIZER;
@@ -114,11 +114,7 @@ void http_relay_close(void)
  * parent's (close only: a fork handler). */
 void http_relay_forget_after_fork(void)
 {
-    for (int i = 0; i < PEERS_MAX; i++) {
-        int fd = atomic_exchange(&handed[i], 0) - 1;
-        if (fd >= 0)
-            close(fd);
-    }
+    fdnote_close_after_fork(&handed);
     for (int i = 0; i < n_peers; i++)
         close(peers[i].fd);
     n_peers = 0;
@@ -299,18 +295,6 @@ static int await_worker(http_req *r, pid_t pid)
     }
 }
 
-/* Notes fd as a connection of a request in flight (slots hold fd + 1, so
- * that zero is free), or forgets it. */
-static void note_handed(int fd, bool add)
-{
-    for (int i = 0; i < PEERS_MAX; i++) {
-        int expected = add ? 0 : fd + 1;
-        if (atomic_compare_exchange_strong(&handed[i], &expected,
-                                           add ? fd + 1 : 0))
-            return;
-    }
-}
-
 /* Hands the worker on ctl a new connection; the parent's end, or -errno. */
 static int hand_connection(int ctl)
 {
@@ -338,7 +322,7 @@ static int hand_connection(int ctl)
         close(sv[0]);
         return n < 0 ? -err : -EIO;
     }
-    note_handed(sv[0], true);
+    fdnote_add(&handed, sv[0]);
     return sv[0];
 }
 
@@ -521,7 +505,7 @@ int http_relay(http_req *r)
     int rc = send_request(fd, r, after + 1);
     if (rc == 0)
         rc = read_answer(fd, r, &answer, &len);
-    note_handed(fd, false);
+    fdnote_remove(&handed, fd);
     close(fd);
     if (rc == -ECANCELED)
         return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,

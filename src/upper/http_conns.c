@@ -73,25 +73,8 @@ static unsigned pending;   /* handed to libmicrohttpd, not yet started */
 static long long last_added_ms;
 static long long last_closed_ms;
 /* Accepted and handed to libmicrohttpd, not yet started (a fork's child
- * closes them as it does the started ones): fd + 1, 0 when free. */
-enum { HANDED_MAX = 8 };
-static _Atomic int handed_fds[HANDED_MAX];
-static ino_t handed_inos[HANDED_MAX]; /* which socket: libmicrohttpd may
-                                         have closed the number since */
-
-static void note_handed(int fd, bool add)
-{
-    struct stat st;
-    for (int i = 0; i < HANDED_MAX; i++) {
-        int expected = add ? 0 : fd + 1;
-        if (atomic_compare_exchange_strong(&handed_fds[i], &expected,
-                                           add ? fd + 1 : 0)) {
-            if (add)
-                handed_inos[i] = fstat(fd, &st) == 0 ? st.st_ino : 0;
-            return;
-        }
-    }
-}
+ * closes them as it does the started ones). */
+static struct fdnote handed;
 static long long header_ms;
 
 int http_conns_open(unsigned max, unsigned header_seconds)
@@ -131,12 +114,7 @@ void http_conns_forget_after_fork(void)
     for (unsigned i = 0; i < n_slots; i++)
         if (slots[i].conn != NULL)
             close(slots[i].fd);
-    for (int i = 0; i < HANDED_MAX; i++) {
-        int fd = atomic_exchange(&handed_fds[i], 0) - 1;
-        struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == handed_inos[i])
-            close(fd);
-    }
+    fdnote_close_after_fork(&handed);
     conns_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
     n_slots = 0;
 }
@@ -193,7 +171,7 @@ static void started(struct MHD_Connection *conn)
         pending--;
     if (info == NULL)
         return;
-    note_handed(info->connect_fd, false);
+    fdnote_remove(&handed, info->connect_fd);
     if (s == NULL) { /* more than the limit: cannot happen, but never track
                         what cannot be shut */
         shutdown(info->connect_fd, SHUT_RDWR);
@@ -314,9 +292,9 @@ int http_conns_accept(struct MHD_Daemon *d, int listen_fd)
     pending++;
     last_added_ms = http_now_ms();
     pthread_mutex_unlock(&conns_lock);
-    note_handed(fd, true);
+    fdnote_add(&handed, fd);
     if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
-        note_handed(fd, false);
+        fdnote_remove(&handed, fd);
         pthread_mutex_lock(&conns_lock); /* it closed fd */
         if (pending > 0)
             pending--;

@@ -1,9 +1,9 @@
 /*
- * http_zerolisten.h -- zero-code mode's address, held from load, and the
- * server loaded at its first client (http_zerolisten.c).
+ * zerolisten.h -- zero-code mode's address, held from load, and the
+ * server loaded at its first client (zerolisten.c).
  */
-#ifndef CPPROF_HTTP_ZEROLISTEN_H
-#define CPPROF_HTTP_ZEROLISTEN_H
+#ifndef CPPROF_ZEROLISTEN_H
+#define CPPROF_ZEROLISTEN_H
 
 #include <stdbool.h>
 #include <sys/types.h>

@@ -1,5 +1,5 @@
 /*
- * http_upper_entry.c -- the one symbol libcpprof-upper.so exports: its entry
+ * object_entry.c -- the one symbol libcpprof-upper.so exports: its entry
  * points, for the forwarders in libcpprof.so (upper.h).  Not in the tests'
  * library nor in libcpprof.a, which call the entry points directly.
  */

@@ -1,10 +1,10 @@
 /*
- * http_zerocode.h -- zero-code mode's variables (http_zerocode.c), for
+ * zerocode.h -- zero-code mode's variables (zerocode.c), for
  * execinterpose.c, which gives them back to an exec of the process that
  * took them, and in a wrapper names the program that serves instead.  Apart from http.h: not a handler's business.
  */
-#ifndef CPPROF_HTTP_ZEROCODE_H
-#define CPPROF_HTTP_ZEROCODE_H
+#ifndef CPPROF_ZEROCODE_H
+#define CPPROF_ZEROCODE_H
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -21,7 +21,7 @@ size_t http_zero_code_env(const char *vars[HTTP_ZERO_CODE_VARS],
 
 /* Called by execinterpose.c just before an exec with the path (or, for
  * execvp, the name) it runs.  In a wrapper, which leaves zero-code mode's
- * variables to the program it runs rather than serve (http_zerocode.c),
+ * variables to the program it runs rather than serve (zerocode.c),
  * the first exec of it or of any of its fork children says on stderr, once,
  * which pid and program serve.  Elsewhere it does nothing.
  * Async-signal-safe, as exec is: it runs in fork children. */

@@ -1,5 +1,5 @@
 /*
- * http_upper.c -- the upper layers' entry points in libcpprof.so, which
+ * upper_api.c -- the upper layers' entry points in libcpprof.so, which
  * holds only the lower layers: each loads libcpprof-upper.so (upper.h) and
  * calls its own.  When it cannot be loaded (stderr said why):
  * CPPROF_EUPPER.  Not in the tests' library nor in libcpprof.a, which hold
@@ -8,7 +8,7 @@
 #include "upper.h"
 
 #include "cpprof.h"
-#include "http_entry.h"
+#include "server_entry.h"
 #include "trace.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /*
- * http_zerocode.c -- zero-code mode: `LD_PRELOAD=libcpprof.so
+ * zerocode.c -- zero-code mode: `LD_PRELOAD=libcpprof.so
  * CPPROF_HTTP=HOST:PORT program` serves /debug/pprof/ from any dynamically
  * linked program that never heard of cpprof.  Its variables are taken out
  * of the environment at load, so that the processes the program starts do
@@ -7,11 +7,11 @@
  * (execinterpose.c).
  */
 #define _GNU_SOURCE /* environ */
-#include "http_zerocode.h"
-#include "http_entry.h"
+#include "zerocode.h"
+#include "server_entry.h"
 
 #include "atfork.h"
-#include "http_zerolisten.h"
+#include "zerolisten.h"
 
 #include <errno.h>
 #include <limits.h>
