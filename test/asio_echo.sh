@@ -9,7 +9,8 @@
 #   - no sample in a tenant's work function carries another's labels, or
 #     none;
 #   - at least 90% of the server's CPU outside cpprof's own threads and
-#     the idle waits of Asio's scheduler carries a tenant, and every sample in send(), which Asio makes for a
+#     the idle waits of Asio's scheduler carries a tenant, the profile's
+#     comment says what share carried no label, and every sample in send(), which Asio makes for a
 #     session's async_write once the session has suspended, carries one;
 #   - once the busy connections have closed, the census lists exactly each
 #     tenant's parked connections as parked tasks with its labels
@@ -61,6 +62,19 @@ awk -v idle="${idle:-0}" '$1 == "total" && $2 == 1 { all = $3 }
            printf "ok: %.1f%% of the program'"'"'s CPU outside idle waits (%.1f%% of it) carries a tenant\n", share, 100 * idle / (all - own)
            exit !(share >= 90) }' "$tmp/cpu.check" ||
     fail "less than 90% of the program's CPU carries a tenant: $(cat "$tmp/cpu.check")"
+# The profile says what share of the program's CPU carried no label: here
+# all that carries no tenant, cpprof's threads left out.
+go tool pprof -comments "$tmp/cpu.pb.gz" >"$tmp/comments" 2>"$tmp/comments.err" ||
+    fail "go tool pprof -comments: $(cat "$tmp/comments.err")"
+said=$(sed -n "s/^\([0-9.]*\)% of the program's CPU carried no label .*/\1/p" "$tmp/comments")
+[ -n "$said" ] || fail "no comment on the CPU without labels: $(cat "$tmp/comments")"
+awk -v said="$said" '$1 == "total" && $2 == 1 { all = $3 }
+     $1 == "tag" && $2 == "pprof_internal" && $4 == 1 { own += $5 }
+     $1 == "tag" && $2 == "tenant" && $4 == 1 { tenant += $5 }
+     END { bare = 100 * (all - own - tenant) / (all - own)
+           printf "ok: the profile says %s%% of the program'"'"'s CPU carried no label (%.2f%%)\n", said, bare
+           exit !(said - bare < 0.06 && bare - said < 0.06) }' "$tmp/cpu.check" ||
+    fail "the profile's comment ($said%) is not its samples' share without labels"
 send='__libc_send|__send|send|__libc_sendmsg|sendmsg'
 "$GOCHECK" -chain "$send" "$tmp/cpu.pb.gz" >"$tmp/send.check" &&
     "$GOCHECK" -chain "$send" -where '!tenant' "$tmp/cpu.pb.gz" >"$tmp/send_bare.check" ||
@@ -90,6 +104,10 @@ for t in $tenants; do
     [ "$got" = "$want" ] || fail "labels: $got parked $t tasks, want $want: $(jq -c .tasks "$tmp/labels.body")"
 done
 echo "ok: the census lists each tenant's parked connections, and no more"
+# The program's own threads, idle now, carry no label: the io_context's
+# four and the profile's; the census says so beside cpprof's.
+[ "$(jq .unlabelled.count "$tmp/labels.body")" = 5 ] ||
+    fail "labels: not 5 threads without labels: $(jq -c '{total, unlabelled, labels}' "$tmp/labels.body")"
 
 kill -TERM "$client_pid"
 wait "$client_pid"
