@@ -247,7 +247,10 @@ inline labels merge(const labels &a, const labels &b) { return a.merged(b); }
  * thread's labels and says so on stderr once (cpprof.h). */
 class scope {
 public:
-    explicit scope(const labels &l)
+    /* Inlined always: cpprof_scope_begin learns where the block is on the
+     * stack from its caller, to tell when the block's code moves on
+     * without ending it (a co_await outside a task). */
+    __attribute__((always_inline)) explicit scope(const labels &l)
     {
         detail::throw_if_failed(
             cpprof_scope_begin(&scope_, nullptr, l.native_handle()),
