@@ -53,7 +53,6 @@
 #include <boost/asio/strand.hpp>
 
 #include <optional>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
