@@ -247,7 +247,10 @@ inline labels merge(const labels &a, const labels &b) { return a.merged(b); }
  * thread's labels and says so on stderr once (cpprof.h). */
 class scope {
 public:
-    explicit scope(const labels &l)
+    /* Inlined always: cpprof_scope_begin learns where the block is on the
+     * stack from its caller, to tell when the block's code moves on
+     * without ending it (a co_await outside a task). */
+    __attribute__((always_inline)) explicit scope(const labels &l)
     {
         detail::throw_if_failed(
             cpprof_scope_begin(&scope_, nullptr, l.native_handle()),
@@ -487,6 +490,33 @@ inline void give_back(cpprof_task displaced) noexcept
         cpprof_task_enter(displaced);
 }
 
+/* A piece of work in task h, from construction (entry: how it got in,
+ * enter_displacing or the like) to destruction: then the task is left
+ * with `reason` and `flags` unless the work left or ended it, and the
+ * task it displaced is given back. */
+class task_run {
+public:
+    task_run(cpprof_task h, task_entry entry, const char *reason,
+             unsigned flags) noexcept
+        : h_(h), entry_(entry), reason_(reason), flags_(flags)
+    {
+    }
+    ~task_run()
+    {
+        if (entry_.entered && cpprof_task_current().id == h_.id)
+            cpprof_task_leave(h_, reason_, flags_);
+        give_back(entry_.displaced);
+    }
+    task_run(const task_run &) = delete;
+    task_run &operator=(const task_run &) = delete;
+
+private:
+    cpprof_task h_;
+    task_entry entry_;
+    const char *reason_;
+    unsigned flags_;
+};
+
 } // namespace detail
 
 /* f wrapped to run in task `t` on whichever thread calls it (an executor's
@@ -511,17 +541,7 @@ auto run_in(const task &t, F &&f, const char *reason = nullptr)
     return [h = t.native_handle(), reason,
             fn = std::decay_t<F>(std::forward<F>(f))](auto &&...args) mutable
            -> decltype(auto) {
-        struct leave_unless_left {
-            cpprof_task h;
-            const char *reason;
-            detail::task_entry entry;
-            ~leave_unless_left()
-            {
-                if (entry.entered && cpprof_task_current().id == h.id)
-                    cpprof_task_leave(h, reason, 0);
-                detail::give_back(entry.displaced);
-            }
-        } guard{h, reason, detail::enter_displacing(h)};
+        detail::task_run in_task(h, detail::enter_displacing(h), reason, 0);
         return std::invoke(fn, std::forward<decltype(args)>(args)...);
     };
 }

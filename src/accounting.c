@@ -622,8 +622,10 @@ struct thread_tally {
 
 /* Under the registry lock. */
 static void tally_thread(pid_t tid, const char *name,
-                         const cpprof_labelset *labels, void *arg)
+                         const cpprof_labelset *labels, uint64_t task,
+                         void *arg)
 {
+    (void)task;
     (void)tid, (void)name;
     struct thread_tally *t = arg;
     if (!labels) {

@@ -152,6 +152,7 @@ static void sort_by_tid(census *c)
 struct tid_labels {
     pid_t tid;
     const cpprof_labelset *labels; /* holds a reference */
+    uint64_t task;
 };
 
 struct label_index {
@@ -162,21 +163,23 @@ struct label_index {
 
 /* Runs under the registry lock: only references and memory. */
 static void collect_labels(pid_t tid, const char *name,
-                           const cpprof_labelset *labels, void *arg)
+                           const cpprof_labelset *labels, uint64_t task,
+                           void *arg)
 {
     (void)name;
     struct label_index *ix = arg;
-    if (!labels || ix->failed)
+    if ((!labels && !task) || ix->failed)
         return;
     if (ARRAY_RESERVE(ix->v, ix->n, ix->cap, 1) != 0) {
         ix->failed = true;
         return;
     }
-    ix->v[ix->n++] = (struct tid_labels){tid, labelset_hold(labels)};
+    ix->v[ix->n++] = (struct tid_labels){tid, labelset_hold(labels), task};
 }
 
-/* Gives every thread the registry's label set for its tid, reading the
- * registry once. */
+/* Gives every thread the registry's label set for its tid, and the task
+ * it runs with them (read in one step: a thread never shows a task's
+ * labels without its task), reading the registry once. */
 int census_attach_labels(census *c)
 {
     struct label_index ix = {0};
@@ -191,6 +194,7 @@ int census_attach_labels(census *c)
                                          sizeof *ix.v, census_by_tid);
         if (hit) {
             c->threads[i].labels = hit->labels;
+            c->threads[i].task = hit->task;
             hit->labels = NULL;
         }
     }

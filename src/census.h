@@ -32,6 +32,7 @@ typedef struct {
     char state_name[16];   /* its word: "running", "sleeping", ... */
     char wchan[64];        /* kernel wait channel, or "" when none/unknown */
     const cpprof_labelset *labels; /* holds a reference; NULL: no labels */
+    uint64_t task; /* the task it runs (its id), read with its labels */
     /* "" when pcs hold the thread's stack; else why it is missing, e.g.
      * "signal blocked", "thread stopped", "no answer within 100 ms". */
     char missing[CENSUS_MISSING_MAX];

@@ -100,8 +100,8 @@ int census_by_tid(const void *a, const void *b);
 void census_enter(void);
 void census_leave(void);
 
-/* Gives every thread the registry's label set for its tid, reading the
- * registry once. */
+/* Gives every thread the registry's label set for its tid, and the task
+ * it runs with them, reading the registry once. */
 int census_attach_labels(census *c);
 
 /* census_proc.c: a thread's files under /proc/self/task. */

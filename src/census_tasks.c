@@ -46,9 +46,19 @@ struct group {
     size_t count;
 };
 
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 struct reading {
     census *c;
     bool each;
+    /* The tasks the census found running, sorted: one parked since is
+     * left out, listed once, as its thread. */
+    const uint64_t *running;
+    size_t n_running;
     struct stack *stacks;
     size_t n_stacks, cap_stacks;
     uintptr_t *pcs;
@@ -159,6 +169,9 @@ static int list_task(struct reading *r, const struct task_parked *t,
 static int read_one(const struct task_parked *t, void *arg)
 {
     struct reading *r = arg;
+    if (r->n_running &&
+        bsearch(&t->id, r->running, r->n_running, sizeof *r->running, by_id))
+        return 0;
     uint32_t stack, group;
     int rc = intern_stack(r, t, &stack);
     if (rc == 0)
@@ -195,12 +208,15 @@ static int hand_over(struct reading *r)
 /* Reads the tasks parked now into c->parked, grouped by stack, label set
  * and reason, each group holding a reference to its tasks' own set (which
  * census_add_tasks marks, census.h), and with `each` every task into
- * c->tasks.  c has no parked tasks before.  On an error (-ENOMEM) c holds
+ * c->tasks; but the `running` ones (sorted ids), which the census lists
+ * as their threads already.  c has no parked tasks before.  On an error (-ENOMEM) c holds
  * what was read, for census_release.  Takes the registry lock as
  * task_foreach_parked does. */
-static int census_read_parked(census *c, bool each)
+static int census_read_parked(census *c, bool each, const uint64_t *running,
+                              size_t n_running)
 {
-    struct reading r = {.c = c, .each = each};
+    struct reading r = {.c = c, .each = each, .running = running,
+                        .n_running = n_running};
     int rc = 0;
     if (each) {
         /* A few more may park meanwhile. */
@@ -239,34 +255,25 @@ static int mark_task(const cpprof_labelset **set, const char *kind,
     return 0;
 }
 
-struct runners {
-    pid_t *tids;
-    size_t n, cap;
-    bool failed;
-};
-
-static void add_runner(pid_t tid, void *arg)
+/* Marks the threads that run a task now (census_attach_labels read which), and
+ * gives their tasks' ids, sorted, in *ids (n of them; free it). */
+static int mark_runners(census *c, uint64_t **ids, size_t *n)
 {
-    struct runners *r = arg;
-    if (ARRAY_RESERVE(r->tids, r->n, r->cap, 1) != 0)
-        r->failed = true;
-    else
-        r->tids[r->n++] = tid;
-}
-
-/* Marks the threads (sorted by tid) that run a task now. */
-static int mark_runners(census *c)
-{
-    struct runners r = {0};
-    task_foreach_runner(add_runner, &r);
-    int rc = r.failed ? -ENOMEM : 0;
-    if (r.n > 0)
-        qsort(r.tids, r.n, sizeof *r.tids, census_by_tid);
-    for (size_t i = 0; rc == 0 && r.n > 0 && i < c->n; i++)
-        if (bsearch(&c->threads[i].tid, r.tids, r.n, sizeof *r.tids,
-                    census_by_tid))
-            rc = mark_task(&c->threads[i].labels, "running", NULL);
-    free(r.tids);
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->n; i++) {
+        if (!c->threads[i].task)
+            continue;
+        rc = mark_task(&c->threads[i].labels, "running", NULL);
+        if (rc == 0)
+            rc = ARRAY_RESERVE(*ids, *n, cap, 1);
+        if (rc == 0)
+            (*ids)[(*n)++] = c->threads[i].task;
+    }
+    if (*n > 0)
+        qsort(*ids, *n, sizeof **ids, by_id);
     return rc;
 }
 
@@ -302,9 +309,12 @@ static int mark_parked(struct marked *cache, size_t *n,
  * with `each` one by one, marking their sets. */
 int census_add_tasks(census *c, bool each)
 {
-    int rc = mark_runners(c);
+    uint64_t *running;
+    size_t n_running;
+    int rc = mark_runners(c, &running, &n_running);
     if (rc == 0)
-        rc = census_read_parked(c, each);
+        rc = census_read_parked(c, each, running, n_running);
+    free(running);
     struct marked cache[MARKED_CACHE];
     size_t cached = 0;
     for (size_t i = 0; rc == 0 && i < c->n_parked; i++)

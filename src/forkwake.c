@@ -255,12 +255,26 @@ static void unlist_self(void)
 /* An exiting worker leaves the table (one killed is dropped by readers). */
 __attribute__((destructor)) static void unlist_at_exit(void) { unlist_self(); }
 
-void forkwake_mark_serving(bool serving)
+static void mark(int state)
 {
     if (table != NULL && my_slot >= 0)
-        atomic_store(&table[my_slot].serving, serving);
+        atomic_store(&table[my_slot].serving, state);
+}
+
+void forkwake_mark_serving(bool serving)
+{
+    mark(serving ? FORKWAKE_SERVING : FORKWAKE_IDLE);
 }
 UPPER_CALLS(forkwake_mark_serving);
+
+int forkwake_state_of(pid_t pid)
+{
+    for (unsigned i = 0; table != NULL && i < FORKWAKE_SLOTS; i++)
+        if (atomic_load(&table[i].pid) == pid)
+            return atomic_load(&table[i].serving);
+    return FORKWAKE_IDLE;
+}
+UPPER_CALLS(forkwake_state_of);
 
 /* ---- Arming ------------------------------------------------------------ */
 
@@ -383,8 +397,12 @@ static void act_if_asked(void)
         own_busy || own_work)
         return;
     int what = atomic_exchange(&requested, 0);
-    if (what != 0 && start_part != NULL)
+    if (what != 0 && start_part != NULL) {
+        /* The relay waits longer for a part that is on its way. */
+        if (what & FORKWAKE_START)
+            mark(FORKWAKE_STARTING);
         start_part(what);
+    }
 }
 
 /* One interposed wait in an armed worker: its deadline, for the retry. */

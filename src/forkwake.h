@@ -21,11 +21,16 @@
 typedef struct {
     _Atomic pid_t pid;   /* 0: free; -1: being written */
     pid_t parent;        /* the family's process that forked it */
-    _Atomic int serving; /* its part runs (it was asked, not idle since) */
+    _Atomic int serving; /* FORKWAKE_IDLE, _STARTING or _SERVING */
     char comm[16];       /* its name at the fork, which an exec changes */
 } forkwake_slot;
 
 enum { FORKWAKE_SLOTS = 4096 };
+
+/* A slot's `serving`: its part is stopped; a wake was taken and the part
+ * is being started (the upper object loading, which on a loaded machine
+ * can take seconds); the part runs (it was asked, not idle since). */
+enum { FORKWAKE_IDLE, FORKWAKE_STARTING, FORKWAKE_SERVING };
 
 /* What a woken worker is asked to do, passed to its start function. */
 enum {
@@ -57,6 +62,9 @@ void forkwake_forget_after_fork(void);
 void forkwake_rearm(void);
 /* This process's slot says whether its part runs (the index shows it). */
 void forkwake_mark_serving(bool serving);
+/* Worker pid's slot state (FORKWAKE_IDLE...), FORKWAKE_IDLE when the
+ * table does not list it. */
+int forkwake_state_of(pid_t pid);
 
 /* Sends worker pid the wake; 0, or -errno (-ESRCH: gone; -EPERM).  Only
  * to a pid the table lists, whose handler is still the one the fork

@@ -139,6 +139,7 @@ static void *collector_main(void *arg)
             yield_signal(s);
         sampler_ring_drain(s);
         sampler_tend_threads(s);
+        thread_say_scope_left(); /* what the samples saw (thread.h) */
         next_tick = clock_mono_ns() + TICK_NS;
     }
     retired_collector_ns += clock_thread_cpu_ns();

@@ -154,6 +154,8 @@ record_sample(struct session *s, const void *ucontext, int64_t weight,
                                         : thread_labels_if_tid(tid);
     if (labels)
         labelset_ref_signal_safe(labels);
+    if (!slot->in_collector)
+        thread_check_scope(tid, unwind_context_sp(ucontext));
     slot->labels = labels;
     slot->weight = weight;
     slot->tid = tid;

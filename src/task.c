@@ -412,15 +412,17 @@ cpprof_task cpprof_task_current(void)
 
 /* ---- Readers ------------------------------------------------------------ */
 
-/* Reads slot k into *t when it is parked and stays so while read: the
- * fields read with acquire, so that the word's second read cannot come
- * before them (a seqlock's read without a fence, which ThreadSanitizer
- * does not model). */
-static bool read_parked(struct task *k, struct task_parked *t, int64_t now)
+/* Reads slot k (index i) into *t when it is parked and stays so while
+ * read: the fields read with acquire, so that the word's second read
+ * cannot come before them (a seqlock's read without a fence, which
+ * ThreadSanitizer does not model). */
+static bool read_parked(struct task *k, uint32_t i, struct task_parked *t,
+                        int64_t now)
 {
     uint64_t w = atomic_load_explicit(&k->word, memory_order_acquire);
     if (state_of(w) != PARKED)
         return false;
+    t->id = (uint64_t)gen_of(w) << 32 | i;
     const cpprof_labelset *labels =
         atomic_load_explicit(&k->labels, memory_order_acquire);
     t->number = atomic_load_explicit(&k->number, memory_order_acquire);
@@ -474,7 +476,7 @@ static int foreach_parked_in(uint32_t from, uint32_t to, task_parked_fn fn,
     for (uint32_t i = from; rc == 0 && i < to; i++) {
         struct task *k = slot_of(i);
         prefetch_ahead(i, to);
-        if (k && read_parked(k, &t, now))
+        if (k && read_parked(k, i, &t, now))
             rc = fn(&t, arg);
     }
     labels_registry_unlock();
@@ -505,21 +507,6 @@ size_t task_parked_count(void)
             parked++;
     }
     return parked;
-}
-
-void task_foreach_runner(task_runner_fn fn, void *arg)
-{
-    uint32_t n = atomic_load(&fresh);
-    for (uint32_t i = 0; i < n && i < TASK_SLOTS_MAX; i++) {
-        struct task *k = slot_of(i);
-        if (!k || state_of(atomic_load_explicit(&k->word,
-                                                memory_order_acquire)) !=
-                      RUNNING)
-            continue;
-        pid_t tid = atomic_load_explicit(&k->runner, memory_order_relaxed);
-        if (tid)
-            fn(tid, arg);
-    }
 }
 
 /* Called by the upper layers (upper_calls.h). */

@@ -1,7 +1,8 @@
 /*
  * task.h -- tasks (task.c): units of work that carry their own label set
  * from thread to thread (cpprof_task_*, cpprof.h), and what the census
- * reads of them: the parked ones, and which threads run one.
+ * reads of them: the parked ones (which threads run one, the label
+ * registry says: thread.h).
  */
 #ifndef CPPROF_TASK_H
 #define CPPROF_TASK_H
@@ -14,6 +15,7 @@
 
 /* A parked task as a census sees it. */
 struct task_parked {
+    uint64_t id;                   /* its handle's (cpprof_task.id) */
     uint64_t number;               /* 1, 2, ... in order of creation */
     const cpprof_labelset *labels; /* the task's, alive while fn runs */
     const char *reason;            /* the program's string, by address */
@@ -43,8 +45,5 @@ size_t task_live_count(void);
  * the index counts beside the threads. */
 size_t task_parked_count(void);
 
-/* Calls fn(tid, arg) for every thread running a task now. */
-typedef void (*task_runner_fn)(pid_t tid, void *arg);
-void task_foreach_runner(task_runner_fn fn, void *arg);
 
 #endif

@@ -46,7 +46,15 @@ struct thread_entry {
     pid_t tid;
     char name[16];
     _Atomic(const cpprof_labelset *) labels;
-    uint64_t task; /* the task's id while it runs here (task.c), else 0 */
+    /* The task's id while it runs here (task.c), else 0.  It changes
+     * with the labels, as one step under `seq` (odd while they change),
+     * so that a reader never sees a task's labels without its task. */
+    _Atomic uint64_t task;
+    _Atomic unsigned seq;
+    /* The innermost label scope begun here outside a task and not ended:
+     * an address the stack pointer stays below while its block runs
+     * (scope_mark), or 0. */
+    _Atomic uintptr_t scope_mark;
     struct thread_entry *prev, *next;
 };
 
@@ -87,7 +95,8 @@ static inline void publish(const struct thread_entry *e,
     void (*traced)(enum label_trace_what, const cpprof_labelset *, uint64_t) =
         atomic_load_explicit(&label_hooks.traced, memory_order_relaxed);
     if (__builtin_expect(traced != NULL, 0))
-        traced(LABEL_TRACE_SWITCH, set, e->task);
+        traced(LABEL_TRACE_SWITCH, set,
+               atomic_load_explicit(&e->task, memory_order_relaxed));
 }
 
 /* Per-label-set accounting (labelhooks.h) charges the set a thread is
@@ -205,6 +214,89 @@ static void install(struct thread_entry *e, const cpprof_labelset *set)
     labelset_drop(old);
 }
 
+/* ---- Scopes whose code moved on without ending them --------------------
+ *
+ * A scope is a block's: while the block runs, the thread's stack pointer
+ * stays below it.  Found above it while the scope is still open on the
+ * thread, the code that began it has left the thread's stack: a coroutine
+ * suspended or a fiber switched while it held the scope, outside a task,
+ * and until the scope ends (on another thread, or here much later) the
+ * thread's other work carries its labels.  That is said when it is seen,
+ * not at the scope's end, hours later for a long connection: by the CPU
+ * sampler, which compares each sample's stack pointer (a profile being
+ * taken), and by the thread's next scope or task switch. */
+
+/* How far above the stack pointer a scope's struct may lie and be taken
+ * for a local of the block that began it. */
+#define SCOPE_ON_STACK_BYTES (64 * 1024)
+
+/* The address the stack pointer stays below while the block that begins
+ * `scope` runs: the struct itself when it is a local of that block (just
+ * above `sp`, cpprof_scope_begin's frame), else (a struct in a coroutine's
+ * frame, on the heap) `cfa`, the stack pointer of begin's caller. */
+static uintptr_t scope_mark(const void *scope, uintptr_t sp, uintptr_t cfa)
+{
+    uintptr_t at = (uintptr_t)scope;
+    return at > sp && at - sp < SCOPE_ON_STACK_BYTES ? at : cfa;
+}
+
+/* The first thread seen with an open scope its code has left, for the
+ * warning (which a signal handler cannot write). */
+static _Atomic pid_t scope_left_tid;
+
+/* SIGNAL-SAFE: whether the stack pointer `sp` is above the block of e's
+ * innermost open scope, on the same stack (within SCOPE_ON_STACK_BYTES: a
+ * program's signal handler on its altstack is not the block's caller);
+ * noted once per scope (its mark is cleared). */
+static bool scope_left(struct thread_entry *e, uintptr_t sp)
+{
+    uintptr_t mark = atomic_load_explicit(&e->scope_mark, memory_order_relaxed);
+    if (!mark || sp <= mark || sp - mark >= SCOPE_ON_STACK_BYTES ||
+        !atomic_compare_exchange_strong(&e->scope_mark, &mark, 0))
+        return false;
+    pid_t none = 0;
+    atomic_compare_exchange_strong(&scope_left_tid, &none, e->tid);
+    return true;
+}
+
+void thread_say_scope_left(void)
+{
+    static atomic_bool said;
+    pid_t tid = atomic_load_explicit(&scope_left_tid, memory_order_relaxed);
+    if (!tid || atomic_exchange(&said, true))
+        return;
+    warn_stderr("cpprof: a label scope (cpprof_do, cpprof::scope) begun on "
+                "thread %d outside a task is still open there, but the code "
+                "that began it has moved on (a co_await, a fiber switch): "
+                "until it ends, thread %d's other work carries its labels, "
+                "and its end on another thread will not put them back; run "
+                "that work as a task (docs/tasks.md)\n",
+                (int)tid, (int)tid);
+}
+
+/* SIGNAL-SAFE */
+void thread_check_scope(pid_t tid, uintptr_t sp)
+{
+    struct thread_entry *e = self;
+    if (e && e->tid == tid)
+        scope_left(e, sp);
+}
+
+/* The calling thread's check, from one of its own frames. */
+static inline void check_scope_here(struct thread_entry *e)
+{
+    if (scope_left(e, (uintptr_t)__builtin_frame_address(0)))
+        thread_say_scope_left();
+}
+
+/* Where begin's caller had its stack pointer (begin's canonical frame
+ * address); gcc knows it, clang's frame pointer is 16 bytes below it. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CALLER_SP() ((uintptr_t)__builtin_dwarf_cfa())
+#else
+#define CALLER_SP() ((uintptr_t)__builtin_frame_address(0) + 2 * sizeof(void *))
+#endif
+
 pid_t thread_self_tid(void)
 {
     struct thread_entry *e = self_entry();
@@ -215,11 +307,16 @@ const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set,
                                               uint64_t task)
 {
     struct thread_entry *e = self;
-    e->task = task;
+    check_scope_here(e);
     const cpprof_labelset *old =
         atomic_load_explicit(&e->labels, memory_order_relaxed);
     account(old);
+    unsigned seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+    atomic_store_explicit(&e->seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&e->task, task, memory_order_release);
     atomic_store_explicit(&e->labels, set, memory_order_release);
+    atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
     publish(e, set);
     return old;
 }
@@ -265,6 +362,8 @@ struct scope {
     struct thread_entry *entry;
     const cpprof_labelset *previous; /* carries the thread's old reference */
     uint64_t task;
+    uintptr_t mark;       /* scope_mark, or 0 for a scope begun in a task */
+    uintptr_t outer_mark; /* the thread's scope_mark before this one */
     pid_t tid;
 };
 _Static_assert(sizeof(struct scope) <= sizeof(cpprof_scope),
@@ -294,7 +393,15 @@ int cpprof_scope_begin(cpprof_scope *scope, const cpprof_labelset *parent,
     atomic_store_explicit(&e->labels, derived, memory_order_release);
     publish(e, derived);
     struct scope *s = (struct scope *)(void *)scope;
-    *s = (struct scope){e, previous, e->task, e->tid};
+    uint64_t task = atomic_load_explicit(&e->task, memory_order_relaxed);
+    *s = (struct scope){e, previous, task, 0, 0, e->tid};
+    if (!task) { /* one begun in a task goes with the task */
+        check_scope_here(e);
+        s->mark = scope_mark(scope, (uintptr_t)__builtin_frame_address(0),
+                             CALLER_SP());
+        s->outer_mark = atomic_exchange_explicit(&e->scope_mark, s->mark,
+                                                 memory_order_relaxed);
+    }
     return 0;
 }
 
@@ -311,7 +418,7 @@ static void warn_scope_moved(const struct scope *s,
                 "labels, so no thread's labels were changed at its end; "
                 "run that work as a task (docs/tasks.md)\n",
                 (int)s->tid, s->task ? " in a task" : "",
-                now ? (int)now->tid : 0,
+                now ? (int)now->tid : (int)gettid(),
                 now && now->task ? " in a task" : "");
 }
 
@@ -330,6 +437,9 @@ int cpprof_scope_end(cpprof_scope *scope)
     bool same_work = now && (s->task ? now->task == s->task
                                      : now == began && now->task == 0);
     if (same_work) {
+        if (!s->task)
+            atomic_store_explicit(&now->scope_mark, s->outer_mark,
+                                  memory_order_relaxed);
         install(now, s->previous);
         return 0;
     }
@@ -585,11 +695,33 @@ cpprof_labelset *registry_labels_of(pid_t tid)
     return set;
 }
 
+/* Entry e's labels and task as one step (the seqlock thread_exchange_labels
+ * writes): the fields read with acquire, so that the second read of seq
+ * cannot come before them.  Under the registry lock, which keeps the set
+ * from being freed before the caller takes a reference. */
+static const cpprof_labelset *labels_and_task(struct thread_entry *e,
+                                              uint64_t *task)
+{
+    for (;;) {
+        unsigned seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+        *task = atomic_load_explicit(&e->task, memory_order_acquire);
+        const cpprof_labelset *labels =
+            atomic_load_explicit(&e->labels, memory_order_acquire);
+        if (!(seq & 1) &&
+            atomic_load_explicit(&e->seq, memory_order_acquire) == seq)
+            return labels;
+        sched_yield(); /* its thread is between two stores */
+    }
+}
+
 void registry_foreach(registry_visit_fn fn, void *arg)
 {
     labels_registry_lock();
-    for (struct thread_entry *e = registry_head; e; e = e->next)
-        fn(e->tid, e->name, atomic_load(&e->labels), arg);
+    for (struct thread_entry *e = registry_head; e; e = e->next) {
+        uint64_t task;
+        const cpprof_labelset *labels = labels_and_task(e, &task);
+        fn(e->tid, e->name, labels, task, arg);
+    }
     labels_registry_unlock();
 }
 

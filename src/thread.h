@@ -45,15 +45,28 @@ pid_t thread_self_tid(void);
 const cpprof_labelset *thread_exchange_labels(const cpprof_labelset *set,
                                               uint64_t task);
 
+/* SIGNAL-SAFE: the CPU sampler's look at the calling thread, known to be
+ * `tid`, interrupted with its stack pointer at `sp`: whether it left the
+ * block of a label scope it still holds (thread.c, "Scopes whose code
+ * moved on"), noted for thread_say_scope_left. */
+void thread_check_scope(pid_t tid, uintptr_t sp);
+
+/* Says on stderr, once, which thread was first seen holding a label scope
+ * whose code moved on (not from a signal handler). */
+void thread_say_scope_left(void);
+
 /* The current set of thread `tid`, with a reference of cpprof's own
  * (labelset_drop), or NULL when the thread
  * has none or never used the API.  Takes the registry lock. */
 cpprof_labelset *registry_labels_of(pid_t tid);
 
 /* Calls fn for every registered thread, under the registry lock: fn must not
- * call back into the registry.  `labels` carries no reference of its own. */
+ * call back into the registry.  `labels` carries no reference of its own;
+ * `task` is the id of the task the thread runs (0: none), read with the
+ * labels in one step: a thread with a task's labels has its task. */
 typedef void (*registry_visit_fn)(pid_t tid, const char *name,
-                                  const cpprof_labelset *labels, void *arg);
+                                  const cpprof_labelset *labels,
+                                  uint64_t task, void *arg);
 void registry_foreach(registry_visit_fn fn, void *arg);
 
 /* Number of registered threads. */

@@ -520,8 +520,10 @@ static void register_atfork(void)
 /* Notes every registered thread's set at `now`, so that a span that began
  * before the window is drawn from its start. */
 static void note_current(pid_t tid, const char *name,
-                         const cpprof_labelset *labels, void *arg)
+                         const cpprof_labelset *labels, uint64_t task,
+                         void *arg)
 {
+    (void)task;
     (void)name;
     struct rec *r = reserve(TRACE_LABELS, 0, *(int64_t *)arg, tid, labels);
     if (r)

@@ -79,6 +79,10 @@ int unwind_refresh_if_loaded(void);
 size_t unwind_context(const void *ucontext, uintptr_t *pcs, size_t max,
                       unsigned *flags, uint64_t *gen);
 
+/* SIGNAL-SAFE: the interrupted stack pointer a signal's `ucontext` holds
+ * (0 on an architecture the walk does not know). */
+uintptr_t unwind_context_sp(const void *ucontext);
+
 /* SIGNAL-SAFE.  The bytes of stack left below `sp`, an address in the
  * calling signal handler's own frame, on the stack that handler runs on:
  * the sigaltstack the kernel described in `ucontext` (uc_stack) when sp

@@ -295,6 +295,13 @@ static bool context_regs(const ucontext_t *uc, struct regs *out)
 #endif
 }
 
+/* SIGNAL-SAFE */
+uintptr_t unwind_context_sp(const void *ucontext)
+{
+    struct regs r;
+    return context_regs(ucontext, &r) ? r.sp : 0;
+}
+
 /* SIGNAL-SAFE: steps through a sigreturn trampoline's frame: the kernel
  * saved the interrupted context in a ucontext at (x86-64) or after the
  * siginfo at (AArch64) the trampoline's SP. */

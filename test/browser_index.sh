@@ -5,7 +5,9 @@
 # tenant; --park-tasks 2: two queued tasks per tenant), waits for its
 # scripts, presses "Profile CPU", and reports the profile table and the
 # labels views (threads, tasks, CPU).  The table must list every profile,
-# both views the three tenants, and the page must fit a phone's width.
+# both views the three tenants after a table of whose the threads or
+# samples are (the program's, labelled or not, and cpprof's own), and the
+# page must fit a phone's width.
 # Then the flame graphs: the threads view filtered by a label
 # value holding <script> (shown as text, no script added), the heap view
 # saying it carries no labels, a 1 s wall window (all threads and
@@ -41,6 +43,20 @@ check_page() {
           'acme globex initech ' ] ||
             fail "$view view: tenants $(grep "^$view tenant" "$tmp/page")"
     done
+    # Whose the threads and samples are comes first: the program's with
+    # labels, without, and cpprof's own, which are the pprof_internal
+    # threads; the three make the whole.
+    for view in threads cpu; do
+        [ "$(awk -v v=$view '$1 == "whose" && $2 == v { printf "%s ", $3 }' "$tmp/page")" = \
+          'labelled unlabelled cpprof ' ] ||
+            fail "$view view: no table of whose: $(grep "^whose $view" "$tmp/page")"
+    done
+    [ "$(field 'whose threads cpprof' 4)" = \
+      "$(awk '$1 == "threads" && $2 == "pprof_internal" { n += $4 } END { print n + 0 }' "$tmp/page")" ] ||
+        fail "threads view: cpprof's row is not its pprof_internal threads: $(grep '^whose threads' "$tmp/page")"
+    [ "$(awk '$1 == "whose" && $2 == "cpu" { n += $4 } END { print n + 0 }' "$tmp/page")" = \
+      "$(field cputotal 2)" ] ||
+        fail "cpu view: whose rows do not make the total: $(grep '^whose cpu\|^cputotal' "$tmp/page")"
     # --park-tasks 2: two queued tasks per tenant, beside the threads.
     [ "$(awk '$1 == "tasks" && $2 == "tenant" { printf "%s=%s ", $3, $4 }' "$tmp/page" | tr ' ' '\n' | sort | tr '\n' ' ')" = \
       'acme=2 globex=2 initech=2 ' ] &&

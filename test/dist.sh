@@ -3,6 +3,12 @@
 #   - `make distdir` holds every file git tracks but .gitignore (a file the
 #     build, the tests or the demo need and Makefile.am does not name is
 #     missing from the tarball; checked where the source is a git tree);
+#   - README's "From git" command is `autoreconf -fi && ` and the tarball's
+#     command: the files git tracks, alone, autoreconf'd, give every file
+#     of the tarball (one that neither git nor autoreconf has, a file never
+#     added, builds here and fails in a clone), so that the tarball's build
+#     below stands for the clone's too, and the suite builds cpprof from
+#     its sources once, not twice (where the source is a git tree);
 #   - that tree, read-only as `make distcheck` leaves it, configures in a
 #     directory of its own, builds (the libraries and the demo) and
 #     installs with README's command for a prefix outside the loader's
@@ -37,6 +43,27 @@ esac
 unset MAKEFLAGS MFLAGS
 jobs=$(nproc)
 
+# from_git: the tracked files, copied out of the tarball, and README's
+# "From git" command up to the tarball's: every file of the tarball there.
+from_git() {
+    tarball_cmd=$(readme_block "$srcdir/README" Install 1) &&
+        git_cmd=$(readme_block "$srcdir/README" Install 2) || exit 1
+    [ "$git_cmd" = "autoreconf -fi && $tarball_cmd" ] ||
+        fail "README's \"From git\" command is no longer autoreconf -fi and the tarball's ($tarball_cmd): $git_cmd"
+    mkdir "$tmp/git" &&
+        (cd "$dist" && tar -cf - -T "$tmp/tracked") | (cd "$tmp/git" && tar -xf -) ||
+        fail "cannot copy the tracked files"
+    (cd "$tmp/git" && autoreconf -fi) >"$tmp/autoreconf.out" 2>&1 ||
+        { cat "$tmp/autoreconf.out" >&2; fail "autoreconf -fi fails on the tracked files"; }
+    (cd "$tmp/git" && find . -type f | sed 's|^\./||' | sort) >"$tmp/from_git"
+    comm -23 "$tmp/shipped" "$tmp/from_git" >"$tmp/not_from_git"
+    [ -s "$tmp/not_from_git" ] && {
+        sed 's/^/  /' "$tmp/not_from_git" >&2
+        fail "the tarball holds $(wc -l <"$tmp/not_from_git") files that neither git tracks nor autoreconf -fi makes (listed above): a clone lacks them"
+    }
+    echo "autoreconf -fi on the tracked files gives every file of the tarball"
+}
+
 dist=$tmp/cpprof
 make -s -C "$top_builddir" distdir distdir="$dist" >"$tmp/distdir.out" 2>&1 ||
     { cat "$tmp/distdir.out" >&2; fail "make distdir failed"; }
@@ -50,6 +77,7 @@ if git -C "$srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         fail "make distdir leaves out $(wc -l <"$tmp/missing") tracked files (listed above): name them in Makefile.am"
     }
     echo "the tarball holds all $(wc -l <"$tmp/tracked") tracked files"
+    from_git
 else
     echo "not a git tree: the tarball's list is not compared"
 fi

@@ -18,6 +18,10 @@ CHECK=$top_builddir/test/check_accounting
 
 CPPROF_ACCOUNTING=1 start_demo --workers 1 --for 20 --park 3 --hold
 metrics=http://127.0.0.1:$port/metrics
+fetch enabled "$metrics" >/dev/null
+grep -qx 'cpprof_accounting_enabled 1' "$tmp/enabled.body" &&
+    ! grep -q 'accounting is off' "$tmp/enabled.body" ||
+    fail "/metrics does not say that accounting is on: $(grep -a accounting "$tmp/enabled.body")"
 
 # The parked threads take their labels as they start.
 for tick in $(seq 100); do

@@ -45,7 +45,7 @@ for f in "$libdir/libcpprof.so" "$libdir/libcpprof.a" \
     "$libdir/cmake/cpprof/cpprofConfig.cmake" \
     "$libdir/cmake/cpprof/cpprofConfigVersion.cmake" \
     "$prefix/include/cpprof.h" "$prefix/include/cpprof.hpp" \
-    "$prefix/include/cpprof_fiber.hpp"; do
+    "$prefix/include/cpprof_fiber.hpp" "$prefix/include/cpprof_asio.hpp"; do
     [ -f "$f" ] || fail "not installed: $f"
 done
 # cmake and meson keep state under HOME; README's prefix is under it.

@@ -86,6 +86,11 @@ for tick in $(seq 600); do
 done
 [ "${folded:-0}" -gt 0 ] || fail "/metrics: no cpprof_labelsets_folded_total above 0: $(grep labelsets "$tmp/metrics.body")"
 echo "ok: /metrics: cpprof_labelsets_folded_total $folded"
+# Accounting is off in this program: the counters only it moves say so.
+grep -qx 'cpprof_accounting_enabled 0' "$tmp/metrics.body" &&
+    grep -q '^# HELP cpprof_cpu_seconds_total .*accounting is off.*CPPROF_ACCOUNTING=1' \
+        "$tmp/metrics.body" ||
+    fail "/metrics does not say that accounting is off: $(grep -a 'accounting\|^# HELP cpprof_cpu' "$tmp/metrics.body")"
 code=$(fetch index "$base/")
 [ "$code" = 200 ] || fail "index: status $code"
 grep -q 'id="label-cap"' "$tmp/index.body" ||

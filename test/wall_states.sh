@@ -11,8 +11,10 @@
 # states must be the calls they wait in.  Meanwhile no wait of the program
 # may return early or with EINTR.  Also: a second wall profile during the
 # first is refused as Go refuses a second CPU profile, a CPU profile runs
-# beside it, /debug/fgprof answers a profile google/pprof's parser takes,
-# and bad parameters get 400s.
+# beside it, /debug/fgprof answers fgprof's profile (its types, and its
+# folded form, whose stacks make a profile in fgprof's own shape that
+# `go tool pprof -diff_base` takes against cpprof's), and bad parameters
+# get 400s.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 
@@ -25,7 +27,7 @@ start_program "$top_builddir/test/wall_states"
 
 # Bad parameters first: 400s, and nothing started.
 for q in "wall?seconds=0" "wall?seconds=x" "wall?format=folded" \
-         "fgprof?seconds=-1" "fgprof?format=folded" "fgprof?format=json"; do
+         "fgprof?seconds=-1" "fgprof?format=text" "fgprof?format=json"; do
     code=$(fetch bad "$base/$q")
     [ "$code" = 400 ] || fail "$q: status $code, not 400: $(cat "$tmp/bad.body")"
     [ "$(header bad x-go-pprof)" = 1 ] || fail "$q: no X-Go-Pprof header"
@@ -176,8 +178,29 @@ code=$(fetch cpu "$base/profile?seconds=1")
 wait "$fg"
 code=$(cat "$tmp/fgprof.code")
 [ "$code" = 200 ] || fail "/debug/fgprof: status $code: $(cat "$tmp/fgprof.body")"
-"$GOCHECK" "$tmp/fgprof.body" | grep -q '^sample_types samples/count wall/nanoseconds$' ||
-    fail "/debug/fgprof's profile is not a wall profile"
+"$GOCHECK" "$tmp/fgprof.body" >"$tmp/fgprof.check" ||
+    fail "/debug/fgprof: google/pprof rejects it"
+grep -q '^sample_types samples/count time/nanoseconds$' "$tmp/fgprof.check" &&
+    grep -q '^period_type wallclock/nanoseconds ' "$tmp/fgprof.check" &&
+    ! grep -q '^default_sample_type' "$tmp/fgprof.check" ||
+    fail "/debug/fgprof's types are not fgprof's: $(head -4 "$tmp/fgprof.check")"
+code=$(fetch folded "http://127.0.0.1:$port/debug/fgprof?seconds=1&format=folded")
+[ "$code" = 200 ] || fail "fgprof folded: status $code: $(cat "$tmp/folded.body")"
+case $(header folded content-type) in text/plain*) ;; *)
+    fail "fgprof folded: Content-Type $(header folded content-type)" ;; esac
+# Root first, as FlameGraph reads them: a job's frames under its thread's.
+awk '!/^[^ ;][^;]*(;[^;]+)* [1-9][0-9]*$/ { bad++ } /start_thread.*;run_job/ { jobs++ }
+     END { exit !(NR > 0 && !bad && jobs) }' "$tmp/folded.body" ||
+    fail "fgprof folded: not root-first folded stacks: $(head -3 "$tmp/folded.body")"
+LC_ALL=C sort -c "$tmp/folded.body" 2>/dev/null ||
+    fail "fgprof folded: lines not in the order of their stacks"
+"$GOCHECK" -fgprof "$CPPROF_WALL_HZ" "$tmp/folded.body" "$tmp/shaped.pb" ||
+    fail "gocheck cannot make fgprof's profile of the folded stacks"
+for base_ in "$tmp/shaped.pb" "$tmp/fgprof.body"; do
+    go tool pprof -top -diff_base="$base_" "$tmp/fgprof.body" \
+        >"$tmp/diff.out" 2>&1 ||
+        fail "go tool pprof -diff_base=$(basename "$base_"): $(cat "$tmp/diff.out")"
+done
 
 kill -TERM "$demo_pid"
 wait "$demo_pid"

@@ -21,6 +21,51 @@ function percent(share) {
   return (100 * share).toFixed(1) + '%';
 }
 
+// A table row: name, count, share with a bar; attrs mark it.
+function shareRow(attrs, name, count, share) {
+  const bar = el('div', {class: 'bar'});
+  bar.style.width = percent(share);
+  return el('tr', attrs,
+    el('td', {class: 'value'}, name),
+    el('td', {class: 'num'}, count),
+    el('td', {class: 'num'}, percent(share)),
+    el('td', {class: 'share'}, bar));
+}
+
+function shareTable(attrs, caption, first, unit, body) {
+  return el('table', attrs,
+    el('caption', {}, caption),
+    el('thead', {}, el('tr', {},
+      el('th', {}, first), el('th', {class: 'num'}, unit),
+      el('th', {class: 'num'}, 'share'), el('th', {}, ''))),
+    body);
+}
+
+// Whose the threads (or CPU samples) are, before the tables by label: the
+// program's with labels, the program's without any, and cpprof's own
+// (pprof_internal), so that a program that labels nothing does not see
+// cpprof's threads as the only ones it has.
+function renderWhose(summary, unit) {
+  const own = Object.values(summary.labels.pprof_internal || {})
+    .reduce((n, v) => n + v.count, 0);
+  const bare = summary.unlabelled ? summary.unlabelled.count : 0;
+  const program = summary.total - own;
+  const body = el('tbody');
+  for (const [whose, name, count] of [
+    ['labelled', 'the program, with labels', program - bare],
+    ['unlabelled', 'the program, without labels', bare],
+    ['cpprof', "cpprof's own (pprof_internal)", own]]) {
+    body.append(shareRow({'data-whose': whose}, name, count,
+                         summary.total ? count / summary.total : 0));
+  }
+  const note = el('p', {class: 'note'}, program > 0
+    ? `${percent(bare / program)} of the program's ${unit} carry no label.`
+    : `None of the ${unit} is the program's.`);
+  return [shareTable({class: 'labelkey whose'}, 'whose ' + unit, 'whose',
+                     unit, body),
+          note];
+}
+
 // One table per label key: value, count, share with a bar.
 function renderSummary(target, summary, unit) {
   const keys = Object.keys(summary.labels).sort();
@@ -28,6 +73,7 @@ function renderSummary(target, summary, unit) {
     `${summary.total} ${unit} in all` +
     (summary.seconds ? ` over ${summary.seconds} s` : '') +
     (keys.length ? '' : '; none carries labels'))];
+  if (summary.unlabelled) parts.push(...renderWhose(summary, unit));
   for (const key of keys) {
     const values = summary.labels[key];
     const body = el('tbody');
@@ -35,20 +81,10 @@ function renderSummary(target, summary, unit) {
       .sort((a, b) => values[b].count - values[a].count || a.localeCompare(b));
     for (const v of names) {
       const {count, share} = values[v];
-      const bar = el('div', {class: 'bar'});
-      bar.style.width = percent(share);
-      body.append(el('tr', {'data-key': key, 'data-value': v},
-        el('td', {class: 'value'}, v),
-        el('td', {class: 'num'}, count),
-        el('td', {class: 'num'}, percent(share)),
-        el('td', {class: 'share'}, bar)));
+      body.append(shareRow({'data-key': key, 'data-value': v}, v, count, share));
     }
-    parts.push(el('table', {class: 'labelkey', 'data-key': key},
-      el('caption', {}, key),
-      el('thead', {}, el('tr', {},
-        el('th', {}, 'value'), el('th', {class: 'num'}, unit),
-        el('th', {class: 'num'}, 'share'), el('th', {}, ''))),
-      body));
+    parts.push(shareTable({class: 'labelkey', 'data-key': key}, key, 'value',
+                          unit, body));
   }
   target.replaceChildren(...parts);
 }

@@ -4,7 +4,9 @@
  *
  * The profile has the sample types samples/count and cpu/nanoseconds, the
  * period cpu/nanoseconds at the sampler's true period, the window's start
- * (wall clock) and length, one sample per (stack, label set), and, when the
+ * (wall clock) and length, one sample per (stack, label set), a comment
+ * (pprof -comments) saying what share of the program's CPU, cpprof's
+ * threads left out, carried no label, and, when the
  * sampler's buffer overflowed, one "cpprof.lostProfileEvent" sample holding
  * what was dropped (Go's runtime/pprof.lostProfileEvent): never silent.
  * CPU time the sampler could not sample (threads that block the signal,
@@ -25,7 +27,9 @@
 #include "config.h"
 #include "cpprof.h"
 #include "sampler.h"
+#include "stacktab.h"
 #include "symbolize_profile.h"
+#include "thread.h" /* PPROF_INTERNAL_KEY */
 #include "unwind.h"
 #include "util.h"
 #include "warn.h"
@@ -105,6 +109,44 @@ static int add_unsampled(builder *b, const sampler_unsampled *u,
     return rc;
 }
 
+/* The CPU (ns) of a profile's samples: all of it, cpprof's own threads'
+ * (pprof_internal) and the program's that carried no label. */
+struct label_cover {
+    int64_t all, own, bare;
+};
+
+static void cover_entry(const uintptr_t *pcs, size_t depth, unsigned flags,
+                        uint64_t gen, const cpprof_labelset *labels,
+                        const int64_t *values, void *arg)
+{
+    (void)pcs, (void)depth, (void)flags, (void)gen;
+    struct label_cover *c = arg;
+    const char *role;
+    bool own = false;
+    c->all += values[1];
+    if (cpprof_labelset_size(labels) == 0)
+        c->bare += values[1];
+    else if (cpprof_label(labels, PPROF_INTERNAL_KEY, &role, &own) == 0 && own)
+        c->own += values[1];
+}
+
+/* A comment that says what share of the program's CPU (cpprof's threads
+ * left out) carried no label: a profile whose labels cover half the
+ * program says so, instead of letting the labelled half pass for all. */
+static int add_unlabelled_comment(builder *b, const stacktab *samples)
+{
+    struct label_cover c = {0, 0, 0};
+    stacktab_foreach(samples, cover_entry, &c);
+    if (c.all - c.own <= 0)
+        return 0;
+    char text[160];
+    snprintf(text, sizeof text,
+             "%.1f%% of the program's CPU carried no label (cpprof's own "
+             "threads, pprof_internal, not counted)",
+             100.0 * (double)c.bare / (double)(c.all - c.own));
+    return builder_add_comment(b, text);
+}
+
 static int build_profile(const sampler_result *r, long hz,
                          int64_t start_ns, int64_t duration_ns,
                          unsigned char **buf, size_t *len)
@@ -121,6 +163,8 @@ static int build_profile(const sampler_result *r, long hz,
     builder_set_time(b, start_ns, duration_ns);
     if (rc == 0)
         rc = builder_add_stacktab(b, r->samples);
+    if (rc == 0)
+        rc = add_unlabelled_comment(b, r->samples);
     if (rc == 0 && r->lost > 0) {
         int64_t values[2] = {r->lost, r->lost * period};
         rc = builder_add_pseudo_sample(b, "cpprof.lostProfileEvent", values);

@@ -181,6 +181,10 @@ int http_reply_profile(http_req *r, const char *attachment, bool labelled,
  * -ENOMEM. */
 int http_profile_json(const unsigned char *gz, size_t len, bool labelled,
                       bool proto, char **out, size_t *out_len);
+/* fgprof's folded form of gzip'd profile gz (http_folded.c), in a
+ * malloc'd *out: -EINVAL when gz is not a profile, -ENOMEM. */
+int http_profile_folded(const unsigned char *gz, size_t len, char **out,
+                        size_t *out_len);
 struct Perftools__Profiles__Profile;
 /* Unpacks a gzip'd profile.proto (free with
  * perftools__profiles__profile__free_unpacked); NULL when it does not. */

@@ -115,6 +115,8 @@ static void *start_as_asked(void *arg)
         int rc = http_start_worker(forked_from);
         static bool said;
         char title[TITLE_MAX];
+        if (rc < 0 && rc != CPPROF_ERUNNING)
+            forkwake_mark_serving(false); /* not starting any longer */
         if (rc < 0 && rc != CPPROF_ERUNNING && !said) {
             said = true;
             warn_stderr("cpprof: pid %d (%s), a worker of pid %d, cannot "
@@ -143,6 +145,7 @@ static void act_on_wake(int what)
     int rc = http_as_internal(create_starter, (void *)(intptr_t)what);
     own_work_leave();
     if (rc < 0) {
+        forkwake_mark_serving(false); /* not starting any longer */
         static bool said;
         char title[TITLE_MAX];
         if (!said) {
@@ -301,6 +304,19 @@ static void url_of(const worker_row *w, char *url, size_t size)
              host[0] ? host : "127.0.0.1", http_srv.port, w->path);
 }
 
+/* What the index says of a worker's part. */
+static const char *state_name(const forkwake_slot *s)
+{
+    switch (atomic_load(&s->serving)) {
+    case FORKWAKE_STARTING:
+        return "starting";
+    case FORKWAKE_SERVING:
+        return "serving";
+    default:
+        return "armed";
+    }
+}
+
 static void append_json(const worker_row *w, void *list)
 {
     char url[HOST_TEXT_MAX + sizeof w->path + 48];
@@ -308,8 +324,7 @@ static void append_json(const worker_row *w, void *list)
     json_array_append_new(
         list, json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "pid", (int)w->pid,
                         "parent", (int)w->slot->parent, "name", w->slot->comm,
-                        "title", w->title, "state",
-                        atomic_load(&w->slot->serving) ? "serving" : "armed",
+                        "title", w->title, "state", state_name(w->slot),
                         "url", url));
 }
 
@@ -344,8 +359,7 @@ static void put_row(const worker_row *w, void *f)
             (int)w->pid, (int)w->slot->parent);
     put_text(f, w->title);
     fprintf(f, "</td><td>%s</td><td><a href=\"%s\">%s</a></td></tr>\n",
-            atomic_load(&w->slot->serving) ? "serving" : "armed", w->path,
-            w->path);
+            state_name(w->slot), w->path, w->path);
 }
 
 static void count_one(const worker_row *w, void *n)

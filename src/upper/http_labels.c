@@ -16,7 +16,11 @@
  *    "cpu_nanoseconds": N,] "labels": {KEY: {VALUE: {"count": N,
  *    ["cpu_nanoseconds": N,] "share": F}}}}
  * where share is count / total: threads or samples without the key make
- * the shares of a key sum to less than 1.
+ * the shares of a key sum to less than 1; and "unlabelled": {"count": N,
+ * ["cpu_nanoseconds": N,] "share": F}, the threads or samples that carry
+ * no label at all, which the index page shows as the program's own row
+ * (cpprof's threads carry pprof_internal: otherwise, to a newcomer, they
+ * would be the only threads there are).
  *
  * The CPU side reads the profile the public API returns (http_profile_unpack:
  * gunzip, then protobuf-c's generated parser) rather than the sampler's internals, so it
@@ -142,32 +146,46 @@ static int reply_census(http_req *r)
         return http_error(r, 500, "Could not take a thread census: %s",
                           cpprof_strerror(rc));
     json_t *labels = json_object();
-    for (size_t i = 0; i < c.n; i++)
+    json_int_t bare = 0;
+    for (size_t i = 0; i < c.n; i++) {
         cpprof_labels_foreach(c.threads[i].labels, tally_thread_label, labels);
+        bare += cpprof_labelset_size(c.threads[i].labels) == 0;
+    }
     add_shares(labels, (json_int_t)c.n);
     json_t *tasks = tally_tasks();
-    json_t *root = json_pack("{s:s, s:I, s:o, s:o}", "source", "threads",
-                             "total", (json_int_t)c.n, "labels", labels,
-                             "tasks", tasks ? tasks : json_null());
+    json_t *root = json_pack(
+        "{s:s, s:I, s:o, s:{s:I, s:f}, s:o}", "source", "threads", "total",
+        (json_int_t)c.n, "labels", labels, "unlabelled", "count", bare,
+        "share", c.n ? (double)bare / (double)c.n : 0.0, "tasks",
+        tasks ? tasks : json_null());
     census_release(&c);
     return http_reply_json(r, root, JSON_FLAGS);
 }
 
 /* ---- CPU ------------------------------------------------------------------ */
 
+/* Samples and their CPU (ns): all of them, and those without a label. */
+struct cpu_counts {
+    json_int_t samples, ns, bare_samples, bare_ns;
+};
+
 /* Tallies a CPU profile's samples (values: samples/count, cpu/nanoseconds)
  * by their string labels. */
 static json_t *tally_profile(const Perftools__Profiles__Profile *p,
-                             json_int_t *total, json_int_t *total_ns)
+                             struct cpu_counts *n)
 {
     json_t *labels = json_object();
-    *total = *total_ns = 0;
+    *n = (struct cpu_counts){0, 0, 0, 0};
     for (size_t i = 0; i < p->n_sample; i++) {
         const Perftools__Profiles__Sample *s = p->sample[i];
         if (s->n_value < 2)
             continue;
-        *total += s->value[0];
-        *total_ns += s->value[1];
+        n->samples += s->value[0];
+        n->ns += s->value[1];
+        if (s->n_label == 0) {
+            n->bare_samples += s->value[0];
+            n->bare_ns += s->value[1];
+        }
         for (size_t j = 0; j < s->n_label; j++) {
             const Perftools__Profiles__Label *l = s->label[j];
             if (l->str > 0 && (size_t)l->str < p->n_string_table &&
@@ -176,7 +194,7 @@ static json_t *tally_profile(const Perftools__Profiles__Profile *p,
                       p->string_table[l->str], s->value[0], s->value[1]);
         }
     }
-    add_shares(labels, *total);
+    add_shares(labels, n->samples);
     return labels;
 }
 
@@ -187,12 +205,15 @@ static json_t *summarize_profile(const unsigned char *gz, size_t len,
     Perftools__Profiles__Profile *p = http_profile_unpack(gz, len);
     if (p == NULL)
         return NULL;
-    json_int_t total, total_ns;
-    json_t *labels = tally_profile(p, &total, &total_ns);
+    struct cpu_counts n;
+    json_t *labels = tally_profile(p, &n);
     perftools__profiles__profile__free_unpacked(p, NULL);
-    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "source", "cpu", "seconds",
-                     (json_int_t)seconds, "total", total, "cpu_nanoseconds",
-                     total_ns, "labels", labels);
+    return json_pack(
+        "{s:s, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:f}}", "source", "cpu",
+        "seconds", (json_int_t)seconds, "total", n.samples, "cpu_nanoseconds",
+        n.ns, "labels", labels, "unlabelled", "count", n.bare_samples,
+        "cpu_nanoseconds", n.bare_ns, "share",
+        n.samples ? (double)n.bare_samples / (double)n.samples : 0.0);
 }
 
 static int reply_cpu(http_req *r, long seconds)

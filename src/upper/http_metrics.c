@@ -190,11 +190,19 @@ static void put_value(FILE *f, const acct_row *row, enum field field)
     }
 }
 
+/* What a counter that only accounting moves says while accounting is off,
+ * so that a dashboard of flat zeros says why in its own HELP text. */
+#define OFF_HELP                                                              \
+    " Always 0 here: accounting is off (cpprof_accounting_enabled 0); start " \
+    "the program with CPPROF_ACCOUNTING=1 or call cpprof_accounting_enable()."
+
 static void put_family(FILE *f, const acct_row *rows,
                        char *const *blocks, size_t n, const char *name,
                        const char *type, const char *help, enum field field)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    bool off = field != THREADS && !accounting_enabled();
+    fprintf(f, "# HELP %s %s%s\n# TYPE %s %s\n", name, help,
+            off ? OFF_HELP : "", name, type);
     for (size_t i = 0; i < n; i++) {
         if (field == THREADS && rows[i].kind == ACCT_ROW_RETIRED)
             continue;
@@ -222,6 +230,13 @@ static void put_user_family(FILE *f, const acct_row *rows,
 static void put_exposition(FILE *f, const acct_row *rows,
                            char *const *blocks, size_t n)
 {
+    fprintf(f, "# HELP cpprof_accounting_enabled 1 when per-label-set "
+               "accounting is on (CPPROF_ACCOUNTING=1 or "
+               "cpprof_accounting_enable()); while it is 0 the CPU, "
+               "allocation and lock-wait counters below stay 0.\n"
+               "# TYPE cpprof_accounting_enabled gauge\n"
+               "cpprof_accounting_enabled %d\n",
+            accounting_enabled() ? 1 : 0);
     put_family(f, rows, blocks, n, "cpprof_cpu_seconds_total", "counter",
                "CPU time of threads holding the label set.", CPU);
     put_family(f, rows, blocks, n, "cpprof_alloc_bytes_total", "counter",

@@ -45,6 +45,7 @@ enum {
     PEERS_MAX = 64,        /* workers with a control connection at once */
     WAKE_FIRST_MS = 250,   /* the wake again, for a worker between waits */
     WAKE_WAIT_MS = 5000,   /* how long a worker has to answer its wake */
+    START_WAIT_MS = 30000, /* and to start its part once it took it */
     POLL_MS = 100,         /* how often a wait looks at its request's end */
     HEAD_MAX = 16 * 1024,  /* the answer's status line and headers */
 };
@@ -255,7 +256,9 @@ static int await_worker(http_req *r, pid_t pid)
         }
         pthread_mutex_unlock(&peers_lock);
         int64_t now = http_now_ms();
-        if (now - start > WAKE_WAIT_MS)
+        if (now - start > WAKE_WAIT_MS &&
+            (now - start > START_WAIT_MS ||
+             forkwake_state_of(pid) != FORKWAKE_STARTING))
             return -ETIMEDOUT;
         if (http_request_end(r) != HTTP_GOING_ON)
             return -ECANCELED;
@@ -477,6 +480,13 @@ int http_relay(http_req *r)
             return http_error(r, MHD_HTTP_NOT_FOUND,
                               "pid %ld is no longer a worker of this process",
                               pid);
+        if (ctl == -ETIMEDOUT && forkwake_state_of((pid_t)pid) ==
+                                     FORKWAKE_STARTING)
+            return http_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                              "worker %ld took its wake but did not start "
+                              "its part within %d ms (a machine this loaded "
+                              "may need longer): ask again",
+                              pid, START_WAIT_MS);
         if (ctl == -ETIMEDOUT)
             return http_error(
                 r, MHD_HTTP_SERVICE_UNAVAILABLE,

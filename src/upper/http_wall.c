@@ -3,18 +3,19 @@
  * the wall-clock profile (wall.h), every thread on or off CPU with its
  * labels and state.
  *
- * /debug/fgprof takes fgprof's parameters, so that scrapers of Go's fgprof
- * (Grafana Alloy's profile.fgprof) read it unchanged: `seconds` (default
- * 30) and `format`, whose only form here is fgprof's default, "pprof"
- * (fgprof's "folded" is declined with a 400 rather than answered in
- * another form).  /debug/pprof/wall takes the CPU profile's `format`
- * (proto, or json for the index page).  Both run on a window thread, as
- * the CPU profile does, and a profile the client left is dropped unbuilt.
- *
- * The profile's sample values are samples/count and wall/nanoseconds
- * (fgprof's), period wall/nanoseconds at the configured rate; comments
- * state the rate achieved and the censuses' CPU, so a rate lowered to
- * keep the budget is said in the profile itself.
+ * /debug/fgprof is fgprof's profile, so that scrapers of Go's fgprof
+ * (Grafana Alloy's profile.fgprof) and `go tool pprof -diff_base` against
+ * a profile of fgprof's read it as one: its parameters, `seconds`
+ * (default 30) and `format` ("pprof", its default, or "folded":
+ * http_folded.c), and its types, samples/count and time/nanoseconds with
+ * period wallclock/nanoseconds and no default type (format.go's toPprof,
+ * felixge/fgprof v0.9).  /debug/pprof/wall names its values samples/count
+ * and wall/nanoseconds, period wall/nanoseconds, wall the default, and
+ * takes the CPU profile's `format` (proto, or json for the index page).
+ * Both run on a window thread, as the CPU profile does, and a profile the
+ * client left is dropped unbuilt.  Both state in their comments the rate
+ * achieved and the censuses' CPU, so a rate lowered to keep the budget is
+ * said in the profile itself.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -79,22 +80,34 @@ static int add_comments(builder *b, const wall_stats *s)
     return rc;
 }
 
-static int build_wall(const wall_profile *w, unsigned char **buf,
-                      size_t *len)
+/* The forms a wall profile is answered in. */
+enum shape { WALL_PROTO, FGPROF_PROTO, FGPROF_FOLDED };
+
+/* The value and period types of shape's profile. */
+static int set_types(builder *b, enum shape shape, long long period_ns)
+{
+    bool fgprof = shape != WALL_PROTO;
+    int rc = builder_add_sample_type(b, "samples", "count");
+    if (rc == 0)
+        rc = builder_add_sample_type(b, fgprof ? "time" : "wall",
+                                     "nanoseconds");
+    if (rc == 0)
+        rc = builder_set_period(b, fgprof ? "wallclock" : "wall",
+                                "nanoseconds", period_ns);
+    if (rc == 0 && !fgprof)
+        rc = builder_set_default_sample_type(b, "wall");
+    return rc;
+}
+
+static int build_wall(const wall_profile *w, enum shape shape,
+                      unsigned char **buf, size_t *len)
 {
     builder *b = builder_new();
     if (!b)
         return -ENOMEM;
     wall_stats s;
     wall_get_stats(w, &s);
-    int rc = builder_add_sample_type(b, "samples", "count");
-    if (rc == 0)
-        rc = builder_add_sample_type(b, "wall", "nanoseconds");
-    if (rc == 0)
-        rc = builder_set_period(b, "wall", "nanoseconds",
-                                1000000000LL / s.hz);
-    if (rc == 0)
-        rc = builder_set_default_sample_type(b, "wall");
+    int rc = set_types(b, shape, 1000000000LL / s.hz);
     builder_set_time(b, s.start_ns, s.duration_ns);
     if (rc == 0)
         rc = builder_add_stacktab(b, wall_samples(w));
@@ -129,8 +142,24 @@ static int refused(http_req *r, int rc)
                       cpprof_strerror(rc));
 }
 
+/* The profile in fgprof's folded form. */
+static int reply_folded(http_req *r, const unsigned char *gz, size_t len)
+{
+    char *text;
+    size_t text_len;
+    int rc = http_profile_folded(gz, len, &text, &text_len);
+    if (rc != 0)
+        return http_error(r, 500, "Could not write the profile as folded "
+                                  "stacks: %s",
+                          cpprof_strerror(rc));
+    rc = http_reply(r, "text/plain; charset=utf-8", NULL,
+                    (const unsigned char *)text, text_len);
+    free(text);
+    return rc;
+}
+
 /* The window, then the profile: as the request asked. */
-static int serve(http_req *r, long seconds)
+static int serve(http_req *r, long seconds, enum shape shape)
 {
     if (census_signal_is_programs())
         return refused(r, CPPROF_ESIGTAKEN);
@@ -148,12 +177,13 @@ static int serve(http_req *r, long seconds)
     unsigned char *buf = NULL;
     size_t len = 0;
     if (rc == 0)
-        rc = build_wall(w, &buf, &len);
+        rc = build_wall(w, shape, &buf, &len);
     wall_end(w);
     if (rc < 0)
         return http_error(r, 500, "Could not finish wall profile: %s",
                           cpprof_strerror(rc));
-    rc = http_reply_profile(r, "wall", true, buf, len);
+    rc = shape == FGPROF_FOLDED ? reply_folded(r, buf, len)
+                                : http_reply_profile(r, "wall", true, buf, len);
     free(buf);
     return rc;
 }
@@ -183,21 +213,19 @@ int http_wall(http_req *r)
     const char *format_error = http_profile_format_error(r);
     if (format_error != NULL)
         return http_error(r, 400, "%s", format_error);
-    return serve(r, seconds);
+    return serve(r, seconds, WALL_PROTO);
 }
 
-/* fgprof's `format`: pprof, its default, is the one answered. */
+/* fgprof's `format`: pprof, its default, or folded. */
 int http_fgprof(http_req *r)
 {
     long seconds;
     if (!get_seconds(r, &seconds))
         return seconds_refused(r);
     const char *format = http_query(r, "format");
-    if (format != NULL && strcmp(format, "folded") == 0)
-        return http_error(r, 400, "format=folded is not supported: cpprof "
-                                  "answers format=pprof only");
-    if (format != NULL && strcmp(format, "pprof") != 0)
-        return http_error(r, 400,
-                          "invalid value for \"format\" - must be pprof");
-    return serve(r, seconds);
+    bool folded = format != NULL && strcmp(format, "folded") == 0;
+    if (format != NULL && !folded && strcmp(format, "pprof") != 0)
+        return http_error(r, 400, "invalid value for \"format\" - must be "
+                                  "pprof or folded");
+    return serve(r, seconds, folded ? FGPROF_FOLDED : FGPROF_PROTO);
 }

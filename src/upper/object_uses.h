@@ -49,6 +49,7 @@
 #define forkwake_prepare cpprof__forkwake_prepare
 #define forkwake_rearm cpprof__forkwake_rearm
 #define forkwake_secret cpprof__forkwake_secret
+#define forkwake_state_of cpprof__forkwake_state_of
 #define forkwake_send cpprof__forkwake_send
 #define forkwake_table cpprof__forkwake_table
 #define goheader_format cpprof__goheader_format

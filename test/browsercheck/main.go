@@ -296,6 +296,20 @@ func labelRows(view string, col int) string {
 }`, view, col)
 }
 
+// printWhose prints the rows of a labels view's table of whose its
+// threads or samples are: "whose NAME labelled|unlabelled|cpprof COUNT".
+func (c *cdp) printWhose(name, view string) error {
+	var rows [][]string
+	if err := c.eval(fmt.Sprintf(`[...document.querySelectorAll('#%s tr[data-whose]')]
+  .map(r => [r.dataset.whose, r.cells[1].textContent])`, view), &rows); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		fmt.Printf("whose %s %s %s\n", name, r[0], r[1])
+	}
+	return nil
+}
+
 func (c *cdp) viewport(width, height int, mobile bool) error {
 	_, err := c.call("Emulation.setDeviceMetricsOverride", map[string]any{
 		"width": width, "height": height, "deviceScaleFactor": 1,
@@ -707,6 +721,9 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	for _, t := range threads {
 		fmt.Printf("threads %s %s %s\n", t[0], t[1], t[2])
 	}
+	if err := c.printWhose("threads", "census"); err != nil {
+		return err
+	}
 	// The tasks view comes from the same fetch as the threads view.
 	var tasks [][]string
 	if err := c.eval("("+labelRows("tasks", 1)+")()", &tasks); err != nil {
@@ -743,6 +760,9 @@ func run(url, shots string, cpuSeconds int, insecure bool, protoFile, note, benc
 	}
 	for i, r := range cpu {
 		fmt.Printf("cpu %s %s %s %s\n", r[0], r[1], strings.TrimSuffix(r[2], "%"), counts[i][2])
+	}
+	if err := c.printWhose("cpu", "cpu"); err != nil {
+		return err
 	}
 	var cpuNote string
 	if err := c.eval(`document.querySelector('#cpu p.note').textContent`, &cpuNote); err != nil {

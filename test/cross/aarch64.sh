@@ -23,10 +23,11 @@
 #    finds no arm64 jemalloc, tcmalloc or mimalloc (test-only packages), so
 #    `make check` would refuse, and most shell tests start x86-only tools.
 #    Each test writes NAME.log and NAME.trs as automake's driver does, so
-#    setup.sh's summary counts them.
+#    test/suite.sh's summary counts them.
 #
-# Tests left out are listed in `left_out` below, each with the reason,
-# which was seen by running it under qemu 7.2.  The last line printed is
+# Which tests run here, and why each other one is left out (seen by running
+# it under qemu 7.2, where tried), is test/tests.list's: the tests it names
+# arm64, and their "-arm64:" lines.  The last line printed is
 #   aarch64: N tests run, N passed; M left out: NAMES
 # and the exit status is 1 when a test failed or the build did.
 set -euo pipefail
@@ -46,12 +47,18 @@ provided=(libc6 libc6-dev libc-dev-bin libgcc-s1 libstdc++6 gcc-12-base
   libcrypt1 libcrypt-dev linux-libc-dev "<libc-dev>" debconf mawk)
 
 # What runs under qemu: programs of the build (Check suites and C tests),
-# then HTTP tests against the demo, which start it as $JOBRUNNER.
-unit_tests=(check_labels check_unwind check_inherit check_builder
-  check_lifecycle check_sampler check_accounting check_http check_heap
-  check_cxx check_json http_badinput check_symlines tick_yield check_procmaps
-  cancel_unlinked fork_locks)
-http_tests=(http_profile.sh http_goroutine.sh)
+# then HTTP tests against the demo, which start it as $JOBRUNNER; and the
+# tests left out, NAME: reason.
+unit_tests=() http_tests=() left_out=()
+arm64=$("$top/test/tests_list.sh" tests arm64)
+for t in $arm64; do
+  case $t in
+  *.sh) http_tests+=("${t#test/}") ;;
+  *) unit_tests+=("${t#test/}") ;;
+  esac
+done
+reasons=$("$top/test/tests_list.sh" left-out arm64)
+mapfile -t left_out <<<"$reasons"
 # Check test cases tagged (test/check_*.c) by what qemu-user 7.2 lacks,
 # each seen failing under it for that reason alone: TAG: reason.
 excluded_tags=(
@@ -60,95 +67,6 @@ excluded_tags=(
   "every_thread_is_the_program: qemu runs a thread of its own, listed in /proc/self/task and blocking every signal"
   "seccomp: qemu refuses PR_SET_SECCOMP (EINVAL)"
   "shared_sigq: qemu runs a thread of its own, so unshare(CLONE_NEWUSER) fails (EINVAL) and the queued-signal count is every process's of the user: the test's limit, set just above it, failed to set while the rest of the suite ran (setrlimit -1)"
-)
-# Every other test of Makefile.am's TESTS, NAME: reason.  "not wired": the
-# test starts arm64 programs other than the demo, or preloads the library
-# into one, which this runner does not wrap in qemu.
-left_out=(
-  "check_census: counts /proc/self/task, where qemu has a thread of its own, and walks blocked threads from /proc/self/task/TID/syscall, which holds qemu's own x86-64 system call and registers"
-  "census_syscall: whether a census's CPU-timer signal can land inside a system call is the kernel's (POSIX_CPU_TIMERS_TASK_WORK), and under qemu-user that is this machine's x86-64 kernel, not an arm64 one, so it would prove nothing about arm64"
-  "stress_sampler: 15 s of 1000 Hz profiles is long under qemu (it once died there of a tick qemu had queued, acted on after SIG_DFL came back; the stop now holds SIG_IGN 25 ms: README, Platforms)"
-  "fiber_stacks: x86-64 only (its register trick is x86-64 assembly; exits 77 elsewhere)"
-  "http_pprof.sh: holds tenants' CPU shares to bands measured natively; under qemu's emulation they come out otherwise (acme 12%, globex 44%, initech 44%)"
-  "http_pool.sh: its two concurrent profile windows never both open at qemu's speed"
-  "http_own_memory.sh: a CPU profile over HTTP does not answer within curl's 30 s at qemu's speed"
-  "http_surface.sh: reads the demo's symbols through /proc/PID/exe, which is qemu"
-  "own_threads.sh: about 1 in 30 of the collector thread's samples still ends in a bogus frame after libc's sscanf, before collector_main; not yet understood (see README, Platforms)"
-  "http_security.sh: passes under qemu, but takes 80 s: left out for time"
-  "scrape.sh: passes under qemu, but takes 45 s: left out for time"
-  "soak: runs 120 s by design: left out for time"
-  "census_quiet.sh: not wired; needs chromium"
-  "browser_index.sh: not wired; needs chromium"
-  "crash_labels.sh: not wired"
-  "http_metrics.sh: not wired"
-  "http_hostile.sh: not wired"
-  "http_unlabelled.sh: not wired"
-  "chains.sh: not wired"
-  "otel_context.sh: not wired"
-  "zero_code.sh: not wired"
-  "allocators.sh: not wired; needs arm64 jemalloc, tcmalloc and mimalloc"
-  "redis.sh: not wired; needs arm64 redis-server"
-  "sqlite3.sh: not wired; needs arm64 sqlite3"
-  "sort.sh: not wired"
-  "python3.sh: not wired"
-  "node.sh: not wired"
-  "http_exposing.sh: not wired"
-  "census_rename.sh: not wired (starts test/census_rename)"
-  "host_threads.sh: not wired (starts test/host_threads)"
-  "census_nondumpable.sh: not wired (starts test/census_nondumpable)"
-  "task_pool.sh: not wired (starts test/task_pool)"
-  "task_coro.sh: not wired (starts test/task_coro, as task_pool.sh)"
-  "task_uv.sh: not wired (starts test/task_uv, which needs the target's libuv, not in the sysroot)"
-  "task_asio.sh: not wired (starts test/task_asio, as task_pool.sh)"
-  "task_fiber.sh: not wired (starts test/task_fiber, as task_pool.sh)"
-  "check_tasks: not yet tried under qemu (its tasks move between threads and it walks the calling thread's stack; the unwinder's arm64 walk should serve it)"
-  "dlclose_reuse: not wired; loads its plugins from test/.libs and runs google/pprof's parser (test/gocheck, a host program) on its profile"
-  "symbolize_addr2line.sh: not wired; builds its generated programs with the host's gcc and compares with the host's addr2line"
-  "configure_deps.sh: checks the build system, not the target"
-  "docs_links.sh: checks the source tree, not the target"
-  "signal_safe.sh: checks the source tree (gcc's call graph), not the target"
-  "layering.sh: checks the source tree and the module graph, not the target"
-  "small_stacks.sh: not wired (starts test/small_stacks)"
-  "setuid_env.sh: not wired (starts setuid copies of test/setuid_prog)"
-  "daemon_stderr.sh: not wired (preloads the library into test/daemon_stderr)"
-  "http_names.sh: not wired (starts test/hostile_names)"
-  "browser_framing.sh: not wired; needs chromium"
-  "browser_trace.sh: not wired; needs chromium"
-  "check_trace: not yet tried under qemu (new with the trace recorder; on arm64 its clock is CLOCK_MONOTONIC, acct_clock_ticks' other branch)"
-  "check_timeline: not yet tried under qemu (new with the trace encoders, which have no code of their own per platform)"
-  "timeline_protoc.sh: not wired (runs test/check_timeline's encoder output through the host's protoc)"
-  "trace_demo.sh: not wired (wants one track per thread of /proc/PID/task, where qemu has threads of its own)"
-  "trace_flight.sh: not wired (starts test/trace_flight)"
-  "trace_pidns.sh: not wired (runs the demo through unshare, a host program, in a pid namespace of its own)"
-  "stack_min.sh: not wired (starts test/stack_min, whose stack depths include signal frames, which are qemu's there, not an arm64 kernel's)"
-  "fork_storm: not wired yet: new with the fork lock order, not yet built for qemu or tried there"
-  "altstack_walk: not wired yet: sizes qemu's signal frames, not an arm64 kernel's; not yet tried there"
-  "clone_labels: not wired yet: raw clone(2) threads, not yet tried under qemu"
-  "http_slowloris: not wired yet: new with the header bound, not yet built for qemu or tried there"
-  "http_emfile: not wired yet: new with the server's own accept, not yet built for qemu or tried there"
-  "dist.sh: checks the tarball and the build system, not the target"
-  "abi.sh: checks the symbol tables that the same sources and maps give on x86-64, with the host's compiler and nm"
-  "census_blocked: not wired yet: its blocked-thread walks read code with process_vm_readv, which qemu lacks (ENOSYS)"
-  "wrapper_frames.sh: not wired (starts test/wrapper_frames and the demo, reads their profiles with the host's go tool pprof)"
-  "chroot_noproc.sh: not wired (starts test/chroot_noproc in a chroot)"
-  "fork_tls_exit: not wired yet: new with the GnuTLS reference held across fork, not yet built for qemu or tried there"
-  "wrappers.sh: not wired (preloads the library into timeout, sh, setsid and the other wrappers, which are host programs)"
-  "jemalloc_mallocx.sh: not wired (needs the target's libjemalloc, not in the sysroot)"
-  "http_exit_profile.sh: not wired (starts test/http_exit_profile)"
-  "fork_cheap.sh: not wired (preloads the library into test/fork_faults and counts page faults, which are qemu's there, not an arm64 kernel's)"
-  "upper_checked.sh: not wired (preloads a copy of the library into test/fork_faults and test/upper_request)"
-  "heap_late.sh: not wired (preloads the library into test/heap_late and reads its heap profile with the host's gocheck and pprof)"
-  "dlopen_server: not yet tried under qemu (dlopens the library by its build path)"
-  "prefork.sh: not wired (preloads the library into test/prefork and its forks)"
-  "nginx.sh: not wired (preloads the library into the host's nginx)"
-  "postgres.sh: not wired (preloads the library into the host's PostgreSQL)"
-  "host_symbols.sh: not wired (builds its -rdynamic program with the host's gcc from the names the host's libraries call, and preloads the library into it)"
-  "task_coro_inline.sh: not wired (starts test/task_coro, as task_pool.sh)"
-  "trace_label_cap.sh: not wired (starts test/trace_label_cap)"
-  "trace_flight_clients.sh: not wired (starts test/trace_flight_clients; judges resident memory, which is qemu's there)"
-  "http_json.sh: passes under qemu, but left out for time (14 s there): its JSON and heap forms are the builder's and the encoder's, which check_builder and check_json run here"
-  "http_go_details.sh: passes under qemu, but left out for time (11 s there): Go's text forms, which check_builder runs here"
-  "wall_states.sh: not wired (starts test/wall_states; its shares are judged within 3 points, which qemu's own threads and timing would need trying)"
 )
 
 die() {
@@ -306,19 +224,6 @@ run_test() {
   return 1
 }
 
-# check_accounted: every test of Makefile.am's TESTS is run or left out
-# with a reason, so a new test is never dropped silently.
-check_accounted() {
-  local t listed=" ${unit_tests[*]} ${http_tests[*]} " r unaccounted=()
-  for r in "${left_out[@]}"; do listed+="${r%%:*} "; done
-  for t in $(make -s -C "$out" -f Makefile -f - print-tests \
-    <<<'print-tests: ; @echo $(TESTS)'); do
-    [[ "$listed" == *" ${t#test/} "* ]] || unaccounted+=("$t")
-  done
-  [ ${#unaccounted[@]} -eq 0 ] ||
-    die "neither run nor left out with a reason (test/cross/aarch64.sh): ${unaccounted[*]}"
-}
-
 run_tests() {
   local t ran=0 passed=0 tags=() r names=()
   for r in "${excluded_tags[@]}"; do tags+=("${r%%:*}"); done
@@ -350,7 +255,6 @@ command -v $qemu >/dev/null || die "$qemu missing: apt-get install qemu-user-sta
 make_sysroot
 configure_cross
 build_cross
-check_accounted
 make_wrappers
 mkdir -p "$out/test"
 run_tests

@@ -7,6 +7,15 @@
 //	[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX]
 //	[-apart LEAF;CALLER]] FILE
 //
+//	gocheck -fgprof HZ FOLDED OUT
+//
+// The second form writes to OUT the profile fgprof would make of the
+// folded stacks in FOLDED ("root;...;leaf COUNT" lines) sampled at HZ:
+// its types, period and one location per frame, as format.go's toPprof
+// builds them (felixge/fgprof v0.9.5), with google/pprof's package, so
+// that tests hold cpprof's /debug/fgprof against a profile of fgprof's
+// shape that cpprof did not write.
+//
 // FILE is a profile.proto, gzip-compressed or not.  If the protobuf parser
 // or CheckValid rejects it, gocheck prints the parser's message on stderr
 // and exits with status 1 (2 for a usage or I/O error).  Otherwise it
@@ -387,6 +396,48 @@ func printChain(p *profile.Profile, chain, where, numWhere, apartFlag string, id
 	}
 }
 
+// writeFgprof writes fgprof's profile of the folded stacks in file `in`.
+func writeFgprof(hz int, in, out string) {
+	data, err := ioutil.ReadFile(in)
+	if err != nil {
+		fail(2, "%v", err)
+	}
+	m := &profile.Mapping{ID: 1, HasFunctions: true}
+	p := &profile.Profile{
+		Mapping:    []*profile.Mapping{m},
+		Period:     int64(1e9 / hz),
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "time", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "wallclock", Unit: "nanoseconds"},
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		cut := strings.LastIndexByte(line, ' ')
+		count, err := strconv.ParseInt(line[cut+1:], 10, 64)
+		if cut <= 0 || err != nil {
+			fail(1, "not a folded line: %q", line)
+		}
+		s := &profile.Sample{Value: []int64{count, int64(1e9/hz) * count}}
+		for _, name := range strings.Split(line[:cut], ";") {
+			id := uint64(len(p.Function) + 1)
+			fn := &profile.Function{ID: id, Name: name}
+			loc := &profile.Location{ID: id, Mapping: m, Line: []profile.Line{{Function: fn}}}
+			p.Function = append(p.Function, fn)
+			p.Location = append(p.Location, loc)
+			s.Location = append([]*profile.Location{loc}, s.Location...)
+		}
+		p.Sample = append(p.Sample, s)
+	}
+	f, err := os.Create(out)
+	if err == nil {
+		err = p.Write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fail(2, "%v", err)
+	}
+}
+
 func main() {
 	frames := flag.Bool("frames", false, "print a frame line per distinct location line")
 	locations := flag.Bool("locations", false, "print each location's lines")
@@ -396,7 +447,15 @@ func main() {
 	numWhere := flag.String("numwhere", "", "with -chain: judge samples with this numeric label KEY=N")
 	value := flag.Int("value", 0, "with -chain: the sample value to sum")
 	apart := flag.String("apart", "", "with -chain: LEAF;CALLER, samples whose leaf matches LEAF but whose next frame is missing or not CALLER are summed apart, not judged")
+	fgprofHz := flag.Int("fgprof", 0, "write fgprof's profile of folded stacks sampled at this rate")
 	flag.Parse()
+	if *fgprofHz > 0 {
+		if flag.NArg() != 2 {
+			fail(2, "usage: gocheck -fgprof HZ FOLDED OUT")
+		}
+		writeFgprof(*fgprofHz, flag.Arg(0), flag.Arg(1))
+		return
+	}
 	if flag.NArg() != 1 {
 		fail(2, "usage: gocheck [-frames] [-locations] [-mappings] "+
 			"[-chain PATTERN [-where KEY=VALUE] [-numwhere KEY=N] [-value IDX] "+
