@@ -5,7 +5,8 @@
 # every goroutine the dump lists, with "created by" for each the dump
 # names a creator of (every task, the workers at least); it reads a crash report
 # too (test/crash_labels --addr: one goroutine, created by main), and that
-# report's header is the one debug=2 gave the same thread while it ran.
+# report's header is the one debug=2 gave the same thread while it ran,
+# with its labels, or without in both with CPPROF_TRACEBACKLABELS=0.
 set -u
 . "$(dirname "$0")/http_lib.sh"
 command -v panicparse >/dev/null ||
@@ -51,27 +52,41 @@ echo "ok: panicparse read $1 goroutines ($threads threads, $tasks tasks), $2 wit
 stop_demo
 
 # --- a crash report, and the same thread's header in debug=2 ------------
+# crash_header NAME: runs test/crash_labels serving, takes debug=2 while
+# its crasher runs, sets it off, and checks that the report's header is
+# debug=2's for that thread; leaves the report in $tmp/NAME, the header in
+# $tmp/NAME.header.
+crash_header() {
+    start_program "$top_builddir/test/crash_labels" segv
+    tid=$(sed -n 's/^crasher \([0-9]*\)$/\1/p' "$tmp/demo.out")
+    [ -n "$tid" ] || fail "$1: the crasher did not say its tid: $(cat "$tmp/demo.out")"
+    code=$(fetch running "$base/goroutine?debug=2")
+    [ "$code" = 200 ] || fail "$1: debug=2 of the crasher: status $code"
+    grep "^goroutine $tid \[" "$tmp/running.body" >"$tmp/$1.running" ||
+        fail "$1: debug=2 has no goroutine $tid"
+    kill -USR1 "$demo_pid"
+    wait "$demo_pid" # the shell may say "Segmentation fault": it is the test
+    status=$?
+    demo_pid=
+    [ "$status" = 139 ] || fail "$1: the crasher exited with status $status, not SIGSEGV's: $(cat "$tmp/demo.err")"
+    cp "$tmp/demo.err" "$tmp/$1"
+    grep "^goroutine $tid \[" "$tmp/$1" >"$tmp/$1.header" ||
+        fail "$1: the report has no goroutine $tid: $(cat "$tmp/$1")"
+    cmp -s "$tmp/$1.running" "$tmp/$1.header" ||
+        fail "$1: debug=2 and the crash report differ: $(cat "$tmp/$1.running") against $(cat "$tmp/$1.header")"
+}
 ulimit -c 0
-start_program "$top_builddir/test/crash_labels" segv
-tid=$(sed -n 's/^crasher \([0-9]*\)$/\1/p' "$tmp/demo.out")
-[ -n "$tid" ] || fail "the crasher did not say its tid: $(cat "$tmp/demo.out")"
-code=$(fetch running "$base/goroutine?debug=2")
-[ "$code" = 200 ] || fail "debug=2 of the crasher: status $code"
-grep "^goroutine $tid \[" "$tmp/running.body" >"$tmp/running.header" ||
-    fail "debug=2: no goroutine $tid"
-kill -USR1 "$demo_pid"
-wait "$demo_pid"
-status=$?
-demo_pid=
-[ "$status" = 139 ] || fail "the crasher exited with status $status, not SIGSEGV's: $(cat "$tmp/demo.err")"
-grep "^goroutine $tid \[" "$tmp/demo.err" >"$tmp/crash.header" ||
-    fail "the crash report has no goroutine $tid: $(cat "$tmp/demo.err")"
-cmp -s "$tmp/running.header" "$tmp/crash.header" ||
-    fail "debug=2 and the crash report differ: $(cat "$tmp/running.header") against $(cat "$tmp/crash.header")"
+crash_header crash
 grep -q 'labels:{"kind": "crash", "tenant": "acme"}' "$tmp/crash.header" ||
     fail "the header has not the crasher's labels: $(cat "$tmp/crash.header")"
-cp "$tmp/demo.err" "$tmp/crash"
 set -- $(parse crash)
 [ "$1 $2" = "1 1" ] || fail "panicparse found $1 goroutines, $2 with a creator, in: $(cat "$tmp/crash")"
 echo "ok: the crash report's header is debug=2's: $(cat "$tmp/crash.header")"
+# The off switch, for both.
+CPPROF_TRACEBACKLABELS=0
+export CPPROF_TRACEBACKLABELS
+crash_header unlabelled
+! grep -q 'labels:' "$tmp/unlabelled.header" ||
+    fail "CPPROF_TRACEBACKLABELS=0: labels in $(cat "$tmp/unlabelled.header")"
+echo "ok: with CPPROF_TRACEBACKLABELS=0 neither shows labels: $(cat "$tmp/unlabelled.header")"
 echo "PASS: goroutine_panicparse.sh"
