@@ -5,16 +5,16 @@
  * An opt-in handler (cpprof_crash_handler_install(), or CPPROF_CRASH_HANDLER
  * =1 at load) for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT writes to
  * stderr the signal, then the crashing thread as a goroutine of Go's
- * dumps, which Go's parsers (panicparse) read: its header, the one
- * goroutine?debug=2 gives the same thread (goheader.h: tid, name, label
- * set unless the "tracebacklabels" setting is 0, as
- * GODEBUG=tracebacklabels=0), its frames in Go's frame shape named by
- * object and address (unwind_pc_name: "libc.so.6+0x891f5(...)" and
- * "\t??:0"), who created the thread (threadcreate.h),
- * and the executable mappings of /proc/self/maps, which turn those PCs
- * into module + offset for addr2line or pprof.  Nothing is symbolized:
- * naming a frame needs the symbolizer's tables and libdw, which allocate
- * and lock, and the crashed process's heap or locks may be what broke.  It then puts
+ * dumps in the lines goroutine?debug=2 is written in (godump.h), which
+ * Go's parsers (panicparse) read: its header, the one debug=2 gives the
+ * same thread (tid, name, label set unless the "tracebacklabels" setting
+ * is 0, as GODEBUG=tracebacklabels=0), its frames named by object and
+ * address (unwind_pc_name: "libc.so.6+0x891f5(...)" and "\t??:0"), who
+ * created the thread (threadcreate.h), and the executable mappings of
+ * /proc/self/maps, which place each object for addr2line or pprof.
+ * Nothing is symbolized: naming a function needs the symbolizer's tables
+ * and libdw, which allocate and lock, and the crashed process's heap or
+ * locks may be what broke.  It then puts
  * back the signal's previous action and raises the signal again, so the
  * process dies exactly as it would have (same signal, same exit status,
  * same core dump), or the application's own handler, if it had one, runs.
@@ -32,7 +32,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cpprof.h"
-#include "goheader.h"
+#include "godump.h"
 #include "interpose.h"
 #include "procmaps.h"
 #include "thread.h"
@@ -132,41 +132,46 @@ static NOINLINE void write_signal(int sig, const siginfo_t *si, uintptr_t pc)
     flush_line(&l);
 }
 
-/* The crashing thread's goroutine header (goheader.h): the same as its
+/* One of godump.h's lines, cut short to the buffer (a goroutine header
+ * with labels beyond it ends "...]:"), with its newline. */
+static void put_dump_line(char *line, size_t len, size_t need)
+{
+    if (need >= len) {
+        need = len - 1;
+        if (need >= 5 && line[0] == 'g')
+            memcpy(line + need - 5, "...]:", 5);
+    }
+    line[need++] = '\n';
+    warn_write(line, need);
+}
+
+/* The crashing thread's goroutine header (godump.h): the same as its
  * block in goroutine?debug=2 while it runs, "goroutine TID [running,
- * thread \"NAME\", labels:{...}]:", after a blank line as Go's is.  One
- * cut short (labels beyond the buffer) ends "...]:". */
+ * thread \"NAME\", labels:{...}]:", after a blank line as Go's is. */
 static NOINLINE void write_thread(void)
 {
     char name[17] = {0};
     prctl(PR_GET_NAME, name);
-    goheader h = {.id = (uint64_t)gettid(), .state = "running",
-                  .thread = name,
-                  .labels = thread_labels_if_tid(gettid())};
+    godump_goroutine g = {.id = (uint64_t)gettid(), .state = "running",
+                          .thread = name,
+                          .labels = thread_labels_if_tid(gettid())};
     char line[768];
-    size_t n = goheader_format(line, sizeof line, &h);
-    if (n >= sizeof line) {
-        n = sizeof line - 1;
-        memcpy(line + n - 5, "...]:", 5);
-    }
-    line[n++] = '\n';
     warn_write("\n", 1);
-    warn_write(line, n);
+    put_dump_line(line, sizeof line,
+                  godump_header(line, sizeof line, &g));
 }
 
-/* A frame as Go's parsers read one whose function and file are not known
- * here (nothing is symbolized in a crashed process): its object and
- * address there as the function (unwind_pc_name), "??" as the file
- * (cgo's form). */
-static void write_raw_frame(struct line *l, uintptr_t pc)
+/* A frame whose function and file are not known here (nothing is
+ * symbolized in a crashed process): named by its object and address
+ * there (unwind_pc_name), "??" as the file. */
+static void write_raw_frame(uintptr_t pc)
 {
-    char name[128];
+    char name[128], line[160];
     unwind_pc_name(pc, name, sizeof name);
-    put_str(l, name);
-    put_str(l, "(...)");
-    flush_line(l);
-    put_str(l, "\t??:0");
-    flush_line(l);
+    put_dump_line(line, sizeof line,
+                  godump_function(line, sizeof line, name));
+    put_dump_line(line, sizeof line,
+                  godump_file(line, sizeof line, "", 0, false, 0));
 }
 
 /* The frames, "...additional frames elided..." (Go's line) after a walk
@@ -175,27 +180,24 @@ static void write_raw_frame(struct line *l, uintptr_t pc)
 static NOINLINE void write_stack(const uintptr_t *pcs, size_t depth,
                                  unsigned flags)
 {
-    struct line l = {.n = 0};
     for (size_t i = 0; i < depth; i++)
-        write_raw_frame(&l, pcs[i]);
+        write_raw_frame(pcs[i]);
     if (flags & STACK_TRUNCATED) {
-        put_str(&l, "...additional frames elided...");
-        flush_line(&l);
+        static const char elided[] = "...additional frames elided...\n";
+        warn_write(elided, sizeof elided - 1);
     }
     pid_t creator;
     uintptr_t at;
     if (threadcreate_creator(gettid(), &creator, &at)) {
-        char name[128];
+        char name[128], line[192];
         unwind_pc_name(at, name, sizeof name);
-        put_str(&l, "created by ");
-        put_str(&l, name);
-        put_str(&l, " in goroutine ");
-        put_uint(&l, (unsigned long)creator, 10);
-        flush_line(&l);
-        put_str(&l, "\t??:0");
-        flush_line(&l);
+        put_dump_line(line, sizeof line,
+                      godump_created_by(line, sizeof line, name,
+                                        (uint64_t)creator));
+        put_dump_line(line, sizeof line,
+                      godump_file(line, sizeof line, "", 0, false, 0));
     }
-    flush_line(&l);
+    warn_write("\n", 1);
 }
 
 /* Whether a line of /proc/self/maps (perhaps cut short: its path) is an
@@ -259,8 +261,8 @@ static __attribute__((noinline)) void report(int sig, siginfo_t *si,
  * (gcc -fstack-usage as in unwind.h, ASan+UBSan in brackets): on_crash's
  * 64 [64], report's 576 [736] (its PCs), then the deepest of the walk
  * (UNWIND_CONTEXT_STACK), write_thread about 900 (its 768-byte line) with
- * goheader_format's small frames, write_stack about 600 (a line) with
- * flush_line 48 [64],
+ * godump_header's small frames, write_stack about 500 (a name and a line)
+ * with godump's small frames,
  * write_mappings 848 [1,184] (a chunk and a line) with is_executable 80
  * [208], procmaps_parse 96 [336] and take_number 32 [96]. */
 #define CRASH_REPORT_STACK (UNWIND_CONTEXT_STACK + 1024)

@@ -9,7 +9,8 @@
  * costs are paid once a request.
  *
  * debug=2's goroutine blocks are written here too (text_write_goroutine),
- * with the header every dump and the crash report share (goheader.c).
+ * symbolized, in the lines every dump and the crash report share
+ * (godump.c).
  */
 #define _GNU_SOURCE
 #include "gotext.h"
@@ -18,10 +19,8 @@
 #include "symbolize.h"
 #include "unwind.h"
 
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* The frames at pc (exact or already one byte back), taken in generation
  * `gen`: from the object that was mapped there then (unwind.h), or NULL
@@ -115,39 +114,25 @@ void text_write_records(FILE *f, size_t n,
 
 /* ---- debug=2: goroutine blocks ------------------------------------------ */
 
-/* Whether Go's dump parsers take `file` as a frame's source file:
- * panicparse 2.3.0 takes a name ending .c, .go or .s (Go's sources,
- * cgo's C, Go's assembly), and stops at any other. */
-static bool parsers_take(const char *file)
-{
-    static const char *const ends[] = {".c", ".go", ".s"};
-    size_t n = strlen(file);
-    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
-        size_t k = strlen(ends[i]);
-        if (n > k && strcmp(file + n - k, ends[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* "\tFILE:LINE +0xOFF", FILE "??" where the parsers would stop. */
-static void write_file_line(FILE *f, const char *file, int64_t line,
-                            uintptr_t off)
-{
-    fputc('\t', f);
-    if (parsers_take(file))
-        text_put_escaped(f, file, false);
-    else
-        fputs("??", f);
-    fprintf(f, ":%" PRId64 " +0x%" PRIxPTR "\n", line, off);
-}
+/* Writes one of godump.h's lines and its newline: `write` fills a buffer
+ * of `len` and returns what the whole line needs, as snprintf. */
+#define PUT_LINE(f, write, ...)                                              \
+    do {                                                                     \
+        char small_[512];                                                    \
+        size_t need_ = write(small_, sizeof small_, __VA_ARGS__);            \
+        char *big_ = need_ < sizeof small_ ? NULL : malloc(need_ + 1);       \
+        if (big_)                                                            \
+            write(big_, need_ + 1, __VA_ARGS__);                             \
+        fputs(big_ ? big_ : small_, f);                                      \
+        fputc('\n', f);                                                      \
+        free(big_);                                                          \
+    } while (0)
 
 static void write_go_frame(FILE *f, const char *name, const char *file,
                            int64_t line, uintptr_t off)
 {
-    text_put_escaped(f, name, false);
-    fputs("(...)\n", f);
-    write_file_line(f, file, line, off);
+    PUT_LINE(f, godump_function, name);
+    PUT_LINE(f, godump_file, file, line, true, off);
 }
 
 /* The frames of the PC at stack index i. */
@@ -166,33 +151,19 @@ static void write_go_frames_at(FILE *f, const text_goroutine *g, size_t i)
     free(path);
 }
 
-/* "created by FUNC in goroutine TID" and the creating call's line. */
+/* "created by FUNC in goroutine N" and the creating call's line. */
 static void write_created_by(FILE *f, const text_goroutine *g)
 {
     const symbolize_result *r = symbolize_pc(g->created_at - 1);
     const symbolize_frame *fr = r && r->nframes ? &r->frames[0] : NULL;
-    fputs("created by ", f);
-    text_put_escaped(f, fr ? fr->name : "?", false);
-    fprintf(f, " in goroutine %" PRIu64 "\n", g->creator);
-    write_file_line(f, fr ? fr->file : "", fr ? fr->line : 0,
-                    r ? r->sym_offset : 0);
-}
-
-static void write_go_header(FILE *f, const goheader *h)
-{
-    char small[512];
-    size_t need = goheader_format(small, sizeof small, h);
-    char *big = need < sizeof small ? NULL : malloc(need + 1);
-    if (big)
-        goheader_format(big, need + 1, h);
-    fputs(big ? big : small, f);
-    fputc('\n', f);
-    free(big);
+    PUT_LINE(f, godump_created_by, fr ? fr->name : "?", g->creator);
+    PUT_LINE(f, godump_file, fr ? fr->file : "", fr ? fr->line : 0, true,
+             r ? r->sym_offset : 0);
 }
 
 void text_write_goroutine(FILE *f, const text_goroutine *g)
 {
-    write_go_header(f, &g->head);
+    PUT_LINE(f, godump_header, &g->head);
     if (g->pseudo_frame)
         write_go_frame(f, g->pseudo_frame, "", 0, 0);
     for (size_t i = 0; !g->pseudo_frame && i <= g->depth; i++) {

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "cpprof.h"
-#include "goheader.h"
+#include "godump.h"
 
 #include <sys/types.h>
 
@@ -50,17 +50,15 @@ void text_write_records(FILE *f, size_t n,
 void text_write_frames(FILE *f, const uintptr_t *pcs, size_t depth,
                        unsigned flags, uint64_t gen);
 
-/* One goroutine of a debug=2 dump: what Go's parsers (panicparse 2.3.0)
- * read.  Its header (goheader.h), then per frame FUNC(...) and
- * "\tFILE:LINE +0xOFF" (inlined frames each on their two lines), then,
- * when its creator is known, "created by FUNC in goroutine N" with the
- * creating call's file line.  A file the parsers do not take (only names
- * ending .c, .go or .s: a header's, C++'s, preprocessed assembly's) is
- * written "??", the cgo form of an unknown file, and its line kept; the
- * other forms (debug=1, the proto) name every file.  A stack that is
- * missing (pseudo_frame) is that one frame, the reason in the header. */
+/* One goroutine of a debug=2 dump, in godump.h's lines, which Go's
+ * parsers (panicparse 2.3.0) read: its header, then per frame FUNC(...)
+ * and "\tFILE:LINE +0xOFF" (inlined frames each on their two lines; "??"
+ * for a file the parsers do not take, which debug=1 and the proto name),
+ * then, when its creator is known, "created by FUNC in goroutine N" with
+ * the creating call's file line.  A stack that is missing (pseudo_frame)
+ * is that one frame, the reason in the header. */
 typedef struct {
-    goheader head;
+    godump_goroutine head;
     const uintptr_t *pcs;
     size_t depth;
     unsigned flags;

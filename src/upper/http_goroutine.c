@@ -8,7 +8,7 @@
  *   debug=1            Go's text form, grouped the same way, largest group
  *                      first, with a "# labels:" line per labelled group.
  *   debug=2            one block per thread, as Go's full goroutine dump
- *                      (gotext.h, goheader.h):
+ *                      (gotext.h, godump.h):
  *                      goroutine TID [STATE, WCHAN, thread "NAME",
  *                      labels:{...}]:
  *                      then FUNC(...) / \tFILE:LINE +0xOFF per frame and

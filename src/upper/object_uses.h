@@ -52,7 +52,10 @@
 #define forkwake_state_of cpprof__forkwake_state_of
 #define forkwake_send cpprof__forkwake_send
 #define forkwake_table cpprof__forkwake_table
-#define goheader_format cpprof__goheader_format
+#define godump_created_by cpprof__godump_created_by
+#define godump_file cpprof__godump_file
+#define godump_function cpprof__godump_function
+#define godump_header cpprof__godump_header
 #define heap_declined cpprof__heap_declined
 #define heap_get_stats cpprof__heap_get_stats
 #define heap_internal_stats cpprof__heap_internal_stats
