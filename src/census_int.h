@@ -103,6 +103,11 @@ void census_leave(void);
 /* Gives every thread the registry's label set for its tid, and the task
  * it runs with them, reading the registry once. */
 int census_attach_labels(census *c);
+/* *set plus the n/2 labels of kv, replacing *set's reference with the
+ * merged set's (census_tasks.c): how a census marks what it adds to a
+ * thread's or task's labels. */
+int census_mark_set(const cpprof_labelset **set, size_t n,
+                    const char *const *kv);
 
 /* census_proc.c: a thread's files under /proc/self/task. */
 

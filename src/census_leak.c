@@ -425,17 +425,7 @@ static int mark(const cpprof_labelset **set, const struct waiter *w)
     snprintf(owner, sizeof owner, "%d", (int)w->owner);
     const char *kv[] = {CENSUS_LEAK_KEY, leak, CENSUS_LOCK_KEY, lock,
                         CENSUS_LOCK_OWNER_KEY, owner};
-    cpprof_labelset *marker, *merged;
-    int rc = cpprof_labels(&marker, 6, kv);
-    if (rc)
-        return rc;
-    rc = labelset_merge(&merged, *set, marker);
-    cpprof_labelset_release(marker);
-    if (rc)
-        return rc;
-    labelset_drop(*set);
-    *set = merged;
-    return 0;
+    return census_mark_set(set, 6, kv);
 }
 
 /* Marks the census's threads (sorted by tid) that are stuck. */

@@ -236,14 +236,11 @@ static int census_read_parked(census *c, bool each, const uint64_t *running,
 
 /* ---- Tasks: parked ones listed, running ones marked ------------------- */
 
-/* `set` plus CENSUS_TASK_KEY=`kind` (and CENSUS_WAIT_KEY=`reason` when
- * not NULL), replacing *set's reference with the merged set's. */
-static int mark_task(const cpprof_labelset **set, const char *kind,
-                     const char *reason)
+int census_mark_set(const cpprof_labelset **set, size_t n,
+                    const char *const *kv)
 {
-    const char *kv[] = {CENSUS_TASK_KEY, kind, CENSUS_WAIT_KEY, reason};
     cpprof_labelset *marker, *merged;
-    int rc = cpprof_labels(&marker, reason ? 4 : 2, kv);
+    int rc = cpprof_labels(&marker, n, kv);
     if (rc)
         return rc;
     rc = labelset_merge(&merged, *set, marker);
@@ -253,6 +250,15 @@ static int mark_task(const cpprof_labelset **set, const char *kind,
     labelset_drop(*set);
     *set = merged;
     return 0;
+}
+
+/* `set` plus CENSUS_TASK_KEY=`kind` (and CENSUS_WAIT_KEY=`reason` when
+ * not NULL), replacing *set's reference with the merged set's. */
+static int mark_task(const cpprof_labelset **set, const char *kind,
+                     const char *reason)
+{
+    const char *kv[] = {CENSUS_TASK_KEY, kind, CENSUS_WAIT_KEY, reason};
+    return census_mark_set(set, reason ? 4 : 2, kv);
 }
 
 /* Marks the threads that run a task now (census_attach_labels read which), and
